@@ -1,0 +1,13 @@
+#!/usr/bin/env node
+import { Command } from 'commander';
+import { registerConfigCommands } from './commands/config.js';
+import { runCli } from './run-cli.js';
+
+const program = new Command()
+  .name('orq')
+  .description('Distributed orchestrator for LLM agents on BullMQ and Redis')
+  .version('0.1.0');
+
+registerConfigCommands(program);
+
+await runCli(program, process.argv);

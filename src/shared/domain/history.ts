@@ -1,0 +1,87 @@
+import { z } from 'zod';
+import { PlanBreakdown, QualityJudgement } from './plan.js';
+import { TaskJudgement, TaskResult } from './task.js';
+
+const base = {
+  timestamp: z.string(),
+  sessionId: z.string(),
+  taskId: z.string().optional(),
+};
+
+/**
+ * One line of a session's history. The `type` values plan, revision and reflection keep
+ * seed 004's JSONL line format; the others record orq's own judgements and decisions.
+ */
+export const HistoryEntry = z.discriminatedUnion('type', [
+  z.object({
+    ...base,
+    type: z.literal('plan'),
+    /** planner: a session plan; replanner: subtasks replacing a task; agent: an in-task plan. */
+    source: z.enum(['planner', 'replanner', 'agent']),
+    attempt: z.number().int().min(0),
+    plan: z.union([PlanBreakdown, z.record(z.string(), z.unknown())]),
+  }),
+  z.object({
+    ...base,
+    type: z.literal('judgement'),
+    subject: z.enum(['plan', 'task']),
+    attempt: z.number().int().min(0),
+    judgement: z.union([QualityJudgement, TaskJudgement]),
+  }),
+  z.object({
+    ...base,
+    type: z.literal('decision'),
+    /** e.g. refinement:accept, task:continue, structure:invalid */
+    decision: z.string(),
+    reason: z.string(),
+    /** The inputs the rule saw: scores, attempts, missing terms... */
+    inputs: z.record(z.string(), z.unknown()).default({}),
+  }),
+  z.object({
+    ...base,
+    type: z.literal('revision'),
+    reason: z.string(),
+    changes: z.array(z.unknown()).default([]),
+  }),
+  z.object({
+    ...base,
+    type: z.literal('reflection'),
+    evaluation: z.record(z.string(), z.unknown()),
+  }),
+  z.object({
+    ...base,
+    type: z.literal('state_change'),
+    entity: z.enum(['session', 'task']),
+    from: z.string().optional(),
+    to: z.string(),
+    reason: z.string().optional(),
+  }),
+  z.object({
+    ...base,
+    type: z.literal('execution'),
+    attempt: z.number().int().min(0),
+    result: TaskResult,
+  }),
+  z.object({
+    ...base,
+    type: z.literal('action'),
+    tool: z.string(),
+    input: z.unknown(),
+    output: z.unknown().optional(),
+    error: z.string().optional(),
+  }),
+  z.object({
+    ...base,
+    type: z.literal('error'),
+    role: z.string(),
+    message: z.string(),
+    code: z.string().optional(),
+    attempt: z.number().int().min(0).optional(),
+  }),
+]);
+export type HistoryEntry = z.infer<typeof HistoryEntry>;
+export type HistoryEntryType = HistoryEntry['type'];
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+/** A history entry before it is stamped with its time and session. */
+export type HistoryEntryDraft = DistributiveOmit<HistoryEntry, 'timestamp' | 'sessionId'>;

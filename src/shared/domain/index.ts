@@ -1,0 +1,5 @@
+export * from './task.js';
+export * from './plan.js';
+export * from './refinement.js';
+export * from './session.js';
+export * from './history.js';

@@ -1,0 +1,65 @@
+import { z } from 'zod';
+import { PlanBreakdown } from './plan.js';
+import { RefinementResult, RequiredTerms } from './refinement.js';
+import { TaskId } from './task.js';
+import { SessionConfig } from '../config/schema.js';
+
+export const SessionState = z.enum([
+  /** Planner/Judge refinement loop in progress. */
+  'PLANNING',
+  /** Plan accepted; tasks are being executed. */
+  'RUNNING',
+  /** Nothing can run and at least one task is BLOCKED: waits for `resume`. */
+  'BLOCKED',
+  'COMPLETED',
+  /** The plan was rejected or an unrecoverable error occurred. */
+  'FAILED',
+  'CANCELLED',
+]);
+export type SessionState = z.infer<typeof SessionState>;
+
+export const FINISHED_SESSION_STATES: readonly SessionState[] = [
+  'COMPLETED',
+  'FAILED',
+  'CANCELLED',
+];
+
+export const SessionId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9_-]+$/, 'session ids use letters, digits, _ and - only');
+export type SessionId = z.infer<typeof SessionId>;
+
+/** The plan refinement loop's counters (seed 000/003). */
+export const PlanningProgress = z.object({
+  /** Index of the plan attempt being worked on: 0 is the first plan, 1 the first replan... */
+  attempt: z.number().int().min(0).default(0),
+  suggestionReplanCount: z.number().int().min(0).default(0),
+  /** Score of the previous judged plan, for stagnation and noise checks. */
+  previousScore: z.number().optional(),
+  /** The last judged plan, kept for structure validation of the next one and for fallback. */
+  previousPlan: PlanBreakdown.optional(),
+  previousAcceptable: z.boolean().optional(),
+  refinementHistory: z.array(RefinementResult).default([]),
+});
+export type PlanningProgress = z.infer<typeof PlanningProgress>;
+
+export const Session = z.object({
+  id: SessionId,
+  instruction: z.string().min(1),
+  state: SessionState,
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  requiredTerms: RequiredTerms,
+  /** The effective configuration for this session, fixed at submit so every pod agrees. */
+  config: SessionConfig,
+  planning: PlanningProgress,
+  /** Every task id the session ever had, in creation order (replaced ones included). */
+  taskIds: z.array(TaskId).default([]),
+  failure: z.object({ code: z.string(), reason: z.string() }).optional(),
+  idempotencyKey: z.string().optional(),
+  /** Free-form labels from the submitter. */
+  metadata: z.record(z.string(), z.string()).default({}),
+});
+export type Session = z.infer<typeof Session>;

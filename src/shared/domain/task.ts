@@ -1,0 +1,101 @@
+import { z } from 'zod';
+
+/** Task states of seed 001, plus SKIPPED (a blocked task the user chose to skip on resume). */
+export const TaskState = z.enum([
+  'READY',
+  'RUNNING',
+  'NEEDS_CONTINUATION',
+  'DONE',
+  'BLOCKED',
+  'CANCELLED',
+  'SKIPPED',
+  'REPLACED_BY_REPLAN',
+]);
+export type TaskState = z.infer<typeof TaskState>;
+
+/** States after which a task never runs again; a session completes when every task is in one. */
+export const FINISHED_TASK_STATES: readonly TaskState[] = [
+  'DONE',
+  'REPLACED_BY_REPLAN',
+  'SKIPPED',
+  'CANCELLED',
+];
+
+/** States that let a dependent go on (SKIPPED: the user said to proceed without it). */
+export const SATISFYING_TASK_STATES: readonly TaskState[] = ['DONE', 'SKIPPED'];
+
+export const TaskId = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[A-Za-z0-9_.:-]+$/, 'task ids use letters, digits and _ . : - only');
+export type TaskId = z.infer<typeof TaskId>;
+
+/** replanningInfo of seed 001: where a task sits in a chain of replans. */
+export const ReplanningInfo = z.object({
+  iteration: z.number().int().min(0),
+  maxIterations: z.number().int().min(0),
+  originalTaskId: TaskId.optional(),
+  replacedBy: z.array(TaskId).optional(),
+  replanReason: z.string().optional(),
+});
+export type ReplanningInfo = z.infer<typeof ReplanningInfo>;
+
+export const TokenUsage = z.object({
+  inputTokens: z.number().int().min(0).default(0),
+  outputTokens: z.number().int().min(0).default(0),
+});
+export type TokenUsage = z.infer<typeof TokenUsage>;
+
+export const Artifact = z.object({
+  kind: z.string(),
+  path: z.string().optional(),
+  content: z.string().optional(),
+  meta: z.record(z.string(), z.unknown()).optional(),
+});
+export type Artifact = z.infer<typeof Artifact>;
+
+/** What a Worker returns for one execution of a task. */
+export const TaskResult = z.object({
+  output: z.string(),
+  log: z.string().default(''),
+  artifacts: z.array(Artifact).default([]),
+  tokenUsage: TokenUsage.default({ inputTokens: 0, outputTokens: 0 }),
+  durationMs: z.number().min(0).default(0),
+  error: z.string().optional(),
+});
+export type TaskResult = z.infer<typeof TaskResult>;
+
+/** The Judge's verdict on one execution (seed 001's three-way judgement). */
+export const TaskJudgement = z.object({
+  success: z.boolean(),
+  shouldContinue: z.boolean().default(false),
+  shouldReplan: z.boolean().default(false),
+  reason: z.string().default(''),
+  missingRequirements: z.array(z.string()).default([]),
+});
+export type TaskJudgement = z.infer<typeof TaskJudgement>;
+
+export const Task = z.object({
+  id: TaskId,
+  title: z.string().min(1),
+  acceptance: z.string(),
+  context: z.string().default(''),
+  scopePaths: z.array(z.string()).default([]),
+  dependencies: z.array(TaskId).default([]),
+  state: TaskState.default('READY'),
+  /** Executions started so far (first run, continuations and resumes). */
+  attempts: z.number().int().min(0).default(0),
+  /** Times the Judge said "continue" for this task. */
+  continuations: z.number().int().min(0).default(0),
+  replanningInfo: ReplanningInfo.optional(),
+  /** Feedback for the next execution: the judge's reason on continue, or a user's note on resume. */
+  feedback: z.string().optional(),
+  result: TaskResult.optional(),
+  judgement: TaskJudgement.optional(),
+  /** Executor name for the worker (issue 5); the session's default when absent. */
+  executor: z.string().optional(),
+});
+export type Task = z.infer<typeof Task>;
+/** Input form: defaults may be omitted. */
+export type TaskInput = z.input<typeof Task>;

@@ -1,0 +1,110 @@
+import type { z } from 'zod';
+
+export type OrqErrorCode =
+  | 'CONFIG_INVALID'
+  | 'CONFIG_NOT_FOUND'
+  | 'VALIDATION_FAILED'
+  | 'NOT_FOUND'
+  | 'CONFLICT'
+  | 'REDIS_UNAVAILABLE'
+  | 'REDIS_NOT_INSTALLED'
+  | 'REDIS_START_FAILED'
+  | 'LLM_OUTPUT_INVALID'
+  | 'LLM_CALL_FAILED'
+  | 'SCENARIO_INVALID'
+  | 'INVALID_STATE';
+
+export interface OrqErrorOptions {
+  /** What the user can do about it. */
+  hint?: string;
+  /** The ids involved (sessionId, taskId, jobId, key, ...). */
+  details?: Record<string, unknown>;
+  cause?: unknown;
+}
+
+/** Base of every error orq throws on purpose: a stable code, the ids involved and a hint. */
+export class OrqError extends Error {
+  readonly code: OrqErrorCode;
+  readonly hint: string | undefined;
+  readonly details: Record<string, unknown>;
+
+  constructor(code: OrqErrorCode, message: string, options: OrqErrorOptions = {}) {
+    super(options.hint ? `${message}. ${options.hint}` : message, { cause: options.cause });
+    this.name = 'OrqError';
+    this.code = code;
+    this.hint = options.hint;
+    this.details = options.details ?? {};
+  }
+
+  toJSON(): Record<string, unknown> {
+    return { code: this.code, message: this.message, hint: this.hint, details: this.details };
+  }
+}
+
+export interface FieldIssue {
+  /** Dotted path of the offending field, e.g. `refinement.noiseThreshold`. */
+  path: string;
+  message: string;
+}
+
+/** Turns zod issues into `path: message` pairs a person can act on. */
+export function describeZodIssues(error: z.ZodError, pathPrefix = ''): FieldIssue[] {
+  return error.issues.map((issue) => {
+    const segments = [pathPrefix, ...issue.path.map(String)].filter((s) => s !== '');
+    let message = issue.message;
+    if (issue.code === 'unrecognized_keys') {
+      const keys = issue.keys.map((k) => [...segments, k].join('.'));
+      message = `unknown key${keys.length > 1 ? 's' : ''} ${keys.map((k) => `"${k}"`).join(', ')}`;
+    }
+    return { path: segments.join('.') || '(root)', message };
+  });
+}
+
+/** A payload, request or file failed its zod schema. */
+export class ValidationError extends OrqError {
+  readonly issues: FieldIssue[];
+
+  constructor(what: string, issues: FieldIssue[], options: OrqErrorOptions = {}) {
+    const list = issues.map((i) => `${i.path}: ${i.message}`).join('; ');
+    super('VALIDATION_FAILED', `Invalid ${what}: ${list}`, options);
+    this.name = 'ValidationError';
+    this.issues = issues;
+  }
+
+  static fromZod(what: string, error: z.ZodError, options: OrqErrorOptions = {}): ValidationError {
+    return new ValidationError(what, describeZodIssues(error), options);
+  }
+}
+
+/** The configuration file or environment holds an unknown key or an out-of-range value. */
+export class ConfigError extends OrqError {
+  readonly issues: FieldIssue[];
+
+  constructor(source: string, issues: FieldIssue[]) {
+    const list = issues.map((i) => `${i.path}: ${i.message}`).join('; ');
+    super('CONFIG_INVALID', `Invalid configuration in ${source}: ${list}`, {
+      hint: 'Run `orq config schema` for every key, its type and default.',
+      details: { source },
+    });
+    this.name = 'ConfigError';
+    this.issues = issues;
+  }
+}
+
+export class NotFoundError extends OrqError {
+  constructor(what: string, id: string, hint?: string) {
+    super('NOT_FOUND', `${what} ${id} not found`, { details: { id }, hint });
+    this.name = 'NotFoundError';
+  }
+}
+
+/** Parses with a schema, throwing a ValidationError that names the fields. */
+export function parseOrThrow<T extends z.ZodType>(
+  schema: T,
+  input: unknown,
+  what: string,
+): z.infer<T> {
+  const result = schema.safeParse(input);
+  if (!result.success) throw ValidationError.fromZod(what, result.error);
+  return result.data;
+}
