@@ -1,0 +1,81 @@
+import type { SessionConfig } from '../config/schema.js';
+import type { Feedback } from '../domain/refinement.js';
+import type { PlanBreakdown, QualityJudgement, ReplanBreakdown } from '../domain/plan.js';
+import type { Task, TaskJudgement, TaskResult, TokenUsage } from '../domain/task.js';
+
+/**
+ * What each role asks of a model. Real providers (issue 4) implement this with prompts and
+ * structured output; the builtin provider implements it with deterministic rules.
+ */
+export interface CallContext {
+  sessionId: string;
+  /** Aborted when the session is cancelled or the call times out. */
+  signal?: AbortSignal;
+}
+
+export interface PlanRequest extends CallContext {
+  instruction: string;
+  /** 0 for the first plan, n for the n-th replan. */
+  attempt: number;
+  requiredTerms: string[];
+  previousPlan?: PlanBreakdown;
+  /** The judge's issues and suggestions on the previous plan (seed 000). */
+  feedback?: Feedback;
+  config: SessionConfig;
+}
+
+export interface PlanJudgeRequest extends CallContext {
+  instruction: string;
+  attempt: number;
+  plan: PlanBreakdown;
+  requiredTerms: string[];
+}
+
+export interface DependencyResult {
+  taskId: string;
+  title: string;
+  output: string;
+}
+
+export interface ExecuteRequest extends CallContext {
+  task: Task;
+  /** 1-based execution number of this task. */
+  attempt: number;
+  dependencyResults: DependencyResult[];
+  /** Judge feedback (continue) or a user's note (resume). */
+  feedback?: string;
+  instruction: string;
+}
+
+export interface TaskJudgeRequest extends CallContext {
+  task: Task;
+  attempt: number;
+  result: TaskResult;
+  instruction: string;
+}
+
+/** Seed 001: the replanner sees the task, the worker log and the judge's verdict. */
+export interface ReplanRequest extends CallContext {
+  task: Task;
+  result?: TaskResult;
+  judgement: TaskJudgement;
+  /** The replan iteration this call produces (1 for the first replan of a chain). */
+  iteration: number;
+  instruction: string;
+  requiredTerms: string[];
+}
+
+export interface ModelReply<T> {
+  value: T;
+  usage: TokenUsage;
+}
+
+export interface RoleModels {
+  /** Shown in logs and history, e.g. "builtin (deterministic, not an LLM)". */
+  readonly label: string;
+  plan(request: PlanRequest): Promise<ModelReply<PlanBreakdown>>;
+  judgePlan(request: PlanJudgeRequest): Promise<ModelReply<QualityJudgement>>;
+  execute(request: ExecuteRequest): Promise<TaskResult>;
+  judgeTask(request: TaskJudgeRequest): Promise<ModelReply<TaskJudgement>>;
+  replan(request: ReplanRequest): Promise<ModelReply<ReplanBreakdown>>;
+}
