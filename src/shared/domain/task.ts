@@ -28,7 +28,7 @@ export const TaskId = z
   .string()
   .min(1)
   .max(200)
-  .regex(/^[A-Za-z0-9_.:-]+$/, 'task ids use letters, digits and _ . : - only');
+  .regex(/^[A-Za-z0-9_.-]+$/, 'task ids use letters, digits and _ . - only');
 export type TaskId = z.infer<typeof TaskId>;
 
 /** replanningInfo of seed 001: where a task sits in a chain of replans. */
@@ -95,6 +95,12 @@ export const Task = z.object({
   judgement: TaskJudgement.optional(),
   /** Executor name for the worker (issue 5); the session's default when absent. */
   executor: z.string().optional(),
+  /** Tasks that depend on this one: completion touches only these (O(out-degree) scheduling). */
+  dependents: z.array(TaskId).default([]),
+  /** Dependencies not yet satisfied; the coordinator dispatches the task when this reaches 0. */
+  pendingDependencies: z.number().int().min(0).default(0),
+  /** The judge said replan and the Replanner has been asked for subtasks. */
+  replanPending: z.boolean().default(false),
 });
 export type Task = z.infer<typeof Task>;
 /** Input form: defaults may be omitted. */
