@@ -1,0 +1,150 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const main = join(root, 'src/producers/cli/main.ts');
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `orq ARGS` as its own process, with only the given orq variables in its environment. */
+function orq(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  const base = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith('ORQ') && name !== 'REDIS_URL'),
+  );
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', main, ...args],
+      { cwd: root, env: { ...base, ...env } },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'orq-cli-config-'));
+});
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function writeTemp(name: string, text: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+describe('orq config check', () => {
+  it('accepts a valid file with exit code 0', async () => {
+    const file = writeTemp(
+      'good.yaml',
+      'refinement:\n  noiseThreshold: 2\nplanning:\n  reflection:\n    trigger_interval: 4\n',
+    );
+    const result = await orq(['config', 'check', file]);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toBe(`${file}: OK\n`);
+    expect(result.code).toBe(0);
+  });
+
+  it('rejects a typo with exit code 2 and names the key', async () => {
+    const file = writeTemp('typo.yaml', 'refinement:\n  noiseTreshold: 2\n');
+    const result = await orq(['config', 'check', file]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('refinement.noiseTreshold');
+    expect(result.stderr).toContain('did you mean "refinement.noiseThreshold"?');
+    expect(result.stdout).not.toContain('OK');
+  });
+
+  it('prints one line per error', async () => {
+    const file = writeTemp('two.json', '{"refinement":{"noiseThreshold":11},"foo":1}');
+    const result = await orq(['config', 'check', file]);
+    expect(result.code).toBe(2);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines).toContainEqual(
+      `${file}: refinement.noiseThreshold: Too big: expected number to be <=10`,
+    );
+    expect(lines).toContainEqual(`${file}: foo: unknown key "foo"`);
+  });
+
+  it('prints advice as warnings and still exits 0, or 1 with --strict', async () => {
+    const file = writeTemp('noisy.yaml', 'refinement:\n  noiseThreshold: 6\n');
+    const lenient = await orq(['config', 'check', file]);
+    expect(lenient.code).toBe(0);
+    expect(lenient.stdout).toContain(`${file}: OK`);
+    expect(lenient.stdout).toContain('warning: refinement.noiseThreshold (6) >=');
+    expect((await orq(['config', 'check', '--strict', file])).code).toBe(1);
+  });
+
+  it('checks the environment overrides too, naming the variable', async () => {
+    const file = writeTemp('env.yaml', '{}\n');
+    const result = await orq(['config', 'check', file], { ORQ__replanning__maxIteration: '2' });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('ORQ__replanning__maxIteration');
+    expect((await orq(['config', 'check', '--no-env', file])).code).toBe(0);
+  });
+
+  it('reports a syntax error with its line, exit code 2', async () => {
+    const file = writeTemp('broken.yaml', 'logLevel: info\nlogLevel: warn\n');
+    const result = await orq(['config', 'check', file]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(`${file}: line 2`);
+  });
+
+  it('reports a missing file with exit code 2', async () => {
+    const result = await orq(['config', 'check', join(dir, 'missing.yaml')]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('missing.yaml not found');
+  });
+});
+
+describe('orq config schema', () => {
+  it('prints the JSON Schema', async () => {
+    const result = await orq(['config', 'schema']);
+    expect(result.code).toBe(0);
+    const schema = JSON.parse(result.stdout) as Record<string, unknown>;
+    expect(schema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
+    expect(schema).toHaveProperty('properties.refinement.properties.noiseThreshold.default', 3);
+  });
+
+  it('writes it to a file with --out', async () => {
+    const out = join(dir, 'out', 'orq.schema.json');
+    const result = await orq(['config', 'schema', '--out', out]);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(readFileSync(out, 'utf8'))).toHaveProperty('$id', 'urn:orq:config');
+  });
+});
+
+describe('orq config show', () => {
+  it('prints the effective configuration with defaults and overrides, password hidden', async () => {
+    const file = writeTemp('show.yaml', 'replanning:\n  maxIterations: 5\n');
+    const result = await orq(['config', 'show', file, '--json'], {
+      REDIS_URL: 'redis://user:secret@localhost:6379',
+    });
+    expect(result.code).toBe(0);
+    const shown = JSON.parse(result.stdout) as {
+      replanning: { maxIterations: number; timeoutSeconds: number };
+      redis: { url: string };
+    };
+    expect(shown.replanning).toMatchObject({ maxIterations: 5, timeoutSeconds: 300 });
+    expect(shown.redis.url).toBe('redis://user:***@localhost:6379');
+  });
+
+  it('prints YAML by default', async () => {
+    const file = writeTemp('show2.yaml', '{}\n');
+    const result = await orq(['config', 'show', file]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('  noiseThreshold: 3\n');
+  });
+});
