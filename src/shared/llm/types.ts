@@ -11,6 +11,8 @@ export interface CallContext {
   sessionId: string;
   /** Aborted when the session is cancelled or the call times out. */
   signal?: AbortSignal;
+  /** How many times the queue already tried this job (BullMQ attemptsMade); 0 on the first try. */
+  jobAttempt?: number;
 }
 
 export interface PlanRequest extends CallContext {
