@@ -1,4 +1,39 @@
 /** orq's public API. */
 export * from './shared/domain/index.js';
 export * from './shared/config/schema.js';
+export { parseConfig, loadConfig, readConfigFile, configWarnings } from './shared/config/load.js';
+export { configJsonSchema } from './shared/config/json-schema.js';
 export * from './shared/errors.js';
+
+// The pure decision rules of the seeds.
+export {
+  makeRefinementDecision,
+  isStagnated,
+  isScoreChangeSignificant,
+  determineScoreDirection,
+  advanceRefinementCounters,
+} from './shared/rules/refinement.js';
+export {
+  validateStructure,
+  findCycles,
+  findDanglingDependencies,
+} from './shared/rules/structure.js';
+export { extractRequiredTerms, validateTermPreservation } from './shared/rules/terms.js';
+export { decideTaskOutcome, type TaskOutcome } from './shared/rules/task-outcome.js';
+export { replaceTaskWithSubtasks } from './shared/rules/replace-task.js';
+export { summarizeSessionProgress } from './shared/rules/session-progress.js';
+
+// Runtime: queues, roles, client.
+export * from './shared/queues.js';
+export type { RoleModels } from './shared/llm/types.js';
+export { createBuiltinModels } from './shared/llm/builtin.js';
+export { Scenario, loadScenarioFile } from './shared/llm/scenario.js';
+export { startRoles, type StartRolesOptions, type RunningRoles } from './workers/registry.js';
+export {
+  createClient,
+  SubmitRequest,
+  ResumeRequest,
+  type OrqClient,
+  type CreateClientOptions,
+  type SessionView,
+} from './producers/client.js';

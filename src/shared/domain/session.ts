@@ -35,6 +35,9 @@ export type SessionId = z.infer<typeof SessionId>;
 export const PlanningProgress = z.object({
   /** Index of the plan attempt being worked on: 0 is the first plan, 1 the first replan... */
   attempt: z.number().int().min(0).default(0),
+  /** Replans made because the plan was not good enough (seed 000's attemptCount). */
+  attemptCount: z.number().int().min(0).default(0),
+  /** Replans made only to apply an acceptable plan's suggestions. */
   suggestionReplanCount: z.number().int().min(0).default(0),
   /** Score of the previous judged plan, for stagnation and noise checks. */
   previousScore: z.number().optional(),

@@ -1,0 +1,328 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import { parseConfig, mergeConfig } from '../shared/config/load.js';
+import { SessionConfig, type OrqConfig, type OrqConfigInput } from '../shared/config/schema.js';
+import type { HistoryEntry } from '../shared/domain/history.js';
+import { FINISHED_SESSION_STATES, Session, SessionId } from '../shared/domain/session.js';
+import type { Task } from '../shared/domain/task.js';
+import { describeZodIssues, OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
+import { flushOutbox, QueueSet } from '../shared/queue-set.js';
+import { defaultJobOptions, jobIds, outboxJob, ResumeMode } from '../shared/queues.js';
+import {
+  asRedisUnavailable,
+  createConnection,
+  ensureConnected,
+  type ConnectionInput,
+} from '../shared/redis.js';
+import { extractRequiredTerms } from '../shared/rules/terms.js';
+import {
+  SessionStore,
+  type Counters,
+  type StoredHistoryEntry,
+} from '../shared/store/session-store.js';
+
+export const SubmitRequest = z.strictObject({
+  instruction: z.string().trim().min(1, 'instruction must not be empty').max(100_000),
+  /** Per-session overrides of refinement, replanning, execution, planning and llm settings. */
+  config: z.record(z.string(), z.unknown()).optional(),
+  /** The same key twice gives the same session. */
+  idempotencyKey: z.string().min(1).max(200).optional(),
+  metadata: z.record(z.string(), z.string()).optional(),
+});
+export type SubmitRequest = z.input<typeof SubmitRequest>;
+
+export const ResumeRequest = z.strictObject({
+  mode: ResumeMode.default('retry'),
+  taskIds: z.array(z.string().min(1)).optional(),
+  note: z.string().max(20_000).optional(),
+});
+export type ResumeRequest = z.input<typeof ResumeRequest>;
+
+export interface SessionView {
+  session: Session;
+  tasks: Task[];
+  counters: Counters;
+}
+
+export interface WatchOptions {
+  /** Start after this stream id; from the beginning when absent. */
+  after?: string;
+  /** Stop once the session is finished (default) or also when it is BLOCKED. */
+  until?: 'finished' | 'settled';
+  /** Longest time one blocking read waits before re-checking the session (ms). */
+  blockMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface OrqClient {
+  readonly store: SessionStore;
+  submit(request: SubmitRequest): Promise<Session>;
+  get(sessionId: string): Promise<SessionView>;
+  list(options?: { limit?: number; offset?: number }): Promise<Session[]>;
+  history(
+    sessionId: string,
+    options?: { after?: string; count?: number },
+  ): Promise<StoredHistoryEntry[]>;
+  historyJsonl(sessionId: string): Promise<string>;
+  cancel(sessionId: string, reason?: string): Promise<void>;
+  resume(sessionId: string, request?: ResumeRequest): Promise<string>;
+  watch(sessionId: string, options?: WatchOptions): AsyncGenerator<StoredHistoryEntry>;
+  wait(
+    sessionId: string,
+    options?: { timeoutMs?: number; until?: 'finished' | 'settled' },
+  ): Promise<SessionView>;
+  close(): Promise<void>;
+}
+
+export interface CreateClientOptions {
+  connection: ConnectionInput;
+  /** Redis key prefix (default from config, `orq`). */
+  prefix?: string;
+  /** Defaults for sessions this client submits; validated like a config file. */
+  config?: OrqConfigInput | OrqConfig;
+}
+
+const SESSION_CONFIG_KEYS = ['refinement', 'replanning', 'execution', 'planning', 'llm'] as const;
+
+/** Builds the session's effective config: client defaults, then the request's overrides. */
+function sessionConfig(
+  base: OrqConfig,
+  overrides: Record<string, unknown> | undefined,
+): SessionConfig {
+  const defaults = Object.fromEntries(SESSION_CONFIG_KEYS.map((k) => [k, base[k]]));
+  const merged = mergeConfig(defaults, overrides ?? {});
+  const result = SessionConfig.safeParse(merged);
+  if (!result.success) {
+    throw new ValidationError('submit request', describeZodIssues(result.error, 'config'));
+  }
+  return result.data;
+}
+
+/** The typed producer API other systems use to submit and follow work. */
+export async function createClient(options: CreateClientOptions): Promise<OrqClient> {
+  const config = parseConfig(
+    mergeConfig(options.config ?? {}, options.prefix ? { redis: { prefix: options.prefix } } : {}),
+    'client options',
+  );
+  const redis = createConnection(options.connection, 'producer');
+  try {
+    await ensureConnected(redis);
+  } catch (error) {
+    redis.disconnect();
+    throw error;
+  }
+  const prefix = config.redis.prefix;
+  const store = new SessionStore(redis, prefix, config.queues.historyMaxLength);
+  const queues = new QueueSet(redis, prefix, defaultJobOptions(config.queues));
+  const blockingConnections = new Set<Redis>();
+
+  const guard = async <T>(fn: () => Promise<T>): Promise<T> => {
+    try {
+      return await fn();
+    } catch (error) {
+      throw asRedisUnavailable(error);
+    }
+  };
+
+  const get = (sessionId: string): Promise<SessionView> =>
+    guard(async () => {
+      parseOrThrow(SessionId, sessionId, 'session id');
+      const snapshot = await store.requireSession(sessionId);
+      const tasks = await store.loadAllTasks(sessionId);
+      return { session: snapshot.session, tasks, counters: snapshot.counters };
+    });
+
+  async function* watch(
+    sessionId: string,
+    watchOptions: WatchOptions = {},
+  ): AsyncGenerator<StoredHistoryEntry> {
+    const until = watchOptions.until ?? 'finished';
+    const blockMs = watchOptions.blockMs ?? 1_000;
+    const reader = redis.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true });
+    reader.on('error', () => undefined);
+    blockingConnections.add(reader);
+    let cursor = watchOptions.after ?? '0-0';
+    const key = store.keys(sessionId).history;
+    try {
+      await store.requireSession(sessionId);
+      for (;;) {
+        if (watchOptions.signal?.aborted) return;
+        const reply = await reader.xread('COUNT', 500, 'BLOCK', blockMs, 'STREAMS', key, cursor);
+        for (const [, entries] of reply ?? []) {
+          for (const [id, fields] of entries) {
+            cursor = id;
+            const index = fields.indexOf('e');
+            const entry = JSON.parse(fields[index + 1] ?? '{}') as HistoryEntry;
+            yield { id, entry };
+          }
+        }
+        if (reply && reply.length > 0) continue;
+        // Nothing new: stop once the session has settled and every entry was read.
+        const snapshot = await store.loadSession(sessionId);
+        const state = snapshot?.session.state;
+        if (!state || FINISHED_SESSION_STATES.includes(state)) return;
+        if (until === 'settled' && state === 'BLOCKED') return;
+      }
+    } finally {
+      blockingConnections.delete(reader);
+      reader.disconnect();
+    }
+  }
+
+  return {
+    store,
+
+    submit: (request) =>
+      guard(async () => {
+        const parsed = parseOrThrow(SubmitRequest, request, 'submit request');
+        const effective = sessionConfig(config, parsed.config);
+        const sessionId = randomUUID();
+        if (parsed.idempotencyKey) {
+          const existing = await store.claimIdempotencyKey(parsed.idempotencyKey, sessionId);
+          if (existing) {
+            const snapshot = await store.loadSession(existing);
+            if (snapshot) return snapshot.session;
+            // The first submit claimed the key but died before storing the session: finish it.
+            return submitSession(existing);
+          }
+        }
+        return submitSession(sessionId);
+
+        async function submitSession(id: string): Promise<Session> {
+          const now = new Date().toISOString();
+          const requiredTerms = extractRequiredTerms(parsed.instruction, {
+            customTerms: effective.refinement.customRequiredTerms,
+          });
+          const session = Session.parse({
+            id,
+            instruction: parsed.instruction,
+            state: 'PLANNING',
+            createdAt: now,
+            updatedAt: now,
+            requiredTerms,
+            config: effective,
+            planning: {},
+            taskIds: [],
+            metadata: parsed.metadata ?? {},
+            ...(parsed.idempotencyKey ? { idempotencyKey: parsed.idempotencyKey } : {}),
+          });
+          const result = await store.apply(id, {
+            eventId: `submit|${id}`,
+            session: { record: session, expectedVersion: 0 },
+            outbox: [outboxJob('plan', 'plan', jobIds.plan(id, 0), { sessionId: id, attempt: 0 })],
+            history: [
+              { type: 'state_change', entity: 'session', to: 'PLANNING', reason: 'submitted' },
+              {
+                type: 'decision',
+                decision: 'terms:extracted',
+                reason: `required terms: ${requiredTerms.terms.join(', ') || '(none)'}`,
+                inputs: { requiredTerms },
+              },
+            ],
+          });
+          if (result.status !== 'OK' && result.status !== 'DUPLICATE') {
+            throw new OrqError('CONFLICT', `session ${id} already exists`, {
+              details: { sessionId: id },
+            });
+          }
+          await store.indexSession(session);
+          await flushOutbox(store, queues, id);
+          return (await store.requireSession(id)).session;
+        }
+      }),
+
+    get,
+
+    list: (listOptions = {}) =>
+      guard(async () => {
+        const ids = await store.listSessionIds(listOptions);
+        const sessions = await Promise.all(ids.map((id) => store.loadSession(id)));
+        return sessions.flatMap((s) => (s ? [s.session] : []));
+      }),
+
+    history: (sessionId, historyOptions) =>
+      guard(async () => {
+        parseOrThrow(SessionId, sessionId, 'session id');
+        await store.requireSession(sessionId);
+        return store.history(sessionId, historyOptions);
+      }),
+
+    historyJsonl: (sessionId) =>
+      guard(async () => {
+        await store.requireSession(sessionId);
+        const entries = await store.history(sessionId);
+        return (
+          entries.map((e) => JSON.stringify(e.entry)).join('\n') + (entries.length ? '\n' : '')
+        );
+      }),
+
+    cancel: (sessionId, reason = 'cancelled by user') =>
+      guard(async () => {
+        await store.requireSession(sessionId);
+        await queues.add(
+          outboxJob('coordinator', 'cancel', jobIds.cancel(sessionId), { sessionId, reason }),
+        );
+      }),
+
+    resume: (sessionId, request = {}) =>
+      guard(async () => {
+        const parsed = parseOrThrow(ResumeRequest, request, 'resume request');
+        const { session } = await store.requireSession(sessionId);
+        if (session.state !== 'BLOCKED' && session.state !== 'RUNNING') {
+          throw new OrqError('INVALID_STATE', `session ${sessionId} is ${session.state}`, {
+            hint: 'Only BLOCKED (or RUNNING with blocked tasks) sessions can be resumed.',
+            details: { sessionId, state: session.state },
+          });
+        }
+        const requestId = randomUUID();
+        await queues.add(
+          outboxJob('coordinator', 'resume', jobIds.resume(sessionId, requestId), {
+            sessionId,
+            mode: parsed.mode,
+            requestId,
+            ...(parsed.taskIds ? { taskIds: parsed.taskIds } : {}),
+            ...(parsed.note ? { note: parsed.note } : {}),
+          }),
+        );
+        return requestId;
+      }),
+
+    watch,
+
+    wait: async (sessionId, waitOptions = {}) => {
+      const controller = new AbortController();
+      const timer = waitOptions.timeoutMs
+        ? setTimeout(() => controller.abort(), waitOptions.timeoutMs)
+        : undefined;
+      try {
+        for await (const _ of watch(sessionId, {
+          until: waitOptions.until ?? 'settled',
+          signal: controller.signal,
+          blockMs: 500,
+        })) {
+          // Draining the stream until the session settles.
+        }
+      } finally {
+        if (timer) clearTimeout(timer);
+      }
+      const view = await get(sessionId);
+      if (controller.signal.aborted && !FINISHED_SESSION_STATES.includes(view.session.state)) {
+        throw new OrqError(
+          'INVALID_STATE',
+          `session ${sessionId} still ${view.session.state} after ${waitOptions.timeoutMs}ms`,
+          {
+            details: { sessionId, state: view.session.state },
+          },
+        );
+      }
+      return view;
+    },
+
+    async close() {
+      for (const c of blockingConnections) c.disconnect();
+      await queues.close();
+      redis.disconnect();
+    },
+  };
+}

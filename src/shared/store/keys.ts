@@ -1,0 +1,39 @@
+/**
+ * Redis keys of orq's own state. Every key of one session carries the hash tag `{sid}`, so a
+ * session's atomic transitions run on one Redis Cluster slot.
+ */
+export interface SessionKeys {
+  /** Hash: data (Session JSON), version, state, open, active. */
+  meta: string;
+  /** Hash: task id → Task JSON. */
+  tasks: string;
+  /** Hash: task id → version (compare-and-swap). */
+  taskVersions: string;
+  /** Hash: job id → OutboxJob JSON, written atomically with a transition, drained after. */
+  outbox: string;
+  /** Set of applied event ids: an event applied twice changes nothing. */
+  applied: string;
+  /** Stream: the session's append-only history. */
+  history: string;
+}
+
+export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
+  const base = `${prefix}:s:{${sessionId}}`;
+  return {
+    meta: `${base}:meta`,
+    tasks: `${base}:tasks`,
+    taskVersions: `${base}:tver`,
+    outbox: `${base}:outbox`,
+    applied: `${base}:applied`,
+    history: `${base}:history`,
+  };
+}
+
+export function sessionKeyList(keys: SessionKeys): string[] {
+  return [keys.meta, keys.tasks, keys.taskVersions, keys.outbox, keys.applied, keys.history];
+}
+
+/** Sorted set of all session ids by creation time. */
+export const sessionIndexKey = (prefix: string) => `${prefix}:sessions`;
+/** Session id by idempotency key. */
+export const idempotencyKey = (prefix: string, key: string) => `${prefix}:idem:${key}`;

@@ -1,0 +1,240 @@
+import type { Redis, Result } from 'ioredis';
+import { HistoryEntry, type HistoryEntryDraft } from '../domain/history.js';
+import { Session, type SessionState } from '../domain/session.js';
+import { Task } from '../domain/task.js';
+import { OrqError } from '../errors.js';
+import { OutboxJob } from '../queues.js';
+import { APPLY_SCRIPT } from './apply-script.js';
+import { idempotencyKey, sessionIndexKey, sessionKeyList, sessionKeys } from './keys.js';
+
+export interface Counters {
+  /** Tasks not yet in a finished state. */
+  open: number;
+  /** Tasks dispatched to a worker or waiting for the Replanner. */
+  active: number;
+}
+
+export interface SessionSnapshot {
+  session: Session;
+  version: number;
+  counters: Counters;
+}
+
+export interface TaskSnapshot {
+  task: Task;
+  /** 0 when the task does not exist yet. */
+  version: number;
+}
+
+/** Everything one transition changes, applied atomically by APPLY_SCRIPT. */
+export interface Changeset {
+  /** Deterministic id of the event; a second apply with the same id is a no-op. */
+  eventId: string;
+  /** Apply only while the session is in one of these states. */
+  requireStates?: SessionState[];
+  /** Replace the session record; requires its version to still be `expectedVersion`. */
+  session?: { record: Session; expectedVersion: number };
+  /** Task records to write, each with the version it had when read (0 = new). */
+  tasks?: TaskSnapshot[];
+  /** Versions that must be unchanged even though the task is not written. */
+  readTasks?: TaskSnapshot[];
+  requireCounters?: Partial<Counters>;
+  counters?: Partial<Counters>;
+  outbox?: OutboxJob[];
+  history?: HistoryEntryDraft[];
+}
+
+export type ApplyStatus = 'OK' | 'DUPLICATE' | 'STATE' | 'CONFLICT' | 'COUNTERS';
+
+export interface ApplyResult {
+  status: ApplyStatus;
+  counters: Counters;
+}
+
+export interface StoredHistoryEntry {
+  /** Redis stream id, usable as a cursor. */
+  id: string;
+  entry: HistoryEntry;
+}
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    orqApply(
+      meta: string,
+      tasks: string,
+      taskVersions: string,
+      outbox: string,
+      applied: string,
+      history: string,
+      changeset: string,
+    ): Result<[string, number, number], Context>;
+  }
+}
+
+/** Reads and writes orq's session state in Redis. Only the coordinator and producers write. */
+export class SessionStore {
+  constructor(
+    readonly redis: Redis,
+    readonly prefix: string,
+    private readonly historyMaxLength = 100_000,
+    private readonly now: () => Date = () => new Date(),
+  ) {
+    if (typeof (redis as unknown as Record<string, unknown>).orqApply !== 'function') {
+      redis.defineCommand('orqApply', { numberOfKeys: 6, lua: APPLY_SCRIPT });
+    }
+  }
+
+  keys(sessionId: string) {
+    return sessionKeys(this.prefix, sessionId);
+  }
+
+  async loadSession(sessionId: string): Promise<SessionSnapshot | undefined> {
+    const [data, version, open, active] = await this.redis.hmget(
+      this.keys(sessionId).meta,
+      'data',
+      'version',
+      'open',
+      'active',
+    );
+    if (!data) return undefined;
+    return {
+      session: Session.parse(JSON.parse(data)),
+      version: Number(version ?? 0),
+      counters: { open: Number(open ?? 0), active: Number(active ?? 0) },
+    };
+  }
+
+  async requireSession(sessionId: string): Promise<SessionSnapshot> {
+    const snapshot = await this.loadSession(sessionId);
+    if (!snapshot) {
+      throw new OrqError('NOT_FOUND', `Session ${sessionId} not found`, {
+        details: { sessionId },
+        hint: 'List sessions with `orq status` or check the Redis prefix (ORQ_PREFIX).',
+      });
+    }
+    return snapshot;
+  }
+
+  async loadTasks(
+    sessionId: string,
+    taskIds: readonly string[],
+  ): Promise<Map<string, TaskSnapshot>> {
+    const result = new Map<string, TaskSnapshot>();
+    if (taskIds.length === 0) return result;
+    const keys = this.keys(sessionId);
+    const [records, versions] = await Promise.all([
+      this.redis.hmget(keys.tasks, ...taskIds),
+      this.redis.hmget(keys.taskVersions, ...taskIds),
+    ]);
+    taskIds.forEach((id, i) => {
+      const raw = records[i];
+      if (raw)
+        result.set(id, { task: Task.parse(JSON.parse(raw)), version: Number(versions[i] ?? 0) });
+    });
+    return result;
+  }
+
+  async loadTask(sessionId: string, taskId: string): Promise<TaskSnapshot | undefined> {
+    return (await this.loadTasks(sessionId, [taskId])).get(taskId);
+  }
+
+  /** All tasks in the session's creation order (for display, not for scheduling). */
+  async loadAllTasks(sessionId: string): Promise<Task[]> {
+    const snapshot = await this.loadSession(sessionId);
+    if (!snapshot) return [];
+    const tasks = await this.loadTasks(sessionId, snapshot.session.taskIds);
+    return snapshot.session.taskIds.flatMap((id) => {
+      const t = tasks.get(id);
+      return t ? [t.task] : [];
+    });
+  }
+
+  async apply(sessionId: string, changeset: Changeset): Promise<ApplyResult> {
+    const keys = this.keys(sessionId);
+    const timestamp = this.now().toISOString();
+    const written = new Set((changeset.tasks ?? []).map((t) => t.task.id));
+    const expect: [string, number][] = [
+      ...(changeset.tasks ?? []).map((t): [string, number] => [t.task.id, t.version]),
+      ...(changeset.readTasks ?? [])
+        .filter((t) => !written.has(t.task.id))
+        .map((t): [string, number] => [t.task.id, t.version]),
+    ];
+    const payload = {
+      eventId: changeset.eventId,
+      requireStates: changeset.requireStates,
+      sessionVersion: changeset.session?.expectedVersion,
+      session: changeset.session ? JSON.stringify(changeset.session.record) : undefined,
+      sessionState: changeset.session?.record.state,
+      expect,
+      tasks: (changeset.tasks ?? []).map((t) => [t.task.id, JSON.stringify(t.task), t.version + 1]),
+      requireCounters: changeset.requireCounters,
+      counters: changeset.counters,
+      outbox: (changeset.outbox ?? []).map((j) => [j.jobId, JSON.stringify(j)]),
+      history: (changeset.history ?? []).map((h) =>
+        JSON.stringify({ ...h, timestamp, sessionId } satisfies Record<string, unknown>),
+      ),
+      historyMaxLength: this.historyMaxLength,
+    };
+    const [status, open, active] = await this.redis.orqApply(
+      keys.meta,
+      keys.tasks,
+      keys.taskVersions,
+      keys.outbox,
+      keys.applied,
+      keys.history,
+      JSON.stringify(payload),
+    );
+    return {
+      status: status as ApplyStatus,
+      counters: { open: Number(open), active: Number(active) },
+    };
+  }
+
+  async readOutbox(sessionId: string): Promise<OutboxJob[]> {
+    const raw = await this.redis.hvals(this.keys(sessionId).outbox);
+    return raw.map((r) => OutboxJob.parse(JSON.parse(r)));
+  }
+
+  async removeFromOutbox(sessionId: string, jobIds: string[]): Promise<void> {
+    if (jobIds.length > 0) await this.redis.hdel(this.keys(sessionId).outbox, ...jobIds);
+  }
+
+  async history(
+    sessionId: string,
+    options: { after?: string; count?: number } = {},
+  ): Promise<StoredHistoryEntry[]> {
+    const start = options.after ? `(${options.after}` : '-';
+    const raw = options.count
+      ? await this.redis.xrange(this.keys(sessionId).history, start, '+', 'COUNT', options.count)
+      : await this.redis.xrange(this.keys(sessionId).history, start, '+');
+    return raw.map(([id, fields]) => ({ id, entry: parseHistoryFields(fields) }));
+  }
+
+  async indexSession(session: Session): Promise<void> {
+    await this.redis.zadd(sessionIndexKey(this.prefix), Date.parse(session.createdAt), session.id);
+  }
+
+  async listSessionIds(options: { limit?: number; offset?: number } = {}): Promise<string[]> {
+    const offset = options.offset ?? 0;
+    const limit = options.limit ?? 50;
+    return this.redis.zrevrange(sessionIndexKey(this.prefix), offset, offset + limit - 1);
+  }
+
+  /** Reserves an idempotency key for a session id; returns the id already holding it, if any. */
+  async claimIdempotencyKey(key: string, sessionId: string): Promise<string | undefined> {
+    const redisKey = idempotencyKey(this.prefix, key);
+    const set = await this.redis.set(redisKey, sessionId, 'NX');
+    if (set === 'OK') return undefined;
+    return (await this.redis.get(redisKey)) ?? undefined;
+  }
+
+  sessionKeyList(sessionId: string): string[] {
+    return sessionKeyList(this.keys(sessionId));
+  }
+}
+
+export function parseHistoryFields(fields: string[]): HistoryEntry {
+  const index = fields.indexOf('e');
+  const raw = index >= 0 ? fields[index + 1] : undefined;
+  return HistoryEntry.parse(JSON.parse(raw ?? '{}'));
+}

@@ -1,0 +1,15 @@
+import type { Logger } from '../../shared/logger.js';
+import type { Changeset, SessionStore } from '../../shared/store/session-store.js';
+
+export interface CoordinatorContext {
+  store: SessionStore;
+  logger: Logger;
+}
+
+/** What a handler concluded: a changeset to apply, or why the event changes nothing. */
+export type Transition = { changeset: Changeset } | { ignore: string; eventId: string };
+
+export const ignore = (eventId: string, reason: string): Transition => ({
+  ignore: reason,
+  eventId,
+});

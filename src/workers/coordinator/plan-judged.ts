@@ -1,0 +1,295 @@
+import type { PlanBreakdown, PlannedTask } from '../../shared/domain/plan.js';
+import type { RefinementResult } from '../../shared/domain/refinement.js';
+import type { Session } from '../../shared/domain/session.js';
+import { Task } from '../../shared/domain/task.js';
+import type { HistoryEntryDraft } from '../../shared/domain/history.js';
+import { jobIds, outboxJob, type PlanJudgedEvent } from '../../shared/queues.js';
+import {
+  advanceRefinementCounters,
+  makeRefinementDecision,
+} from '../../shared/rules/refinement.js';
+import {
+  findCycles,
+  findDanglingDependencies,
+  validateStructure,
+} from '../../shared/rules/structure.js';
+import type { CoordinatorContext, Transition } from './context.js';
+import { ignore } from './context.js';
+import { TaskEdits } from './task-edits.js';
+
+/** Problems of a plan on its own: cycles, dangling dependencies, duplicate ids. */
+function ownStructureProblems(plan: PlanBreakdown): string[] {
+  const problems: string[] = [];
+  const ids = plan.tasks.map((t) => t.id);
+  const duplicates = ids.filter((id, i) => ids.indexOf(id) !== i);
+  if (duplicates.length > 0)
+    problems.push(`duplicate task ids: ${[...new Set(duplicates)].join(', ')}`);
+  for (const d of findDanglingDependencies(plan.tasks)) {
+    problems.push(`task ${d.taskId} depends on unknown task ${d.dependsOn}`);
+  }
+  for (const cycle of findCycles(plan.tasks))
+    problems.push(`dependency cycle: ${cycle.join(' -> ')}`);
+  return problems;
+}
+
+function tasksFromPlan(session: Session, plan: PlanBreakdown): Task[] {
+  const dependents = new Map<string, string[]>();
+  for (const t of plan.tasks) {
+    for (const dep of t.dependencies) dependents.set(dep, [...(dependents.get(dep) ?? []), t.id]);
+  }
+  return plan.tasks.map((t: PlannedTask) =>
+    Task.parse({
+      ...t,
+      state: 'READY',
+      dependents: dependents.get(t.id) ?? [],
+      pendingDependencies: new Set(t.dependencies).size,
+      replanningInfo: { iteration: 0, maxIterations: session.config.replanning.maxIterations },
+    }),
+  );
+}
+
+/**
+ * Seed 000/003 refinement step: the judged plan is accepted (tasks stored and roots
+ * dispatched), sent back to the Planner with the judge's feedback, or rejected.
+ */
+export async function onPlanJudged(
+  ctx: CoordinatorContext,
+  event: PlanJudgedEvent,
+  eventId: string,
+): Promise<Transition> {
+  const snapshot = await ctx.store.requireSession(event.sessionId);
+  const { session, version } = snapshot;
+  if (session.state !== 'PLANNING') {
+    return ignore(eventId, `session is ${session.state}, not PLANNING`);
+  }
+  if (session.planning.attempt !== event.attempt) {
+    return ignore(
+      eventId,
+      `stale plan judgement for attempt ${event.attempt}, now at ${session.planning.attempt}`,
+    );
+  }
+
+  const config = session.config.refinement;
+  const planning = session.planning;
+  const history: HistoryEntryDraft[] = [
+    { type: 'plan', source: 'planner', attempt: event.attempt, plan: event.plan },
+    { type: 'judgement', subject: 'plan', attempt: event.attempt, judgement: event.judgement },
+  ];
+
+  let judgement = event.judgement;
+  const ownProblems = ownStructureProblems(event.plan);
+  const previousPlan = planning.previousPlan;
+
+  // Seed 000: a replan whose structure is broken falls back to the previous plan.
+  if (previousPlan) {
+    const structure = validateStructure(
+      previousPlan.tasks,
+      event.plan.tasks,
+      config,
+      session.requiredTerms,
+    );
+    history.push({
+      type: 'decision',
+      decision: structure.isValid ? 'structure:valid' : 'structure:invalid',
+      reason: structure.isValid ? 'replan keeps a sound structure' : structure.problems.join('; '),
+      inputs: {
+        taskCountChange: structure.taskCountChange,
+        previousTaskCount: previousPlan.tasks.length,
+        taskCount: event.plan.tasks.length,
+        hasCircularDependency: structure.hasCircularDependency,
+        hasDanglingDependency: structure.hasDanglingDependency,
+        termPreservation: structure.termPreservation,
+      },
+    });
+    if (structure.hasTermLoss && structure.isValid) {
+      history.push({
+        type: 'decision',
+        decision: 'terms:warning',
+        reason: `required terms missing after replan: ${structure.termPreservation?.missing.join(', ')}`,
+        inputs: { termPreservation: structure.termPreservation },
+      });
+    }
+    if (!structure.isValid) {
+      const fallbackOk = config.enableIndividualFallback && planning.previousAcceptable === true;
+      const reason = fallbackOk
+        ? `replan broke the structure (${structure.problems.join('; ')}); falling back to the previous plan`
+        : `replan broke the structure (${structure.problems.join('; ')})${
+            config.enableIndividualFallback ? ' and the previous plan was not acceptable' : ''
+          }`;
+      return fallbackOk
+        ? accept(
+            session,
+            version,
+            previousPlan,
+            eventId,
+            history,
+            reason,
+            'refinement:accept-previous',
+          )
+        : reject(session, version, eventId, history, reason, 'STRUCTURE_BROKEN');
+    }
+  } else if (ownProblems.length > 0) {
+    // A first plan that is not a DAG cannot run: count it as unacceptable so the loop replans.
+    judgement = {
+      ...judgement,
+      isAcceptable: false,
+      issues: [...judgement.issues, ...ownProblems],
+    };
+  }
+
+  const result: RefinementResult = makeRefinementDecision({
+    isAcceptable: judgement.isAcceptable,
+    score: judgement.score,
+    previousScore: planning.previousScore,
+    issues: judgement.issues,
+    suggestions: judgement.suggestions,
+    attemptCount: planning.attemptCount,
+    suggestionReplanCount: planning.suggestionReplanCount,
+    config,
+  });
+  history.push({
+    type: 'decision',
+    decision: `refinement:${result.decision}`,
+    reason: result.reason,
+    inputs: {
+      reasonCode: result.reasonCode,
+      isAcceptable: judgement.isAcceptable,
+      score: result.currentScore,
+      previousScore: result.previousScore,
+      scoreDirection: result.scoreDirection,
+      attemptCount: result.attemptCount,
+      suggestionReplanCount: result.suggestionReplanCount,
+      issues: judgement.issues,
+      suggestions: judgement.suggestions,
+    },
+  });
+  const refinementHistory = [...planning.refinementHistory, result];
+
+  if (result.decision === 'accept') {
+    return accept(
+      { ...session, planning: { ...planning, refinementHistory } },
+      version,
+      event.plan,
+      eventId,
+      history,
+      result.reason,
+    );
+  }
+  if (result.decision === 'reject') {
+    // orq rule: never throw away an acceptable plan because a later replan got worse.
+    if (planning.previousAcceptable && previousPlan) {
+      return accept(
+        { ...session, planning: { ...planning, refinementHistory } },
+        version,
+        previousPlan,
+        eventId,
+        history,
+        `${result.reason}; the previous plan was acceptable, so it is used`,
+        'refinement:accept-previous',
+      );
+    }
+    return reject(
+      { ...session, planning: { ...planning, refinementHistory } },
+      version,
+      eventId,
+      history,
+      result.reason,
+      'PLAN_REJECTED',
+    );
+  }
+
+  const counters = advanceRefinementCounters(result);
+  const nextAttempt = event.attempt + 1;
+  const next: Session = {
+    ...session,
+    updatedAt: new Date().toISOString(),
+    planning: {
+      ...planning,
+      attempt: nextAttempt,
+      attemptCount: counters.attemptCount,
+      suggestionReplanCount: counters.suggestionReplanCount,
+      previousScore: judgement.score,
+      previousPlan: event.plan,
+      previousAcceptable: judgement.isAcceptable,
+      refinementHistory,
+    },
+  };
+  return {
+    changeset: {
+      eventId,
+      session: { record: next, expectedVersion: version },
+      outbox: [
+        outboxJob('plan', 'plan', jobIds.plan(session.id, nextAttempt), {
+          sessionId: session.id,
+          attempt: nextAttempt,
+          ...(result.feedback ? { feedback: result.feedback } : {}),
+        }),
+      ],
+      history,
+    },
+  };
+}
+
+function accept(
+  session: Session,
+  version: number,
+  plan: PlanBreakdown,
+  eventId: string,
+  history: HistoryEntryDraft[],
+  reason: string,
+  decision = '',
+): Transition {
+  if (decision) history.push({ type: 'decision', decision, reason, inputs: {} });
+  const tasks = tasksFromPlan(session, plan);
+  const edits = new TaskEdits(session.id, []);
+  for (const task of tasks) edits.put(task, 'plan accepted');
+  for (const task of tasks) {
+    if (task.pendingDependencies === 0) edits.dispatch(task.id, 'no dependencies');
+  }
+  const next: Session = {
+    ...session,
+    state: 'RUNNING',
+    updatedAt: new Date().toISOString(),
+    taskIds: tasks.map((t) => t.id),
+  };
+  return {
+    changeset: {
+      eventId,
+      session: { record: next, expectedVersion: version },
+      tasks: edits.changes(),
+      counters: edits.counterDelta(),
+      outbox: edits.outbox,
+      history: [
+        ...history,
+        { type: 'state_change', entity: 'session', from: session.state, to: 'RUNNING', reason },
+        ...edits.history,
+      ],
+    },
+  };
+}
+
+function reject(
+  session: Session,
+  version: number,
+  eventId: string,
+  history: HistoryEntryDraft[],
+  reason: string,
+  code: string,
+): Transition {
+  const next: Session = {
+    ...session,
+    state: 'FAILED',
+    updatedAt: new Date().toISOString(),
+    failure: { code, reason },
+  };
+  return {
+    changeset: {
+      eventId,
+      session: { record: next, expectedVersion: version },
+      history: [
+        ...history,
+        { type: 'state_change', entity: 'session', from: session.state, to: 'FAILED', reason },
+      ],
+    },
+  };
+}

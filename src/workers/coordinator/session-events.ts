@@ -1,0 +1,216 @@
+import { FINISHED_SESSION_STATES, type Session } from '../../shared/domain/session.js';
+import type { CancelEvent, JobFailedEvent, ResumeEvent } from '../../shared/queues.js';
+import type { Counters } from '../../shared/store/session-store.js';
+import type { CoordinatorContext, Transition } from './context.js';
+import { ignore } from './context.js';
+import { isActive, isOpen, TaskEdits } from './task-edits.js';
+
+const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
+
+/** Cancel: the session and every unfinished task become CANCELLED; late results are ignored. */
+export async function onCancel(
+  ctx: CoordinatorContext,
+  event: CancelEvent,
+  eventId: string,
+): Promise<Transition> {
+  const { session, version } = await ctx.store.requireSession(event.sessionId);
+  if (FINISHED_SESSION_STATES.includes(session.state))
+    return ignore(eventId, `session is already ${session.state}`);
+  const tasks = await ctx.store.loadTasks(session.id, session.taskIds);
+  const edits = new TaskEdits(session.id, tasks.values());
+  for (const { task } of tasks.values()) {
+    if (isOpen(task.state))
+      edits.put({ ...task, state: 'CANCELLED', replanPending: false }, event.reason);
+  }
+  return {
+    changeset: {
+      eventId,
+      session: { record: { ...stamp(session), state: 'CANCELLED' }, expectedVersion: version },
+      tasks: edits.changes(),
+      counters: edits.counterDelta(),
+      history: [
+        {
+          type: 'state_change',
+          entity: 'session',
+          from: session.state,
+          to: 'CANCELLED',
+          reason: event.reason,
+        },
+        ...edits.history,
+      ],
+    },
+  };
+}
+
+/** Resume blocked tasks: run them again (retry / continue with a note) or skip them. */
+export async function onResume(
+  ctx: CoordinatorContext,
+  event: ResumeEvent,
+  eventId: string,
+): Promise<Transition> {
+  const { session, version } = await ctx.store.requireSession(event.sessionId);
+  if (session.state !== 'BLOCKED' && session.state !== 'RUNNING') {
+    return ignore(eventId, `session is ${session.state}; only BLOCKED or RUNNING sessions resume`);
+  }
+  const all = await ctx.store.loadTasks(session.id, session.taskIds);
+  const wanted = event.taskIds ? new Set(event.taskIds) : undefined;
+  const targets = [...all.values()].filter(
+    (s) => s.task.state === 'BLOCKED' && (!wanted || wanted.has(s.task.id)),
+  );
+  if (targets.length === 0) return ignore(eventId, 'no blocked task to resume');
+
+  const edits = new TaskEdits(session.id, all.values());
+  const reason = `resume (${event.mode})${event.note ? `: ${event.note}` : ''}`;
+  for (const { task } of targets) {
+    if (event.mode === 'skip') {
+      edits.put({ ...task, state: 'SKIPPED' }, reason);
+      edits.releaseDependents(task.id);
+    } else {
+      edits.put(
+        {
+          ...task,
+          state: 'READY',
+          continuations: 0,
+          feedback: event.mode === 'continue' ? event.note : undefined,
+        },
+        reason,
+      );
+      if (task.pendingDependencies === 0) edits.dispatch(task.id, reason);
+    }
+  }
+  const history = [
+    {
+      type: 'decision' as const,
+      decision: `resume:${event.mode}`,
+      reason,
+      inputs: { taskIds: targets.map((t) => t.task.id), note: event.note },
+    },
+    ...edits.history,
+  ];
+  const next: Session = { ...stamp(session), state: 'RUNNING' };
+  if (session.state === 'BLOCKED') {
+    history.push({
+      type: 'state_change',
+      entity: 'session',
+      from: 'BLOCKED',
+      to: 'RUNNING',
+      reason,
+    } as never);
+  }
+  return {
+    changeset: {
+      eventId,
+      session: { record: next, expectedVersion: version },
+      tasks: edits.changes(),
+      readTasks: edits.reads(),
+      counters: edits.counterDelta(),
+      outbox: edits.outbox,
+      history,
+    },
+  };
+}
+
+/**
+ * A role job failed its last try. Planning failures fail the session (there is no plan to
+ * run); a task's failure blocks that task so a person can resume it.
+ */
+export async function onJobFailed(
+  ctx: CoordinatorContext,
+  event: JobFailedEvent,
+  eventId: string,
+): Promise<Transition> {
+  const { session, version } = await ctx.store.requireSession(event.sessionId);
+  const errorEntry = {
+    type: 'error' as const,
+    role: event.role,
+    message: event.error,
+    attempt: event.attempt,
+    ...(event.code ? { code: event.code } : {}),
+    ...(event.taskId ? { taskId: event.taskId } : {}),
+  };
+  if (!event.taskId) {
+    if (session.state !== 'PLANNING' || session.planning.attempt !== event.attempt) {
+      return ignore(eventId, `stale ${event.role} failure for attempt ${event.attempt}`);
+    }
+    const reason = `${event.role} failed on plan attempt ${event.attempt}: ${event.error}`;
+    return {
+      changeset: {
+        eventId,
+        session: {
+          record: { ...stamp(session), state: 'FAILED', failure: { code: 'ROLE_FAILED', reason } },
+          expectedVersion: version,
+        },
+        history: [
+          errorEntry,
+          { type: 'state_change', entity: 'session', from: session.state, to: 'FAILED', reason },
+        ],
+      },
+    };
+  }
+  if (session.state !== 'RUNNING') return ignore(eventId, `session is ${session.state}`);
+  const snapshot = await ctx.store.loadTask(session.id, event.taskId);
+  if (!snapshot || !isActive(snapshot.task.state) || snapshot.task.attempts !== event.attempt) {
+    return ignore(
+      eventId,
+      `stale ${event.role} failure for ${event.taskId} attempt ${event.attempt}`,
+    );
+  }
+  const edits = new TaskEdits(session.id, [snapshot]);
+  const reason = `${event.role} failed: ${event.error}`;
+  edits.put({ ...snapshot.task, state: 'BLOCKED', replanPending: false }, reason);
+  return {
+    changeset: {
+      eventId,
+      requireStates: ['RUNNING'],
+      tasks: edits.changes(),
+      counters: edits.counterDelta(),
+      history: [errorEntry, ...edits.history],
+    },
+  };
+}
+
+/**
+ * After a task transition: the session completes when no task is open, and is BLOCKED when
+ * tasks are open but none is active (everything left waits on a blocked task).
+ */
+export async function finalizeSession(
+  ctx: CoordinatorContext,
+  sessionId: string,
+  counters: Counters,
+): Promise<Transition | undefined> {
+  if (counters.open > 0 && counters.active > 0) return undefined;
+  const { session, version } = await ctx.store.requireSession(sessionId);
+  if (session.state !== 'RUNNING') return undefined;
+  const eventId = `finalize|${sessionId}|${version}`;
+  if (counters.open === 0) {
+    return {
+      changeset: {
+        eventId,
+        requireStates: ['RUNNING'],
+        requireCounters: { open: 0 },
+        session: { record: { ...stamp(session), state: 'COMPLETED' }, expectedVersion: version },
+        history: [
+          {
+            type: 'state_change',
+            entity: 'session',
+            from: 'RUNNING',
+            to: 'COMPLETED',
+            reason: 'every task is finished',
+          },
+        ],
+      },
+    };
+  }
+  const reason = `${counters.open} task(s) open and none can run: waiting for \`orq resume ${sessionId}\``;
+  return {
+    changeset: {
+      eventId,
+      requireStates: ['RUNNING'],
+      requireCounters: { active: 0 },
+      session: { record: { ...stamp(session), state: 'BLOCKED' }, expectedVersion: version },
+      history: [
+        { type: 'state_change', entity: 'session', from: 'RUNNING', to: 'BLOCKED', reason },
+      ],
+    },
+  };
+}

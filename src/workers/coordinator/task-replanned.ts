@@ -1,0 +1,141 @@
+import type { Session } from '../../shared/domain/session.js';
+import type { Task } from '../../shared/domain/task.js';
+import { OrqError } from '../../shared/errors.js';
+import type { TaskReplannedEvent } from '../../shared/queues.js';
+import { replaceTaskWithSubtasks } from '../../shared/rules/replace-task.js';
+import type { CoordinatorContext, Transition } from './context.js';
+import { ignore } from './context.js';
+import { isSatisfying, TaskEdits } from './task-edits.js';
+
+/**
+ * Seed 001: the Replanner's subtasks replace the task. The original becomes REPLACED_BY_REPLAN,
+ * its dependents wait for the new subtasks instead, and subtasks with nothing to wait for run.
+ */
+export async function onTaskReplanned(
+  ctx: CoordinatorContext,
+  event: TaskReplannedEvent,
+  eventId: string,
+): Promise<Transition> {
+  const { session } = await ctx.store.requireSession(event.sessionId);
+  if (session.state !== 'RUNNING') return ignore(eventId, `session is ${session.state}`);
+  const snapshot = await ctx.store.loadTask(event.sessionId, event.taskId);
+  if (!snapshot) return ignore(eventId, `task ${event.taskId} is unknown`);
+  const original = snapshot.task;
+  if (!original.replanPending || original.attempts !== event.attempt) {
+    return ignore(eventId, `stale replan of ${original.id} for attempt ${event.attempt}`);
+  }
+
+  const related = await ctx.store.loadTasks(event.sessionId, [
+    ...original.dependents,
+    ...original.dependencies,
+  ]);
+  const edits = new TaskEdits(event.sessionId, [snapshot, ...related.values()]);
+  edits.history.push({
+    type: 'plan',
+    source: 'replanner',
+    taskId: original.id,
+    attempt: event.attempt,
+    plan: { summary: event.breakdown.reason, tasks: event.breakdown.tasks },
+  });
+
+  let replaced: ReturnType<typeof replaceTaskWithSubtasks>;
+  try {
+    replaced = replaceTaskWithSubtasks({
+      tasks: [original, ...[...related.values()].map((s) => s.task)],
+      originalTaskId: original.id,
+      subtasks: event.breakdown.tasks,
+      reason: event.breakdown.reason || original.judgement?.reason || 'judge asked for a replan',
+      maxIterations:
+        original.replanningInfo?.maxIterations ?? session.config.replanning.maxIterations,
+    });
+  } catch (error) {
+    if (!(error instanceof OrqError)) throw error;
+    const reason = `the Replanner's subtasks for ${original.id} are unusable: ${error.message}`;
+    edits.history.push({
+      type: 'decision',
+      taskId: original.id,
+      decision: 'replan:invalid',
+      reason,
+      inputs: {},
+    });
+    edits.put({ ...original, state: 'BLOCKED', replanPending: false }, reason);
+    return finish(eventId, edits);
+  }
+
+  const byId = new Map(replaced.tasks.map((t) => [t.id, t]));
+  const newIds = new Set(replaced.newTaskIds);
+  const subtasks = replaced.newTaskIds.map((id) => byId.get(id) as Task);
+  // Dependents of each subtask among the subtasks, for O(out-degree) release later.
+  const subDependents = new Map<string, string[]>();
+  for (const sub of subtasks) {
+    for (const dep of sub.dependencies) {
+      if (newIds.has(dep)) subDependents.set(dep, [...(subDependents.get(dep) ?? []), sub.id]);
+    }
+  }
+  const stateOf = (id: string) =>
+    newIds.has(id) ? 'READY' : edits.has(id) ? edits.get(id).state : 'DONE';
+  for (const sub of subtasks) {
+    const rewired = replaced.rewiredTaskIds.filter((d) =>
+      byId.get(d)?.dependencies.includes(sub.id),
+    );
+    edits.put(
+      {
+        ...sub,
+        dependents: [...(subDependents.get(sub.id) ?? []), ...rewired],
+        pendingDependencies: sub.dependencies.filter((d) => !isSatisfying(stateOf(d))).length,
+      },
+      `replaces ${original.id}`,
+    );
+  }
+  edits.put(byId.get(original.id) as Task, `replaced by ${replaced.newTaskIds.join(', ')}`);
+  for (const id of replaced.rewiredTaskIds) {
+    const before = edits.get(id);
+    const after = byId.get(id) as Task;
+    // The original counted as one pending dependency; the new subtasks it now waits for replace it.
+    const added = after.dependencies.filter((d) => newIds.has(d)).length;
+    edits.put({
+      ...before,
+      dependencies: after.dependencies,
+      pendingDependencies: before.pendingDependencies - 1 + added,
+    });
+  }
+  edits.history.push({
+    type: 'decision',
+    taskId: original.id,
+    decision: 'replan:applied',
+    reason: `${original.id} replaced by ${replaced.newTaskIds.join(', ')}`,
+    inputs: { newTaskIds: replaced.newTaskIds, rewiredTaskIds: replaced.rewiredTaskIds },
+  });
+  for (const sub of subtasks) {
+    if (edits.get(sub.id).pendingDependencies === 0) edits.dispatch(sub.id, 'replan subtask ready');
+  }
+
+  const snapshotSession = await ctx.store.requireSession(event.sessionId);
+  return finish(eventId, edits, {
+    record: {
+      ...snapshotSession.session,
+      taskIds: [...snapshotSession.session.taskIds, ...replaced.newTaskIds],
+      updatedAt: new Date().toISOString(),
+    },
+    expectedVersion: snapshotSession.version,
+  });
+}
+
+function finish(
+  eventId: string,
+  edits: TaskEdits,
+  session?: { record: Session; expectedVersion: number },
+): Transition {
+  return {
+    changeset: {
+      eventId,
+      requireStates: ['RUNNING'],
+      ...(session ? { session } : {}),
+      tasks: edits.changes(),
+      readTasks: edits.reads(),
+      counters: edits.counterDelta(),
+      outbox: edits.outbox,
+      history: edits.history,
+    },
+  };
+}

@@ -1,0 +1,36 @@
+import type { Job } from 'bullmq';
+import { parseOrThrow } from '../../shared/errors.js';
+import { jobIds, outboxJob, PlanJob } from '../../shared/queues.js';
+import type { RoleContext } from './context.js';
+
+/** Planner: instruction (and, on a replan, the previous plan and the judge's feedback) → plan. */
+export function createPlannerProcessor(ctx: RoleContext) {
+  return async (job: Job): Promise<string> => {
+    const data = parseOrThrow(PlanJob, job.data, 'plan job');
+    const snapshot = await ctx.store.loadSession(data.sessionId);
+    if (!snapshot) return 'session gone';
+    const { session } = snapshot;
+    if (session.state !== 'PLANNING' || session.planning.attempt !== data.attempt) return 'stale';
+    const reply = await (
+      await ctx.models.forSession(session, 'planner')
+    ).plan({
+      sessionId: session.id,
+      instruction: session.instruction,
+      attempt: data.attempt,
+      requiredTerms: session.requiredTerms.terms,
+      ...(session.planning.previousPlan ? { previousPlan: session.planning.previousPlan } : {}),
+      ...(data.feedback ? { feedback: data.feedback } : {}),
+      config: session.config,
+      jobAttempt: job.attemptsMade,
+    });
+    await ctx.queues.add(
+      outboxJob('judge', 'judge-plan', jobIds.judgePlan(session.id, data.attempt), {
+        sessionId: session.id,
+        attempt: data.attempt,
+        plan: reply.value,
+        usage: reply.usage,
+      }),
+    );
+    return `planned ${reply.value.tasks.length} tasks`;
+  };
+}

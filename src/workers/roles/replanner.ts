@@ -1,0 +1,62 @@
+import type { Job } from 'bullmq';
+import { OrqError, parseOrThrow } from '../../shared/errors.js';
+import { jobIds, outboxJob, ReplanJob } from '../../shared/queues.js';
+import type { RoleContext } from './context.js';
+
+/** Replanner (seed 001): splits a task the Judge says cannot succeed as designed into subtasks. */
+export function createReplannerProcessor(ctx: RoleContext) {
+  return async (job: Job): Promise<string> => {
+    const data = parseOrThrow(ReplanJob, job.data, 'replan job');
+    const snapshot = await ctx.store.loadSession(data.sessionId);
+    if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
+    const current = await ctx.store.loadTask(data.sessionId, data.taskId);
+    if (!current || !current.task.replanPending || current.task.attempts !== data.attempt)
+      return 'stale';
+    const task = current.task;
+    const { session } = snapshot;
+    const timeoutMs = session.config.replanning.timeoutSeconds * 1000;
+    const signal = AbortSignal.timeout(timeoutMs);
+    const reply = await (
+      await ctx.models.forSession(session, 'replanner')
+    ).replan({
+      sessionId: session.id,
+      task,
+      ...(task.result ? { result: task.result } : {}),
+      judgement: task.judgement ?? {
+        success: false,
+        shouldContinue: false,
+        shouldReplan: true,
+        reason: '',
+        missingRequirements: [],
+      },
+      iteration: (task.replanningInfo?.iteration ?? 0) + 1,
+      instruction: session.instruction,
+      requiredTerms: session.requiredTerms.terms,
+      signal,
+      jobAttempt: job.attemptsMade,
+    });
+    if (signal.aborted) {
+      throw new OrqError(
+        'LLM_CALL_FAILED',
+        `replanning ${task.id} exceeded ${session.config.replanning.timeoutSeconds}s`,
+        {
+          details: { sessionId: session.id, taskId: task.id },
+        },
+      );
+    }
+    await ctx.queues.add(
+      outboxJob(
+        'coordinator',
+        'task-replanned',
+        jobIds.taskReplanned(session.id, task.id, data.attempt),
+        {
+          sessionId: session.id,
+          taskId: task.id,
+          attempt: data.attempt,
+          breakdown: reply.value,
+        },
+      ),
+    );
+    return `replanned into ${reply.value.tasks.length}`;
+  };
+}

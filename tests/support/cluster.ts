@@ -1,0 +1,63 @@
+import { randomUUID } from 'node:crypto';
+import { inject } from 'vitest';
+import { parseConfig } from '../../src/shared/config/load.js';
+import type { OrqConfig, OrqConfigInput } from '../../src/shared/config/schema.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import type { Role } from '../../src/shared/queues.js';
+import { createClient, type OrqClient } from '../../src/producers/client.js';
+import { startRoles, type RunningRoles } from '../../src/workers/registry.js';
+import type { RoleModels } from '../../src/shared/llm/types.js';
+
+export const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
+
+export interface TestCluster {
+  prefix: string;
+  config: OrqConfig;
+  client: OrqClient;
+  pods: RunningRoles[];
+  startPod(
+    roles?: Role[],
+    options?: { concurrency?: number; models?: RoleModels },
+  ): Promise<RunningRoles>;
+  close(): Promise<void>;
+}
+
+/** Roles in this process against the test Redis, under a prefix of its own. */
+export async function startCluster(
+  options: { config?: OrqConfigInput; pods?: number; roles?: Role[]; models?: RoleModels } = {},
+): Promise<TestCluster> {
+  const url = inject('redisUrl');
+  const prefix = `t${randomUUID().slice(0, 8)}`;
+  const config = parseConfig({ ...(options.config ?? {}), redis: { prefix } });
+  const pods: RunningRoles[] = [];
+  const startPod = async (
+    roles: Role[] = options.roles ?? ALL_ROLES,
+    podOptions: { concurrency?: number; models?: RoleModels } = {},
+  ) => {
+    const pod = await startRoles({
+      roles,
+      connection: url,
+      config,
+      logger: silentLogger,
+      ...(podOptions.concurrency ? { concurrency: podOptions.concurrency } : {}),
+      ...((podOptions.models ?? options.models)
+        ? { models: podOptions.models ?? options.models }
+        : {}),
+    });
+    pods.push(pod);
+    return pod;
+  };
+  for (let i = 0; i < (options.pods ?? 1); i += 1) await startPod();
+  const client = await createClient({ connection: url, config });
+  return {
+    prefix,
+    config,
+    client,
+    pods,
+    startPod,
+    async close() {
+      await client.close();
+      await Promise.all(pods.map((p) => p.close(5_000)));
+    },
+  };
+}
