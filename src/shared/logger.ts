@@ -11,14 +11,19 @@ export interface LogBindings {
   [key: string]: unknown;
 }
 
-export function createLogger(options: LoggerOptions & { level?: string } = {}): Logger {
-  return pino({
-    name: 'orq',
-    level: options.level ?? process.env.ORQ_LOG_LEVEL ?? 'info',
-    base: { pid: process.pid },
-    timestamp: pino.stdTimeFunctions.isoTime,
-    ...options,
-  });
+/** JSON lines through pino; `fd: 2` keeps stdout free for a command's own output. */
+export function createLogger(options: LoggerOptions & { level?: string; fd?: 1 | 2 } = {}): Logger {
+  const { fd = 1, ...rest } = options;
+  return pino(
+    {
+      name: 'orq',
+      level: options.level ?? process.env.ORQ_LOG_LEVEL ?? 'info',
+      base: { pid: process.pid },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      ...rest,
+    },
+    pino.destination({ fd, sync: fd === 2 }),
+  );
 }
 
 /** A logger that writes nothing, for library users who pass none and for tests. */

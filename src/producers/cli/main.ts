@@ -1,6 +1,9 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
 import { registerConfigCommands } from './commands/config.js';
+import { registerRunCommand } from './commands/run.js';
+import { registerSessionCommands } from './commands/sessions.js';
+import { registerStartCommand } from './commands/start.js';
 import { runCli } from './run-cli.js';
 
 const program = new Command()
@@ -8,6 +11,9 @@ const program = new Command()
   .description('Distributed orchestrator for LLM agents on BullMQ and Redis')
   .version('0.1.0');
 
+registerRunCommand(program);
+registerStartCommand(program);
+registerSessionCommands(program);
 registerConfigCommands(program);
 
 await runCli(program, process.argv);

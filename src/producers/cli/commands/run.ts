@@ -1,0 +1,83 @@
+import { Option, type Command } from 'commander';
+import { createLogger } from '../../../shared/logger.js';
+import type { Role } from '../../../shared/queues.js';
+import { startRoles } from '../../../workers/registry.js';
+import { createClient } from '../../client.js';
+import { cliConfig, parsePositiveInt, printJson } from '../common.js';
+import { formatHistoryEntry, formatSessionTable } from '../format.js';
+import { redisForCli } from '../redis-for-cli.js';
+import { ExitCode } from '../run-cli.js';
+
+const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
+
+interface RunOptions {
+  config?: string;
+  scenario?: string;
+  json?: boolean;
+  concurrency?: number;
+  latency?: number;
+  verbose?: boolean;
+}
+
+/** `orq run`: every role in this process, one session from submit to its end, with progress. */
+export function registerRunCommand(program: Command): void {
+  program
+    .command('run')
+    .description('Run one instruction end to end in this process (all roles), printing progress')
+    .argument('<instruction>', 'what you want done')
+    .option('-c, --config <file>', 'configuration file (YAML or JSON)')
+    .option('--scenario <file>', 'script the builtin provider with a scenario file')
+    .option('--json', 'print the final session with its tasks as JSON on stdout')
+    .option('--concurrency <n>', 'jobs per role in parallel', parsePositiveInt)
+    .addOption(
+      new Option('--latency <ms>', 'simulated builtin model latency').argParser(Number).hideHelp(),
+    )
+    .option('-v, --verbose', 'log role activity (JSON lines on stderr)')
+    .action(async (instruction: string, options: RunOptions) => {
+      const config = cliConfig(options);
+      const out = options.json ? process.stderr : process.stdout;
+      const logger = createLogger({ level: options.verbose ? 'info' : 'warn', fd: 2 });
+      const redis = await redisForCli(config);
+      if (redis.owned)
+        out.write(`orq: started a private redis-server at ${redis.url} (data in .orq/redis)\n`);
+      const pod = await startRoles({
+        roles: ALL_ROLES,
+        connection: redis.url,
+        config,
+        logger,
+        ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+        ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
+      });
+      const client = await createClient({ connection: redis.url, config });
+      const stop = new AbortController();
+      const onSignal = () => stop.abort();
+      process.once('SIGINT', onSignal);
+      process.once('SIGTERM', onSignal);
+      try {
+        const session = await client.submit({ instruction });
+        out.write(`orq: session ${session.id} submitted\n`);
+        for await (const { entry } of client.watch(session.id, {
+          until: 'settled',
+          signal: stop.signal,
+        })) {
+          out.write(`${formatHistoryEntry(entry)}\n`);
+        }
+        const view = await client.get(session.id);
+        if (options.json) printJson(view);
+        else out.write(`\n${formatSessionTable(view)}\n`);
+        if (view.session.state === 'BLOCKED') {
+          out.write(
+            `orq: the session is blocked. Start the roles (\`orq start\`) and run \`orq resume ${session.id}\` to go on.\n`,
+          );
+        }
+        process.exitCode =
+          view.session.state === 'COMPLETED' ? ExitCode.OK : ExitCode.NOT_COMPLETED;
+      } finally {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        await client.close();
+        await pod.close(10_000);
+        await redis.release();
+      }
+    });
+}

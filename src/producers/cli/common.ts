@@ -1,0 +1,46 @@
+import { resolve } from 'node:path';
+import { loadConfig } from '../../shared/config/load.js';
+import type { OrqConfig } from '../../shared/config/schema.js';
+import { createClient, type OrqClient } from '../client.js';
+import { redisForCli } from './redis-for-cli.js';
+
+export interface GlobalOptions {
+  config?: string;
+}
+
+export function cliConfig(options: GlobalOptions & { scenario?: string }): OrqConfig {
+  return loadConfig({
+    ...(options.config ? { file: options.config } : {}),
+    ...(options.scenario ? { overrides: { llm: { scenario: resolve(options.scenario) } } } : {}),
+  });
+}
+
+/** Runs `fn` with a client on the CLI's Redis, and always releases both. */
+export async function withClient<T>(
+  options: GlobalOptions,
+  fn: (client: OrqClient, config: OrqConfig) => Promise<T>,
+): Promise<T> {
+  const config = cliConfig(options);
+  const redis = await redisForCli(config);
+  try {
+    const client = await createClient({ connection: redis.url, config });
+    try {
+      return await fn(client, config);
+    } finally {
+      await client.close();
+    }
+  } finally {
+    await redis.release();
+  }
+}
+
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+export function parsePositiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error(`expected a positive whole number, got "${value}"`);
+  return n;
+}
