@@ -1,36 +1,11 @@
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { orq as runOrq } from '../support/cli.js';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const main = join(root, 'src/producers/cli/main.ts');
-
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs `orq ARGS` as its own process, with only the given orq variables in its environment. */
-function orq(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  const base = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !name.startsWith('ORQ') && name !== 'REDIS_URL'),
-  );
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', main, ...args],
-      { cwd: root, env: { ...base, ...env } },
-      (error, stdout, stderr) => {
-        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
+/** `orq ARGS` as a process, with only the given orq variables in its environment. */
+const orq = (args: string[], env: Record<string, string> = {}) => runOrq(args, { env });
 
 let dir: string;
 beforeAll(() => {

@@ -1,0 +1,126 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import type { ChildProcess } from 'node:child_process';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { createClient, type OrqClient, type SessionView } from '../../src/producers/client.js';
+import { orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
+import { startCluster } from '../support/cluster.js';
+
+const diamond = resolve(root, 'examples/scenarios/diamond.yaml');
+
+/** What must not depend on how many processes ran the session. */
+function outcome(view: SessionView) {
+  return {
+    state: view.session.state,
+    tasks: view.tasks
+      .map((t) => ({
+        id: t.id,
+        state: t.state,
+        attempts: t.attempts,
+        deps: t.dependencies,
+        output: t.result?.output,
+      }))
+      .sort((a, b) => a.id.localeCompare(b.id)),
+  };
+}
+
+const children: ChildProcess[] = [];
+afterEach(async () => {
+  await Promise.all(children.splice(0).map((c) => stopProcess(c)));
+});
+
+describe('orq as separate processes', () => {
+  it('gives the same result with three worker processes as with one in-process pod', async () => {
+    const inProcess = await startCluster();
+    const reference = await inProcess.client.submit({
+      instruction: 'diamond',
+      config: { llm: { scenario: diamond } },
+    });
+    const expected = outcome(await inProcess.client.wait(reference.id, { timeoutMs: 20_000 }));
+    await inProcess.close();
+    expect(expected.state).toBe('COMPLETED');
+
+    const url = inject('redisUrl');
+    const prefix = `p${randomUUID().slice(0, 8)}`;
+    const env = { REDIS_URL: url, ORQ_PREFIX: prefix, ORQ_LOG_LEVEL: 'info' };
+    for (const roles of ['planner,judge,replanner,coordinator', 'worker', 'worker', 'worker']) {
+      const child = spawnOrq(['start', '--roles', roles], { env });
+      children.push(child);
+      await waitForOutput(child, 'roles started');
+    }
+    let client: OrqClient | undefined;
+    try {
+      client = await createClient({ connection: url, prefix });
+      const sessions = await Promise.all(
+        [1, 2, 3].map(() =>
+          client!.submit({ instruction: 'diamond', config: { llm: { scenario: diamond } } }),
+        ),
+      );
+      for (const s of sessions) {
+        const view = await client.wait(s.id, { timeoutMs: 30_000 });
+        expect(outcome(view)).toEqual(expected);
+        const executions = (await client.history(s.id)).filter((h) => h.entry.type === 'execution');
+        expect(executions).toHaveLength(view.tasks.length);
+      }
+    } finally {
+      await client?.close();
+    }
+  });
+
+  it('a pod stops on SIGTERM with exit code 0', async () => {
+    const child = spawnOrq(['start', '--roles', 'worker'], {
+      env: { REDIS_URL: inject('redisUrl'), ORQ_PREFIX: `p${randomUUID().slice(0, 8)}` },
+    });
+    await waitForOutput(child, 'roles started');
+    expect(await stopProcess(child)).toBe(0);
+  });
+
+  it('orq start without a Redis URL explains what to do', async () => {
+    const result = await orq(['start', '--roles', 'worker']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/REDIS_URL/);
+  });
+
+  it('orq run on a machine without REDIS_URL starts its own Redis, completes, and keeps the history', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'orq-run-'));
+    try {
+      const run = await orq(['run', '認証機能とバリデーションを実装して', '--json'], { cwd });
+      expect(run.code, run.stderr).toBe(0);
+      const view = JSON.parse(run.stdout) as SessionView;
+      expect(view.session.state).toBe('COMPLETED');
+      expect(view.tasks.map((t) => t.title).join(' ')).toMatch(/認証/);
+      expect(run.stderr).toMatch(/private redis-server/);
+
+      const history = await orq(['history', view.session.id, '--jsonl'], { cwd });
+      expect(history.code, history.stderr).toBe(0);
+      const lines = history.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { type: string; to?: string });
+      expect(lines.some((l) => l.type === 'decision')).toBe(true);
+      expect(lines.filter((l) => l.type === 'state_change' && l.to === 'DONE')).toHaveLength(
+        view.tasks.length,
+      );
+      expect(lines.at(-1)).toMatchObject({ type: 'state_change', to: 'COMPLETED' });
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+
+  it('orq run exits 1 when the plan is rejected, with the reason', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'orq-run-'));
+    try {
+      const run = await orq(
+        ['run', 'anything', '--scenario', resolve(root, 'examples/scenarios/noisy-judge.yaml')],
+        { cwd, env: { ORQ_DATA_DIR: join(cwd, 'data') } },
+      );
+      expect(run.code).toBe(1);
+      expect(run.stdout).toMatch(/FAILED/);
+      expect(run.stdout).toMatch(/refinement:reject/);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,96 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+export const root = fileURLToPath(new URL('../..', import.meta.url));
+const main = join(root, 'src/producers/cli/main.ts');
+// An absolute loader URL, so the CLI can run from any working directory (e.g. a fresh temp dir).
+const tsxLoader = pathToFileURL(join(root, 'node_modules/tsx/dist/loader.mjs')).href;
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** The environment without any orq or Redis variable of the machine running the tests. */
+function cleanEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  const base = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith('ORQ') && name !== 'REDIS_URL'),
+  );
+  return { ...base, ...env };
+}
+
+/** Runs `orq ARGS` as its own process and waits for it to exit. */
+export function orq(
+  args: string[],
+  options: { env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {},
+): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', tsxLoader, main, ...args],
+      {
+        cwd: options.cwd ?? root,
+        env: cleanEnv(options.env ?? {}),
+        timeout: options.timeoutMs ?? 60_000,
+      },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+/** Starts a long-running `orq ARGS` (e.g. `start --roles worker`) and returns the child. */
+export function spawnOrq(
+  args: string[],
+  options: { env?: Record<string, string>; cwd?: string } = {},
+): ChildProcess {
+  return spawn(process.execPath, ['--import', tsxLoader, main, ...args], {
+    cwd: options.cwd ?? root,
+    env: cleanEnv(options.env ?? {}),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+/** Resolves when the child's output contains `text` (pino logs 'roles started' when ready). */
+export function waitForOutput(
+  child: ChildProcess,
+  text: string,
+  timeoutMs = 20_000,
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(
+      () => reject(new Error(`no "${text}" within ${timeoutMs}ms:\n${seen}`)),
+      timeoutMs,
+    );
+    const onData = (chunk: Buffer) => {
+      seen += chunk.toString();
+      if (seen.includes(text)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`process exited (${code}) before "${text}":\n${seen}`));
+    });
+  });
+}
+
+export async function stopProcess(
+  child: ChildProcess,
+  signal: NodeJS.Signals = 'SIGTERM',
+): Promise<number | null> {
+  if (child.exitCode !== null) return child.exitCode;
+  return new Promise((resolve) => {
+    child.once('exit', (code) => resolve(code));
+    child.kill(signal);
+    setTimeout(() => child.kill('SIGKILL'), 15_000).unref();
+  });
+}
