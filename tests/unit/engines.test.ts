@@ -6,7 +6,10 @@ import { describe, expect, it } from 'vitest';
 const require = createRequire(import.meta.url);
 const semver = require('semver') as { satisfies(version: string, range: string): boolean };
 
-function installedPackages(dir: string, found: { name: string; version: string; node?: string }[] = []) {
+function installedPackages(
+  dir: string,
+  found: { name: string; version: string; node?: string }[] = [],
+) {
   if (!existsSync(dir)) return found;
   for (const name of readdirSync(dir)) {
     if (name.startsWith('.')) continue;
@@ -17,8 +20,16 @@ function installedPackages(dir: string, found: { name: string; version: string; 
     }
     const manifest = join(path, 'package.json');
     if (existsSync(manifest)) {
-      const pkg = JSON.parse(readFileSync(manifest, 'utf8')) as { name: string; version: string; engines?: { node?: string } };
-      found.push({ name: pkg.name, version: pkg.version, ...(pkg.engines?.node ? { node: pkg.engines.node } : {}) });
+      const pkg = JSON.parse(readFileSync(manifest, 'utf8')) as {
+        name: string;
+        version: string;
+        engines?: { node?: string };
+      };
+      found.push({
+        name: pkg.name,
+        version: pkg.version,
+        ...(pkg.engines?.node ? { node: pkg.engines.node } : {}),
+      });
     }
     installedPackages(join(path, 'node_modules'), found);
   }
