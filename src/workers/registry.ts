@@ -15,6 +15,7 @@ import {
 import { checkEvictionPolicy, createConnection, type ConnectionInput } from '../shared/redis.js';
 import { SessionStore } from '../shared/store/session-store.js';
 import { createCoordinatorProcessor } from './coordinator/coordinator.js';
+import { startOutboxSweeper } from './coordinator/outbox-sweeper.js';
 import { ModelResolver } from './models.js';
 import type { RoleContext } from './roles/context.js';
 import { createJudgeProcessor } from './roles/judge.js';
@@ -32,6 +33,8 @@ export interface StartRolesOptions {
   concurrency?: number;
   /** Simulated model latency of the builtin provider (benchmarks). */
   latencyMs?: number;
+  /** How often a coordinator pod drains outboxes left behind by a crash (ms, default 30 s). */
+  outboxSweepIntervalMs?: number;
   /** Use these models for every session instead of resolving from session config (tests). */
   models?: RoleModels;
 }
@@ -138,6 +141,9 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
     return worker;
   });
   await Promise.all(workers.map((w) => w.waitUntilReady()));
+  const stopSweeper = options.roles.includes('coordinator')
+    ? startOutboxSweeper(store, queues, logger, options.outboxSweepIntervalMs ?? 30_000)
+    : () => undefined;
   logger.info({ roles: options.roles, prefix: config.redis.prefix }, 'roles started');
 
   return {
@@ -145,6 +151,7 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
     store,
     queues,
     async close(timeoutMs = 30_000) {
+      stopSweeper();
       const graceful = Promise.all(workers.map((w) => w.close()));
       const timedOut = await Promise.race([
         graceful.then(() => false),

@@ -1,0 +1,53 @@
+import type { Logger } from '../../shared/logger.js';
+import { flushOutbox, type QueueSet } from '../../shared/queue-set.js';
+import type { SessionStore } from '../../shared/store/session-store.js';
+
+/**
+ * Drains outboxes that nobody drained: a producer (or a coordinator whose event will not be
+ * redelivered) that died between writing a transition and enqueueing its jobs. Adding a job
+ * twice is harmless (deterministic ids), so racing a live flush is fine.
+ */
+export async function sweepOutboxes(
+  store: SessionStore,
+  queues: QueueSet,
+  options: { recentSessions?: number } = {},
+): Promise<number> {
+  const ids = await store.listSessionIds({ limit: options.recentSessions ?? 1000 });
+  if (ids.length === 0) return 0;
+  const pipeline = store.redis.pipeline();
+  for (const id of ids) pipeline.hlen(store.keys(id).outbox);
+  const lengths = (await pipeline.exec()) ?? [];
+  let flushed = 0;
+  for (const [i, id] of ids.entries()) {
+    const [error, length] = lengths[i] ?? [null, 0];
+    if (!error && Number(length) > 0) flushed += await flushOutbox(store, queues, id);
+  }
+  return flushed;
+}
+
+/** Runs the sweep now and then every `intervalMs` until stopped. */
+export function startOutboxSweeper(
+  store: SessionStore,
+  queues: QueueSet,
+  logger: Logger,
+  intervalMs: number,
+): () => void {
+  let running = false;
+  const run = async () => {
+    if (running) return;
+    running = true;
+    try {
+      const flushed = await sweepOutboxes(store, queues);
+      if (flushed > 0)
+        logger.warn({ flushed }, 'outbox sweep enqueued jobs left behind by a crash');
+    } catch (error) {
+      logger.warn({ err: (error as Error).message }, 'outbox sweep failed; will retry');
+    } finally {
+      running = false;
+    }
+  };
+  void run();
+  const timer = setInterval(() => void run(), intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
