@@ -109,8 +109,10 @@ export const taskMoved = (entries: HistoryEntry[], taskId: string, to: string): 
       e.type === 'state_change' && e.entity === 'task' && e.taskId === taskId && e.to === to,
   );
 
-export const executionsOf = (entries: HistoryEntry[], taskId: string) =>
-  entries.filter((e) => e.type === 'execution' && e.taskId === taskId);
+type Execution = Extract<HistoryEntry, { type: 'execution' }>;
+
+export const executionsOf = (entries: HistoryEntry[], taskId: string): Execution[] =>
+  entries.filter((e): e is Execution => e.type === 'execution' && e.taskId === taskId);
 
 /** Polls `check` until it returns a value other than undefined, for at most `timeoutMs`. */
 export async function eventually<T>(

@@ -33,16 +33,23 @@ function ownStructureProblems(plan: PlanBreakdown): string[] {
 }
 
 function tasksFromPlan(session: Session, plan: PlanBreakdown): Task[] {
+  // A planner may name a dependency twice. Each listed dependency releases the task once when
+  // it is done (TaskEdits.releaseDependents), so a repeated one would be counted twice and the
+  // task dispatched before its other dependencies: keep each dependency once.
+  const planned = plan.tasks.map((t: PlannedTask) => ({
+    ...t,
+    dependencies: [...new Set(t.dependencies)],
+  }));
   const dependents = new Map<string, string[]>();
-  for (const t of plan.tasks) {
+  for (const t of planned) {
     for (const dep of t.dependencies) dependents.set(dep, [...(dependents.get(dep) ?? []), t.id]);
   }
-  return plan.tasks.map((t: PlannedTask) =>
+  return planned.map((t) =>
     Task.parse({
       ...t,
       state: 'READY',
       dependents: dependents.get(t.id) ?? [],
-      pendingDependencies: new Set(t.dependencies).size,
+      pendingDependencies: t.dependencies.length,
       replanningInfo: { iteration: 0, maxIterations: session.config.replanning.maxIterations },
     }),
   );

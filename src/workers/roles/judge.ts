@@ -1,11 +1,14 @@
 import type { Job } from 'bullmq';
 import { parseOrThrow } from '../../shared/errors.js';
 import { jobIds, JudgePlanJob, JudgeTaskJob, outboxJob } from '../../shared/queues.js';
-import type { RoleContext } from './context.js';
+import { QualityJudgement } from '../../shared/domain/plan.js';
+import { TaskJudgement } from '../../shared/domain/task.js';
+import { checkReply, type RoleContext } from './context.js';
 
 /** Judge: scores plans (quality) and judges task executions (done / continue / replan / blocked). */
 export function createJudgeProcessor(ctx: RoleContext) {
-  return async (job: Job): Promise<string> => {
+  // The signal aborts model calls when a pod shuts down past its timeout (registry close()).
+  return async (job: Job, _token?: string, signal?: AbortSignal): Promise<string> => {
     if (job.name === 'judge-plan') {
       const data = parseOrThrow(JudgePlanJob, job.data, 'judge-plan job');
       const snapshot = await ctx.store.loadSession(data.sessionId);
@@ -21,16 +24,21 @@ export function createJudgeProcessor(ctx: RoleContext) {
         plan: data.plan,
         requiredTerms: session.requiredTerms.terms,
         jobAttempt: job.attemptsMade,
+        ...(signal ? { signal } : {}),
+      });
+      const judgement = checkReply(QualityJudgement, reply.value, 'plan judgement', {
+        sessionId: session.id,
+        attempt: data.attempt,
       });
       await ctx.queues.add(
         outboxJob('coordinator', 'plan-judged', jobIds.planJudged(session.id, data.attempt), {
           sessionId: session.id,
           attempt: data.attempt,
           plan: data.plan,
-          judgement: reply.value,
+          judgement,
         }),
       );
-      return `plan score ${reply.value.score ?? 'n/a'}`;
+      return `plan score ${judgement.score ?? 'n/a'}`;
     }
     const data = parseOrThrow(JudgeTaskJob, job.data, 'judge-task job');
     const snapshot = await ctx.store.loadSession(data.sessionId);
@@ -46,6 +54,12 @@ export function createJudgeProcessor(ctx: RoleContext) {
       result: data.result,
       instruction: snapshot.session.instruction,
       jobAttempt: job.attemptsMade,
+      ...(signal ? { signal } : {}),
+    });
+    const judgement = checkReply(TaskJudgement, reply.value, 'task judgement', {
+      sessionId: data.sessionId,
+      taskId: data.taskId,
+      attempt: data.attempt,
     });
     await ctx.queues.add(
       outboxJob(
@@ -57,10 +71,10 @@ export function createJudgeProcessor(ctx: RoleContext) {
           taskId: data.taskId,
           attempt: data.attempt,
           result: data.result,
-          judgement: reply.value,
+          judgement,
         },
       ),
     );
-    return reply.value.success ? 'success' : 'not yet';
+    return judgement.success ? 'success' : 'not yet';
   };
 }

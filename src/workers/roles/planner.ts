@@ -1,11 +1,13 @@
 import type { Job } from 'bullmq';
 import { parseOrThrow } from '../../shared/errors.js';
 import { jobIds, outboxJob, PlanJob } from '../../shared/queues.js';
-import type { RoleContext } from './context.js';
+import { PlanBreakdown } from '../../shared/domain/plan.js';
+import { checkReply, type RoleContext } from './context.js';
 
 /** Planner: instruction (and, on a replan, the previous plan and the judge's feedback) → plan. */
 export function createPlannerProcessor(ctx: RoleContext) {
-  return async (job: Job): Promise<string> => {
+  // The signal aborts model calls when a pod shuts down past its timeout (registry close()).
+  return async (job: Job, _token?: string, signal?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(PlanJob, job.data, 'plan job');
     const snapshot = await ctx.store.loadSession(data.sessionId);
     if (!snapshot) return 'session gone';
@@ -22,15 +24,20 @@ export function createPlannerProcessor(ctx: RoleContext) {
       ...(data.feedback ? { feedback: data.feedback } : {}),
       config: session.config,
       jobAttempt: job.attemptsMade,
+      ...(signal ? { signal } : {}),
+    });
+    const plan = checkReply(PlanBreakdown, reply.value, 'plan', {
+      sessionId: session.id,
+      attempt: data.attempt,
     });
     await ctx.queues.add(
       outboxJob('judge', 'judge-plan', jobIds.judgePlan(session.id, data.attempt), {
         sessionId: session.id,
         attempt: data.attempt,
-        plan: reply.value,
+        plan,
         usage: reply.usage,
       }),
     );
-    return `planned ${reply.value.tasks.length} tasks`;
+    return `planned ${plan.tasks.length} tasks`;
   };
 }

@@ -1,11 +1,13 @@
 import type { Job } from 'bullmq';
 import { OrqError, parseOrThrow } from '../../shared/errors.js';
 import { jobIds, outboxJob, ReplanJob } from '../../shared/queues.js';
-import type { RoleContext } from './context.js';
+import { ReplanBreakdown } from '../../shared/domain/plan.js';
+import { checkReply, type RoleContext } from './context.js';
 
 /** Replanner (seed 001): splits a task the Judge says cannot succeed as designed into subtasks. */
 export function createReplannerProcessor(ctx: RoleContext) {
-  return async (job: Job): Promise<string> => {
+  // The signal aborts the model call when a pod shuts down past its timeout (registry close()).
+  return async (job: Job, _token?: string, shutdown?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(ReplanJob, job.data, 'replan job');
     const snapshot = await ctx.store.loadSession(data.sessionId);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
@@ -15,7 +17,8 @@ export function createReplannerProcessor(ctx: RoleContext) {
     const task = current.task;
     const { session } = snapshot;
     const timeoutMs = session.config.replanning.timeoutSeconds * 1000;
-    const signal = AbortSignal.timeout(timeoutMs);
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = shutdown ? AbortSignal.any([timeout, shutdown]) : timeout;
     const reply = await (
       await ctx.models.forSession(session, 'replanner')
     ).replan({
@@ -35,7 +38,7 @@ export function createReplannerProcessor(ctx: RoleContext) {
       signal,
       jobAttempt: job.attemptsMade,
     });
-    if (signal.aborted) {
+    if (timeout.aborted) {
       throw new OrqError(
         'LLM_CALL_FAILED',
         `replanning ${task.id} exceeded ${session.config.replanning.timeoutSeconds}s`,
@@ -44,6 +47,11 @@ export function createReplannerProcessor(ctx: RoleContext) {
         },
       );
     }
+    const breakdown = checkReply(ReplanBreakdown, reply.value, 'replan', {
+      sessionId: session.id,
+      taskId: task.id,
+      attempt: data.attempt,
+    });
     await ctx.queues.add(
       outboxJob(
         'coordinator',
@@ -53,10 +61,10 @@ export function createReplannerProcessor(ctx: RoleContext) {
           sessionId: session.id,
           taskId: task.id,
           attempt: data.attempt,
-          breakdown: reply.value,
+          breakdown,
         },
       ),
     );
-    return `replanned into ${reply.value.tasks.length}`;
+    return `replanned into ${breakdown.tasks.length}`;
   };
 }

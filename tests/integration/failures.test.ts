@@ -1,0 +1,243 @@
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import type { OrqConfigInput } from '../../src/shared/config/schema.js';
+import type { RoleModels } from '../../src/shared/llm/types.js';
+import { startCluster, type TestCluster } from '../support/cluster.js';
+import {
+  decisions,
+  deferred,
+  eventually,
+  exampleScenario,
+  executionsOf,
+  historyOf,
+  recordingModels,
+  scenarioDir,
+  taskMoved,
+} from '../support/scenarios.js';
+
+let cluster: TestCluster | undefined;
+const scenarios = scenarioDir();
+afterEach(async () => {
+  await cluster?.close();
+  cluster = undefined;
+});
+afterAll(() => scenarios.cleanup());
+
+const TIMEOUT = 15_000;
+/** Two tries per role job, retried at once, so a failing job is reported quickly. */
+const fastRetries: OrqConfigInput = { queues: { attempts: 2, backoffMs: 10 } };
+
+describe('plans with repeated dependencies', () => {
+  it('a task naming a dependency twice still waits for all of its dependencies', async () => {
+    const path = scenarios.write('repeated-dependency', {
+      plans: [
+        {
+          tasks: [
+            { id: 'A', title: 'A', acceptance: 'a', context: 'c' },
+            { id: 'B', title: 'B', acceptance: 'b', context: 'c' },
+            { id: 'D', title: 'D', acceptance: 'd', context: 'c', dependencies: ['A', 'A', 'B'] },
+          ],
+        },
+      ],
+      planJudgements: [{ score: 90, isAcceptable: true }],
+    });
+    // B's execution waits until A is DONE, so a D released by A alone would run before B.
+    const aDone = deferred();
+    const { models } = recordingModels(path, {
+      async beforeExecute(request) {
+        if (request.task.id === 'B') await aDone.promise;
+      },
+    });
+    cluster = await startCluster({ models });
+    const { client, pods } = cluster;
+    const { id } = await client.submit({ instruction: 'x' });
+    try {
+      await eventually(async () => {
+        const a = await pods[0]!.store.loadTask(id, 'A');
+        return a?.task.state === 'DONE' ? true : undefined;
+      }, 'A to be done');
+    } finally {
+      aDone.resolve();
+    }
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    const h = await historyOf(client, id);
+    expect(taskMoved(h, 'D', 'RUNNING')).toBeGreaterThan(taskMoved(h, 'B', 'DONE'));
+    expect(view.tasks.find((t) => t.id === 'D')?.dependencies).toEqual(['A', 'B']);
+    expect(view.tasks.find((t) => t.id === 'D')?.result?.output).toContain('Used B');
+  });
+});
+
+describe('failing role jobs', () => {
+  it('retries a transient worker failure and runs the task once', async () => {
+    const path = scenarios.write('transient', {
+      ...{ plans: [{ tasks: [{ id: 'A', title: 'A', acceptance: 'a', context: 'c' }] }] },
+      planJudgements: [{ score: 90, isAcceptable: true }],
+      failures: [{ role: 'worker', taskId: 'A', times: 1 }],
+    });
+    cluster = await startCluster({ config: fastRetries });
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'x', config: { llm: { scenario: path } } });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.tasks[0]).toMatchObject({ state: 'DONE', attempts: 1 });
+    expect(executionsOf(await historyOf(client, id), 'A')).toHaveLength(1);
+  });
+
+  it('blocks a task whose worker keeps failing and records why', async () => {
+    const path = scenarios.write('worker-fails', {
+      plans: [
+        {
+          tasks: [
+            { id: 'A', title: 'A', acceptance: 'a', context: 'c' },
+            { id: 'B', title: 'B', acceptance: 'b', context: 'c', dependencies: ['A'] },
+          ],
+        },
+      ],
+      planJudgements: [{ score: 90, isAcceptable: true }],
+      tasks: { A: { results: [{ error: 'the sandbox is gone' }] } },
+    });
+    cluster = await startCluster({ config: fastRetries });
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'x', config: { llm: { scenario: path } } });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('BLOCKED');
+    expect(view.tasks.map((t) => [t.id, t.state])).toEqual([
+      ['A', 'BLOCKED'],
+      ['B', 'READY'],
+    ]);
+    const h = await historyOf(client, id);
+    const error = h.find((e) => e.type === 'error');
+    expect(error).toMatchObject({ role: 'worker', taskId: 'A', code: 'LLM_CALL_FAILED' });
+    expect(error?.type === 'error' && error.message).toContain('the sandbox is gone');
+  });
+
+  it('fails the session when the planner keeps failing', async () => {
+    const path = scenarios.write('planner-fails', { plans: [{ error: 'model overloaded' }] });
+    cluster = await startCluster({ config: fastRetries });
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'x', config: { llm: { scenario: path } } });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('FAILED');
+    expect(view.session.failure).toMatchObject({ code: 'ROLE_FAILED' });
+    expect(view.session.failure?.reason).toContain('model overloaded');
+  });
+});
+
+describe('malformed model replies', () => {
+  /** The builtin provider with one role's reply replaced by something off-schema. */
+  function malformed(overrides: Partial<RoleModels>): RoleModels {
+    const { models } = recordingModels(exampleScenario('diamond.yaml'));
+    return { ...models, ...overrides } as RoleModels;
+  }
+
+  it('fails the session with the reason when the judge scores a plan off-schema', async () => {
+    const models = malformed({
+      judgePlan: async () => ({
+        value: { score: 'great' } as never,
+        usage: { inputTokens: 0, outputTokens: 0 },
+      }),
+    });
+    cluster = await startCluster({ config: fastRetries, models });
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'x' });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('FAILED');
+    expect(view.session.failure?.code).toBe('ROLE_FAILED');
+    const h = await historyOf(client, id);
+    expect(h.find((e) => e.type === 'error')).toMatchObject({
+      role: 'judge',
+      code: 'LLM_OUTPUT_INVALID',
+    });
+  });
+
+  it('blocks the task with the reason when the judge answers a task off-schema', async () => {
+    const models = malformed({
+      judgeTask: async () => ({
+        value: { verdict: 'ok' } as never,
+        usage: { inputTokens: 0, outputTokens: 0 },
+      }),
+    });
+    cluster = await startCluster({ config: fastRetries, models });
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'x' });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('BLOCKED');
+    expect(view.tasks.find((t) => t.id === 'A')?.state).toBe('BLOCKED');
+    const h = await historyOf(client, id);
+    expect(h.find((e) => e.type === 'error')).toMatchObject({
+      role: 'judge',
+      taskId: 'A',
+      code: 'LLM_OUTPUT_INVALID',
+    });
+  });
+
+  it('blocks the task and names the worker when an execution result is off-schema', async () => {
+    const models = malformed({ execute: async () => ({ output: 42 }) as never });
+    cluster = await startCluster({ config: fastRetries, models });
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'x' });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('BLOCKED');
+    const h = await historyOf(client, id);
+    expect(h.find((e) => e.type === 'error')).toMatchObject({
+      role: 'worker',
+      taskId: 'A',
+      code: 'LLM_OUTPUT_INVALID',
+    });
+  });
+
+  it('blocks the task with the reason when the replanner answers off-schema', async () => {
+    const path = exampleScenario('replan-task.yaml');
+    const { models: base } = recordingModels(path);
+    const models: RoleModels = {
+      ...base,
+      label: base.label,
+      replan: async () => ({
+        value: { tasks: [] } as never,
+        usage: { inputTokens: 0, outputTokens: 0 },
+      }),
+    };
+    cluster = await startCluster({ config: fastRetries, models });
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'x' });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('BLOCKED');
+    expect(view.tasks.find((t) => t.id === 't2')).toMatchObject({
+      state: 'BLOCKED',
+      replanPending: false,
+    });
+    const h = await historyOf(client, id);
+    expect(h.find((e) => e.type === 'error')).toMatchObject({
+      role: 'replanner',
+      taskId: 't2',
+      code: 'LLM_OUTPUT_INVALID',
+    });
+  });
+});
+
+describe('per-session configuration', () => {
+  it("honours a session's legacy maxQualityRetries when maxRefinementAttempts is not given", async () => {
+    const path = scenarios.write('unacceptable', {
+      planJudgements: [{ score: 40, isAcceptable: false, issues: ['vague'] }],
+    });
+    cluster = await startCluster();
+    const { client } = cluster;
+    const { id, config } = await client.submit({
+      instruction: 'Build a form and validate it',
+      config: { refinement: { maxQualityRetries: 0 }, llm: { scenario: path } },
+    });
+    expect(config.refinement.maxRefinementAttempts).toBe(0);
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('FAILED');
+    const [reject] = decisions(await historyOf(client, id), 'refinement:reject');
+    expect(reject?.inputs).toMatchObject({ reasonCode: 'max_attempts_reached', attemptCount: 0 });
+
+    // Both given: maxRefinementAttempts wins (seed 000).
+    const both = await client.submit({
+      instruction: 'x',
+      config: { refinement: { maxQualityRetries: 0, maxRefinementAttempts: 3 } },
+    });
+    expect(both.config.refinement.maxRefinementAttempts).toBe(3);
+    await client.cancel(both.id);
+  });
+});

@@ -1,0 +1,563 @@
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import type { OrqConfigInput } from '../../src/shared/config/schema.js';
+import type { Task } from '../../src/shared/domain/task.js';
+import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { RoleModels } from '../../src/shared/llm/types.js';
+import { jobIds } from '../../src/shared/queues.js';
+import { startCluster, type TestCluster } from '../support/cluster.js';
+import {
+  decisions,
+  deferred,
+  eventually,
+  exampleScenario,
+  executionsOf,
+  historyOf,
+  recordingModels,
+  scenarioDir,
+  taskMoved,
+} from '../support/scenarios.js';
+
+let cluster: TestCluster | undefined;
+const scenarios = scenarioDir();
+afterEach(async () => {
+  await cluster?.close();
+  cluster = undefined;
+});
+afterAll(() => scenarios.cleanup());
+
+const TIMEOUT = 15_000;
+
+async function run(
+  scenario: string,
+  options: {
+    instruction?: string;
+    config?: Record<string, unknown>;
+    clusterConfig?: OrqConfigInput;
+    models?: RoleModels;
+  } = {},
+) {
+  cluster = await startCluster({
+    ...(options.clusterConfig ? { config: options.clusterConfig } : {}),
+    ...(options.models ? { models: options.models } : {}),
+  });
+  const session = await cluster.client.submit({
+    instruction: options.instruction ?? 'Run the scripted plan',
+    config: { ...options.config, llm: { scenario } },
+  });
+  return { client: cluster.client, id: session.id };
+}
+
+const task = (view: { tasks: Task[] }, id: string): Task => {
+  const found = view.tasks.find((t) => t.id === id);
+  if (!found) throw new Error(`no task ${id}`);
+  return found;
+};
+
+describe('dependency order', () => {
+  it('runs a diamond A -> B, C -> D in dependency order and completes', async () => {
+    const { client, id } = await run(exampleScenario('diamond.yaml'));
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.tasks.map((t) => [t.id, t.state, t.attempts])).toEqual([
+      ['A', 'DONE', 1],
+      ['B', 'DONE', 1],
+      ['C', 'DONE', 1],
+      ['D', 'DONE', 1],
+    ]);
+    expect(view.counters).toEqual({ open: 0, active: 0 });
+
+    const h = await historyOf(client, id);
+    const done = (t: string) => taskMoved(h, t, 'DONE');
+    const started = (t: string) => taskMoved(h, t, 'RUNNING');
+    for (const t of ['A', 'B', 'C', 'D']) {
+      expect(done(t), `${t} done`).toBeGreaterThan(-1);
+      expect(executionsOf(h, t)).toHaveLength(1);
+    }
+    expect(started('B')).toBeGreaterThan(done('A'));
+    expect(started('C')).toBeGreaterThan(done('A'));
+    expect(started('D')).toBeGreaterThan(done('B'));
+    expect(started('D')).toBeGreaterThan(done('C'));
+    const executed = (t: string) => h.findIndex((e) => e.type === 'execution' && e.taskId === t);
+    expect(executed('D')).toBeGreaterThan(Math.max(executed('B'), executed('C')));
+    // D's worker was handed the results of both of its dependencies.
+    expect(task(view, 'D').result?.output).toMatch(/Used B .*\n?.*Used C|Used C .*\n?.*Used B/s);
+  });
+});
+
+describe('task replan (seed 001)', () => {
+  const replanScenario: ScenarioInput = {
+    plans: [
+      {
+        summary: 'Login with validation',
+        tasks: [
+          { id: 't1', title: 'Build the login form', acceptance: 'The form posts', context: 'c' },
+          {
+            id: 't2',
+            title: 'Validate the login input',
+            acceptance: 'Bad input is rejected',
+            context: 'c',
+            dependencies: ['t1'],
+          },
+          {
+            id: 't3',
+            title: 'Integrate and verify',
+            acceptance: 'Login works end to end',
+            context: 'c',
+            dependencies: ['t1', 't2'],
+          },
+        ],
+      },
+    ],
+    planJudgements: [{ score: 90, isAcceptable: true }],
+    tasks: {
+      t2: {
+        judgements: [
+          { success: false, shouldReplan: true, reason: 'The rules were never defined' },
+        ],
+        replan: {
+          reason: 'Define the rules first, then implement them',
+          tasks: [
+            { id: 'a', title: 'Define the rules', acceptance: 'Rules written', context: 'c' },
+            {
+              id: 'b',
+              title: 'Implement the rules',
+              acceptance: 'Bad input is rejected',
+              context: 'c',
+              dependencies: ['a'],
+            },
+          ],
+        },
+      },
+    },
+  };
+
+  it('replaces the task by its subtasks and rewires its dependent to run after them', async () => {
+    const { client, id } = await run(scenarios.write('replan', replanScenario));
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.counters).toEqual({ open: 0, active: 0 });
+
+    const t2 = task(view, 't2');
+    expect(t2.state).toBe('REPLACED_BY_REPLAN');
+    const replacedBy = t2.replanningInfo?.replacedBy ?? [];
+    expect(replacedBy).toHaveLength(2);
+    const [subA, subB] = replacedBy as [string, string];
+    for (const sub of replacedBy) {
+      const s = task(view, sub);
+      expect(s.state).toBe('DONE');
+      expect(s.replanningInfo).toMatchObject({ iteration: 1, originalTaskId: 't2' });
+    }
+    // The subtasks keep the original's dependency on t1 and their own order.
+    expect(task(view, subA).dependencies).toEqual(['t1']);
+    expect(task(view, subB).dependencies).toEqual(expect.arrayContaining(['t1', subA]));
+
+    const t3 = task(view, 't3');
+    expect(t3.state).toBe('DONE');
+    expect(t3.dependencies).not.toContain('t2');
+    expect(t3.dependencies).toEqual(expect.arrayContaining(['t1', subB]));
+
+    const h = await historyOf(client, id);
+    expect(decisions(h, 'replan:applied')).toHaveLength(1);
+    expect(decisions(h, 'task:replan')).toHaveLength(1);
+    expect(taskMoved(h, 't2', 'REPLACED_BY_REPLAN')).toBeGreaterThan(-1);
+    expect(taskMoved(h, subB, 'RUNNING')).toBeGreaterThan(taskMoved(h, subA, 'DONE'));
+    expect(taskMoved(h, 't3', 'RUNNING')).toBeGreaterThan(taskMoved(h, subB, 'DONE'));
+    expect(executionsOf(h, 't3')).toHaveLength(1);
+  });
+
+  it('replans a subtask again along the chain and blocks at the limit of the chain', async () => {
+    const chain: ScenarioInput = {
+      ...replanScenario,
+      tasks: {
+        ...replanScenario.tasks,
+        // The second subtask of t2 is replanned again (iteration 2 of 3)...
+        't2.r1.2': {
+          judgements: [{ success: false, shouldReplan: true, reason: 'Still too big' }],
+          replan: {
+            tasks: [
+              { id: 'x', title: 'Rules for the name', acceptance: 'Name checked', context: 'c' },
+              { id: 'y', title: 'Rules for the password', acceptance: 'Pw checked', context: 'c' },
+            ],
+          },
+        },
+        // ...and one of its subtasks asks for a third replan, which the limit refuses.
+        't2.r1.2.r2.1': {
+          judgements: [{ success: false, shouldReplan: true, reason: 'Cannot be split further' }],
+        },
+      },
+    };
+    const { client, id } = await run(scenarios.write('replan-chain', chain));
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('BLOCKED');
+    const states = Object.fromEntries(view.tasks.map((t) => [t.id, t.state]));
+    expect(states).toEqual({
+      t1: 'DONE',
+      t2: 'REPLACED_BY_REPLAN',
+      't2.r1.1': 'DONE',
+      't2.r1.2': 'REPLACED_BY_REPLAN',
+      't2.r1.2.r2.1': 'BLOCKED',
+      't2.r1.2.r2.2': 'DONE',
+      t3: 'READY',
+    });
+    expect(task(view, 't2.r1.2.r2.1').replanningInfo).toMatchObject({
+      iteration: 2,
+      maxIterations: 3,
+      originalTaskId: 't2',
+    });
+    // t3 now waits for the sinks of the last replacement, and only for the blocked one.
+    expect(task(view, 't3')).toMatchObject({ pendingDependencies: 1 });
+    expect([...task(view, 't3').dependencies].sort()).toEqual(
+      ['t1', 't2.r1.2.r2.1', 't2.r1.2.r2.2'].sort(),
+    );
+    const h = await historyOf(client, id);
+    expect(decisions(h, 'replan:applied')).toHaveLength(2);
+    expect(decisions(h, 'task:blocked')[0]?.inputs).toMatchObject({
+      cause: 'max_replan_iterations',
+      replanIteration: 2,
+      maxIterations: 3,
+    });
+
+    await client.resume(id, { mode: 'skip' });
+    const done = await client.wait(id, { timeoutMs: TIMEOUT, until: 'finished' });
+    expect(done.session.state).toBe('COMPLETED');
+    expect(task(done, 't3')).toMatchObject({ state: 'DONE', attempts: 1 });
+    expect(done.counters).toEqual({ open: 0, active: 0 });
+  });
+
+  it('blocks the task instead when no replan iteration is left (maxIterations 1)', async () => {
+    const { client, id } = await run(scenarios.write('replan-exhausted', replanScenario), {
+      config: { replanning: { maxIterations: 1 } },
+    });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('BLOCKED');
+    expect(task(view, 't2').state).toBe('BLOCKED');
+    expect(task(view, 't2').replanningInfo?.replacedBy).toBeUndefined();
+    expect(task(view, 't3').state).toBe('READY');
+    expect(view.tasks).toHaveLength(3);
+
+    const h = await historyOf(client, id);
+    const [blocked] = decisions(h, 'task:blocked');
+    expect(blocked?.taskId).toBe('t2');
+    expect(blocked?.inputs).toMatchObject({ cause: 'max_replan_iterations', maxIterations: 1 });
+    expect(decisions(h, 'replan:applied')).toHaveLength(0);
+  });
+});
+
+describe('plan refinement (seeds 000 and 003)', () => {
+  const instruction = 'Build a signup form and validate the input';
+
+  it('rejects a replan that moves the score only within the noise (55 -> 57)', async () => {
+    const { client, id } = await run(exampleScenario('noisy-judge.yaml'), { instruction });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('FAILED');
+    expect(view.session.failure?.code).toBe('PLAN_REJECTED');
+    expect(view.tasks).toHaveLength(0);
+
+    const h = await historyOf(client, id);
+    const [replan] = decisions(h, 'refinement:replan');
+    expect(replan?.inputs).toMatchObject({ reasonCode: 'quality_below_threshold', score: 55 });
+    const [reject] = decisions(h, 'refinement:reject');
+    expect(reject?.inputs).toMatchObject({
+      reasonCode: 'stagnation_noise',
+      score: 57,
+      previousScore: 55,
+      scoreDirection: 'stable',
+      isAcceptable: false,
+    });
+    expect(view.session.failure?.reason).toBe(reject?.reason);
+    expect(view.session.planning.refinementHistory.map((r) => r.decision)).toEqual([
+      'replan',
+      'reject',
+    ]);
+  });
+
+  it('accepts a replan that improves enough (55 -> 80, acceptable)', async () => {
+    const path = scenarios.write('improves', {
+      planJudgements: [
+        { score: 55, isAcceptable: false, issues: ['Input validation is missing'] },
+        { score: 80, isAcceptable: true },
+      ],
+    });
+    const { client, id } = await run(path, { instruction });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.tasks.length).toBeGreaterThan(0);
+    const h = await historyOf(client, id);
+    const [accept] = decisions(h, 'refinement:accept');
+    expect(accept?.inputs).toMatchObject({
+      reasonCode: 'quality_ok',
+      score: 80,
+      previousScore: 55,
+      scoreDirection: 'improved',
+    });
+    // The second plan was made with the judge's feedback on the first one.
+    const plans = h.filter((e) => e.type === 'plan' && e.source === 'planner');
+    expect(plans).toHaveLength(2);
+    expect(JSON.stringify(plans[1])).toContain('Input validation is missing');
+  });
+
+  const twoTasks = [
+    { id: 'A', title: 'Build the signup form', acceptance: 'The form posts', context: 'c' },
+    { id: 'B', title: 'Validate the input', acceptance: 'Bad input is refused', context: 'c' },
+  ];
+  const cyclic = [
+    { ...twoTasks[0]!, dependencies: ['B'] },
+    { ...twoTasks[1]!, dependencies: ['A'] },
+  ];
+
+  it('falls back to the previous acceptable plan when a replan breaks the structure', async () => {
+    const path = scenarios.write('broken-replan', {
+      plans: [{ tasks: twoTasks }, { tasks: cyclic }],
+      planJudgements: [
+        { score: 75, isAcceptable: true, suggestions: ['Order the tasks'] },
+        { score: 90, isAcceptable: true },
+      ],
+    });
+    const { client, id } = await run(path, {
+      instruction,
+      config: { refinement: { refineSuggestionsOnSuccess: true } },
+    });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.tasks.map((t) => [t.id, t.dependencies, t.state])).toEqual([
+      ['A', [], 'DONE'],
+      ['B', [], 'DONE'],
+    ]);
+    const h = await historyOf(client, id);
+    expect(decisions(h, 'refinement:replan')[0]?.inputs).toMatchObject({
+      reasonCode: 'apply_suggestions',
+    });
+    expect(decisions(h, 'structure:invalid')[0]?.reason).toContain('cycle');
+    expect(decisions(h, 'refinement:accept-previous')).toHaveLength(1);
+  });
+
+  it('replans a first plan whose dependencies form a cycle, even if the judge liked it', async () => {
+    const path = scenarios.write('cyclic-first', {
+      plans: [{ tasks: cyclic }, { tasks: twoTasks }],
+      planJudgements: [
+        { score: 90, isAcceptable: true },
+        { score: 96, isAcceptable: true },
+      ],
+    });
+    const { client, id } = await run(path, { instruction });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    const h = await historyOf(client, id);
+    const [replan] = decisions(h, 'refinement:replan');
+    expect(replan?.inputs).toMatchObject({ isAcceptable: false });
+    expect(JSON.stringify(replan?.inputs.issues)).toContain('dependency cycle');
+    expect(decisions(h, 'refinement:accept')[0]?.inputs).toMatchObject({ score: 96 });
+  });
+
+  it('rejects the plan with its reason in the history once the attempts are used up', async () => {
+    const path = scenarios.write('never-good', {
+      planJudgements: [
+        { score: 40, isAcceptable: false, issues: ['Too vague'] },
+        { score: 50, isAcceptable: false, issues: ['Still vague'] },
+        { score: 60, isAcceptable: false, issues: ['Still vague'] },
+      ],
+    });
+    const { client, id } = await run(path, { instruction });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('FAILED');
+    expect(view.session.failure?.code).toBe('PLAN_REJECTED');
+
+    const lines = (await client.historyJsonl(id))
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const refinement = lines.filter(
+      (l) => l.type === 'decision' && String(l.decision).startsWith('refinement:'),
+    );
+    expect(refinement.map((l) => l.decision)).toEqual([
+      'refinement:replan',
+      'refinement:replan',
+      'refinement:reject',
+    ]);
+    const reject = refinement[2] as { reason: string; inputs: Record<string, unknown> };
+    expect(reject.inputs).toMatchObject({
+      reasonCode: 'max_attempts_reached',
+      attemptCount: 2,
+      score: 60,
+    });
+    expect(reject.reason).toContain('maxRefinementAttempts 2');
+    const failed = lines.find((l) => l.type === 'state_change' && l.to === 'FAILED');
+    expect(failed).toMatchObject({ entity: 'session', from: 'PLANNING', reason: reject.reason });
+    expect(view.session.failure?.reason).toBe(reject.reason);
+  });
+});
+
+describe('blocked tasks and resume (seed 001)', () => {
+  const blocked = exampleScenario('blocked-task.yaml');
+
+  async function untilBlocked(models?: RoleModels) {
+    const started = await run(blocked, models ? { models } : {});
+    const view = await started.client.wait(started.id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('BLOCKED');
+    expect(task(view, 't1').state).toBe('DONE');
+    expect(task(view, 't2').state).toBe('BLOCKED');
+    expect(task(view, 't3')).toMatchObject({ state: 'READY', pendingDependencies: 1, attempts: 0 });
+    expect(view.counters).toEqual({ open: 2, active: 0 });
+    const h = await historyOf(started.client, started.id);
+    expect(decisions(h, 'task:blocked')[0]?.inputs).toMatchObject({ cause: 'judge_blocked' });
+    return started;
+  }
+
+  it('runs the blocked task again on resume retry and completes', async () => {
+    const { client, id } = await untilBlocked();
+    await client.resume(id, { mode: 'retry' });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT, until: 'finished' });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(task(view, 't2')).toMatchObject({ state: 'DONE', attempts: 2 });
+    expect(task(view, 't3')).toMatchObject({ state: 'DONE', attempts: 1 });
+    const h = await historyOf(client, id);
+    expect(decisions(h, 'resume:retry')).toHaveLength(1);
+    expect(executionsOf(h, 't2')).toHaveLength(2);
+    expect(taskMoved(h, 't3', 'RUNNING')).toBeGreaterThan(taskMoved(h, 't2', 'DONE'));
+  });
+
+  it('skips the blocked task on resume skip and runs its dependents', async () => {
+    const { client, id } = await untilBlocked();
+    await client.resume(id, { mode: 'skip' });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT, until: 'finished' });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(task(view, 't2')).toMatchObject({ state: 'SKIPPED', attempts: 1 });
+    expect(task(view, 't3')).toMatchObject({ state: 'DONE', attempts: 1 });
+    const h = await historyOf(client, id);
+    expect(executionsOf(h, 't2')).toHaveLength(1);
+    expect(taskMoved(h, 't3', 'RUNNING')).toBeGreaterThan(taskMoved(h, 't2', 'SKIPPED'));
+  });
+
+  it("hands the note of resume continue to the task's next execution as feedback", async () => {
+    const { models, calls } = recordingModels(blocked);
+    const { client, id } = await untilBlocked(models);
+    const note = 'Use the deploy token from the vault';
+    await client.resume(id, { mode: 'continue', note });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT, until: 'finished' });
+    expect(view.session.state).toBe('COMPLETED');
+    const t2Runs = calls.execute.filter((r) => r.sessionId === id && r.task.id === 't2');
+    expect(t2Runs.map((r) => [r.attempt, r.feedback])).toEqual([
+      [1, undefined],
+      [2, note],
+    ]);
+    expect(task(view, 't2').result?.log).toContain(`applied feedback: ${note}`);
+    // Done clears the feedback: it was for that execution only.
+    expect(task(view, 't2').feedback).toBeUndefined();
+  });
+});
+
+describe('continuations (seed 001)', () => {
+  it('runs a task judged "continue" once a second time with the feedback, then completes', async () => {
+    const { models, calls } = recordingModels(exampleScenario('continue-then-done.yaml'));
+    const { client, id } = await run(exampleScenario('continue-then-done.yaml'), { models });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(task(view, 't1')).toMatchObject({ state: 'DONE', attempts: 2, continuations: 1 });
+    const runs = calls.execute.filter((r) => r.sessionId === id);
+    expect(runs).toHaveLength(2);
+    expect(runs[1]?.feedback).toContain('The usage and license sections are missing');
+    expect(runs[1]?.feedback).toContain('- license section');
+    const h = await historyOf(client, id);
+    expect(decisions(h, 'task:continue')).toHaveLength(1);
+    expect(decisions(h, 'task:done')).toHaveLength(1);
+    expect(executionsOf(h, 't1')).toHaveLength(2);
+  });
+
+  it('blocks a task that keeps asking to continue past maxContinuations', async () => {
+    const path = scenarios.write('always-continue', {
+      plans: [{ tasks: [{ id: 't1', title: 'Endless', acceptance: 'never', context: 'c' }] }],
+      planJudgements: [{ score: 90, isAcceptable: true }],
+      tasks: {
+        t1: { judgements: [{ success: false, shouldContinue: true, reason: 'Not yet' }] },
+      },
+    });
+    const { client, id } = await run(path, { config: { execution: { maxContinuations: 2 } } });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('BLOCKED');
+    expect(task(view, 't1')).toMatchObject({ state: 'BLOCKED', attempts: 3, continuations: 2 });
+    const h = await historyOf(client, id);
+    expect(decisions(h, 'task:continue')).toHaveLength(2);
+    const [blocked] = decisions(h, 'task:blocked');
+    expect(blocked?.inputs).toMatchObject({
+      cause: 'max_continuations',
+      maxContinuations: 2,
+      attempt: 3,
+    });
+  });
+});
+
+describe('cancel', () => {
+  it('drops the result of an execution that finishes after the cancel', async () => {
+    const executing = deferred();
+    const release = deferred();
+    const { models, calls } = recordingModels(exampleScenario('diamond.yaml'), {
+      async beforeExecute(request) {
+        if (request.task.id !== 'A') return;
+        executing.resolve();
+        await release.promise;
+      },
+    });
+    const { client, id } = await run(exampleScenario('diamond.yaml'), { models });
+    try {
+      await executing.promise;
+      await client.cancel(id);
+      expect((await client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('CANCELLED');
+    } finally {
+      release.resolve();
+    }
+    // The worker hands its late result on; the judge sees a cancelled session and stops there.
+    const judgeJob = jobIds.judgeTask(id, 'A', 1);
+    await eventually(async () => {
+      const job = await cluster!.pods[0]!.queues.get('judge').getJob(judgeJob);
+      return job && (await job.getState()) === 'completed' ? job : undefined;
+    }, 'the judge job of the late result');
+    expect(calls.judgeTask.filter((r) => r.sessionId === id)).toHaveLength(0);
+    const view = await client.get(id);
+    expect(view.tasks.every((t) => t.state === 'CANCELLED' && t.result === undefined)).toBe(true);
+    expect(executionsOf(await historyOf(client, id), 'A')).toHaveLength(0);
+  });
+
+  it('cancels the session and its open tasks, and ignores results that arrive later', async () => {
+    const judging = deferred();
+    const release = deferred();
+    const { models } = recordingModels(exampleScenario('diamond.yaml'), {
+      async beforeJudgeTask(request) {
+        if (request.task.id !== 'A') return;
+        judging.resolve();
+        await release.promise;
+      },
+    });
+    const { client, id } = await run(exampleScenario('diamond.yaml'), { models });
+    try {
+      await judging.promise; // A has been executed and its judgement is under way
+      await client.cancel(id, 'no longer needed');
+      const view = await client.wait(id, { timeoutMs: TIMEOUT });
+      expect(view.session.state).toBe('CANCELLED');
+      expect(view.tasks.map((t) => t.state)).toEqual([
+        'CANCELLED',
+        'CANCELLED',
+        'CANCELLED',
+        'CANCELLED',
+      ]);
+      expect(view.counters).toEqual({ open: 0, active: 0 });
+    } finally {
+      release.resolve();
+    }
+    // The late judgement of A reaches the coordinator and changes nothing.
+    const ignored = await eventually(async () => {
+      const h = await historyOf(client, id);
+      return decisions(h, 'event:ignored').find((d) => d.reason.startsWith('task-judged'));
+    }, 'the late judgement to be ignored');
+    expect(ignored.reason).toContain('CANCELLED');
+    const after = await client.get(id);
+    expect(after.session.state).toBe('CANCELLED');
+    expect(task(after, 'A').state).toBe('CANCELLED');
+    const h = await historyOf(client, id);
+    expect(executionsOf(h, 'A')).toHaveLength(0);
+    // Nothing was dispatched after A: B, C and D never ran.
+    const started = h.filter(
+      (e) => e.type === 'state_change' && e.entity === 'task' && e.to === 'RUNNING',
+    );
+    expect(started.map((e) => e.taskId)).toEqual(['A']);
+  });
+});
