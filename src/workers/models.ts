@@ -1,38 +1,111 @@
 import type { LlmConfig, LlmRoleConfig } from '../shared/config/schema.js';
 import type { Session } from '../shared/domain/session.js';
-import { OrqError } from '../shared/errors.js';
 import { createBuiltinModels } from '../shared/llm/builtin.js';
+import type { ModelRole } from '../shared/llm/chat.js';
+import { createLlmModels, type LlmRoleConfigs } from '../shared/llm/llm-models.js';
+import { canonicalJson } from '../shared/llm/record-replay.js';
+import { meteredModels } from '../shared/llm/metered.js';
+import { sampledJudge } from '../shared/llm/sampled-judge.js';
 import { loadScenarioFile } from '../shared/llm/scenario.js';
 import type { RoleModels } from '../shared/llm/types.js';
+import type { UsageStore } from '../shared/store/usage-store.js';
+import { cancellableModels, SessionCancellation, type SessionStateReader } from './cancellation.js';
 
-export type ModelRole = 'planner' | 'judge' | 'worker' | 'replanner';
+export type { ModelRole };
 
+const MODEL_ROLES: readonly ModelRole[] = ['planner', 'judge', 'worker', 'replanner'];
+
+/** A role's settings: llm.default with llm.<role> on top. */
 export function roleConfig(llm: LlmConfig, role: ModelRole): LlmRoleConfig {
   return { ...llm.default, ...(llm[role] ?? {}) } as LlmRoleConfig;
 }
 
 /**
+ * Every role's effective settings for a session. The replanner's time limit is seed 001's
+ * replanning.timeoutSeconds, or llm.replanner.timeoutSeconds when that is set and lower.
+ */
+export function sessionRoleConfigs(config: Session['config']): Record<ModelRole, LlmRoleConfig> {
+  const configs = Object.fromEntries(
+    MODEL_ROLES.map((role) => [role, roleConfig(config.llm, role)]),
+  ) as Record<ModelRole, LlmRoleConfig>;
+  const own = config.llm.replanner?.timeoutSeconds;
+  const seed = config.replanning.timeoutSeconds;
+  configs.replanner = {
+    ...configs.replanner,
+    timeoutSeconds: own !== undefined ? Math.min(own, seed) : seed,
+  };
+  return configs;
+}
+
+export interface ModelResolverOptions {
+  /** Simulated latency of the builtin provider (benchmarks). */
+  latencyMs?: number;
+  /** These models for every session (tests). */
+  override?: RoleModels;
+  /** Reads a session's state, so the real-model calls of a cancelled session are aborted. */
+  sessionState?: SessionStateReader;
+  /** How often a session with calls in flight is checked for cancellation. */
+  cancelPollMs?: number;
+  /** Where API keys are read from; process.env by default. */
+  env?: NodeJS.ProcessEnv;
+  /** Counts every call's tokens per session, role and task, and enforces the budget. */
+  usageStore?: UsageStore;
+}
+
+/** Distinct LLM configurations kept ready; the oldest is dropped beyond this. */
+const MAX_CACHED_CONFIGS = 64;
+
+/**
  * Resolves the models a role uses for a session: the session's own llm config decides the
- * provider (so one cluster can serve sessions with different scenarios or providers).
+ * provider (so one cluster can serve sessions with different scenarios or providers). A role
+ * whose provider is builtin gets the deterministic builtin models; any other gets real models
+ * over the SDK providers, one set per distinct configuration.
  */
 export class ModelResolver {
   private readonly builtinByScenario = new Map<string, Promise<RoleModels>>();
+  private readonly llmByConfig = new Map<string, RoleModels>();
+  private readonly cancellation: SessionCancellation | undefined;
 
-  constructor(private readonly options: { latencyMs?: number; override?: RoleModels } = {}) {}
+  constructor(private readonly options: ModelResolverOptions = {}) {
+    this.cancellation = options.sessionState
+      ? new SessionCancellation(options.sessionState, options.cancelPollMs)
+      : undefined;
+  }
 
   async forSession(session: Session, role: ModelRole): Promise<RoleModels> {
-    if (this.options.override) return this.options.override;
     const cfg = roleConfig(session.config.llm, role);
-    if (cfg.provider !== 'builtin') {
-      throw new OrqError(
-        'LLM_CALL_FAILED',
-        `provider ${cfg.provider} is not available in this build`,
-        {
-          hint: 'Use provider "builtin" (deterministic, offline) until the real providers land.',
-          details: { sessionId: session.id, role },
-        },
-      );
+    // Test overrides are metered and sampled too, like any models.
+    const base =
+      this.options.override ??
+      (cfg.provider === 'builtin' ? await this.builtinFor(session) : this.llmFor(session));
+    const { usageStore } = this.options;
+    // Sampling outside metering: each judge sample reserves and counts as a call of its own.
+    const metered = usageStore ? meteredModels(base, { usageStore, session, role }) : base;
+    return role === 'judge' ? sampledJudge(metered, session.config.llm.judgeSamples.k) : metered;
+  }
+
+  private llmFor(session: Session): RoleModels {
+    const roleConfigs: LlmRoleConfigs = sessionRoleConfigs(session.config);
+    const { maxRepairAttempts, record } = session.config.llm;
+    const key = canonicalJson({ roleConfigs, maxRepairAttempts, record });
+    let models = this.llmByConfig.get(key);
+    if (!models) {
+      models = createLlmModels(roleConfigs, {
+        maxRepairAttempts,
+        record,
+        ...(this.options.env ? { env: this.options.env } : {}),
+      });
+      if (this.cancellation) models = cancellableModels(models, this.cancellation);
+      if (this.llmByConfig.size >= MAX_CACHED_CONFIGS) {
+        const oldest = this.llmByConfig.keys().next().value;
+        if (oldest !== undefined) this.llmByConfig.delete(oldest);
+      }
+      this.llmByConfig.set(key, models);
     }
+    return models;
+  }
+
+  private builtinFor(session: Session): Promise<RoleModels> {
     const scenarioPath = session.config.llm.scenario ?? '';
     let models = this.builtinByScenario.get(scenarioPath);
     if (!models) {

@@ -1,0 +1,160 @@
+import Anthropic, {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIError,
+  APIUserAbortError,
+} from '@anthropic-ai/sdk';
+import type { LlmRoleConfig } from '../config/schema.js';
+import {
+  callFailure,
+  callSignal,
+  resolveApiKey,
+  tokenCount,
+  type CallTarget,
+  type ChatCompletion,
+  type ChatProvider,
+  type ChatRequest,
+  type ModelRole,
+} from './chat.js';
+import { replyJsonSchema } from './structured.js';
+
+/** Anthropic's messages API requires max_tokens; this is used when maxOutputTokens is unset. */
+export const DEFAULT_ANTHROPIC_MAX_TOKENS = 8192;
+
+/**
+ * Anthropic's messages API through the official SDK. Structured output in `native` mode is a
+ * single tool whose input_schema is the reply's JSON Schema, forced with tool_choice, so the
+ * reply is the tool's input; in `json` and `prompt` modes the model writes the JSON as text
+ * (the prompt carries the schema). Retries (429, 529 overloaded, 5xx) and backoff are the SDK's;
+ * `timeoutMs` bounds the whole call, retries included.
+ */
+export function createAnthropicProvider(
+  role: ModelRole,
+  config: LlmRoleConfig,
+  env: NodeJS.ProcessEnv = process.env,
+): ChatProvider {
+  const client = new Anthropic({
+    // An explicit key: without one the SDK would look for credential profiles on disk.
+    apiKey: resolveApiKey(role, config, env),
+    ...(config.baseUrl ? { baseURL: config.baseUrl } : {}),
+    maxRetries: config.maxRetries,
+    timeout: config.timeoutSeconds * 1000,
+    logLevel: 'off',
+    openTelemetry: false,
+  });
+  const label = `anthropic:${config.model}`;
+
+  return {
+    label,
+    async complete(request: ChatRequest): Promise<ChatCompletion> {
+      const target: CallTarget = {
+        role,
+        label,
+        baseUrl: config.baseUrl,
+        timeoutMs: request.timeoutMs,
+        maxRetries: config.maxRetries,
+        apiKeyEnv: config.apiKeyEnv ?? 'ANTHROPIC_API_KEY',
+      };
+      const call = callSignal(request);
+      let message: Anthropic.Messages.Message;
+      try {
+        message = await client.messages.create(messageParams(config, request), {
+          signal: call.signal,
+          timeout: Math.max(1, Math.round(request.timeoutMs)),
+          maxRetries: config.maxRetries,
+        });
+      } catch (error) {
+        if (call.timedOut() || error instanceof APIConnectionTimeoutError) {
+          throw callFailure('timeout', target, { message: '', cause: error });
+        }
+        if (call.cancelled() || error instanceof APIUserAbortError) {
+          throw callFailure('cancelled', target, { message: '', cause: error });
+        }
+        if (error instanceof APIConnectionError) {
+          const cause = error.cause instanceof Error ? error.cause.message : error.message;
+          throw callFailure('connection', target, { message: cause, cause: error });
+        }
+        if (error instanceof APIError) {
+          throw callFailure('http', target, {
+            message: error.message,
+            cause: error,
+            ...(typeof error.status === 'number' ? { status: error.status } : {}),
+          });
+        }
+        throw error;
+      }
+      if (message.stop_reason === 'max_tokens') {
+        // A cut-off JSON reply cannot be repaired by asking again with the same limit.
+        throw callFailure('reply', target, {
+          message: `the reply was cut off at max_tokens ${config.maxOutputTokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS}`,
+        });
+      }
+      const raw = replyText(message, request.schemaName);
+      if (raw.trim() === '') {
+        throw callFailure('reply', target, {
+          message: `no tool input and no text (stop_reason ${message.stop_reason ?? 'unknown'})`,
+        });
+      }
+      const usage = message.usage;
+      return {
+        raw,
+        usage: {
+          // input_tokens excludes cached input; all of it was sent, so all of it counts.
+          inputTokens:
+            tokenCount(usage?.input_tokens) +
+            tokenCount(usage?.cache_creation_input_tokens) +
+            tokenCount(usage?.cache_read_input_tokens),
+          outputTokens: tokenCount(usage?.output_tokens),
+        },
+      };
+    },
+  };
+}
+
+function messageParams(
+  config: LlmRoleConfig,
+  request: ChatRequest,
+): Anthropic.Messages.MessageCreateParamsNonStreaming {
+  const messages: Anthropic.Messages.MessageParam[] = [{ role: 'user', content: request.user }];
+  if (request.followUp) {
+    messages.push(
+      { role: 'assistant', content: request.followUp.reply },
+      { role: 'user', content: request.followUp.correction },
+    );
+  }
+  const params: Anthropic.Messages.MessageCreateParamsNonStreaming = {
+    model: config.model,
+    max_tokens: config.maxOutputTokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS,
+    system: request.system,
+    messages,
+    // No temperature: the current Messages API has deprecated it (llm.*.temperature is for
+    // OpenAI-compatible servers).
+  };
+  if (config.structuredOutput !== 'native') return params;
+  const schema = replyJsonSchema(request.schema, { strict: false });
+  return {
+    ...params,
+    tools: [
+      {
+        name: request.schemaName,
+        description: `Submit your reply as a ${request.schemaName} object.`,
+        input_schema: { ...schema, type: 'object' },
+      },
+    ],
+    tool_choice: { type: 'tool', name: request.schemaName, disable_parallel_tool_use: true },
+  };
+}
+
+/** The forced tool's input as JSON; else the text blocks (a server that ignored the tool). */
+function replyText(message: Anthropic.Messages.Message, toolName: string): string {
+  const blocks = message.content ?? [];
+  const tool = blocks.find(
+    (block): block is Anthropic.Messages.ToolUseBlock =>
+      block.type === 'tool_use' && block.name === toolName,
+  );
+  if (tool) return JSON.stringify(tool.input);
+  return blocks
+    .filter((block): block is Anthropic.Messages.TextBlock => block.type === 'text')
+    .map((block) => block.text)
+    .join('\n');
+}

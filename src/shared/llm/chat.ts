@@ -1,0 +1,213 @@
+import type { z } from 'zod';
+import type { LlmRoleConfig } from '../config/schema.js';
+import type { TokenUsage } from '../domain/task.js';
+import { OrqError } from '../errors.js';
+
+/**
+ * The one thing orq asks of a real model: a system and a user message in, a reply that should
+ * be JSON of a given schema out. Providers (openai-provider.ts, anthropic-provider.ts) speak
+ * their SDK; structured.ts turns the raw reply into a validated value and repairs it.
+ */
+
+export type ModelRole = 'planner' | 'judge' | 'worker' | 'replanner';
+
+/** A repair turn: the model's previous reply and what was wrong with it. */
+export interface ChatFollowUp {
+  reply: string;
+  correction: string;
+}
+
+export interface ChatRequest {
+  /** Who is calling: names the call in errors, logs and recordings. */
+  role: ModelRole;
+  system: string;
+  user: string;
+  followUp?: ChatFollowUp;
+  /** The reply's schema; its JSON Schema goes to the provider's structured-output mode. */
+  schema: z.ZodType;
+  schemaName: string;
+  temperature: number;
+  /** Limit of the whole call, the SDK's retries included. */
+  timeoutMs: number;
+  /** Aborted when the session is cancelled. */
+  signal?: AbortSignal;
+  /**
+   * Index of one of several samples of the same request (the judge's median-of-k): not sent
+   * to the model, but part of a recording's key so each sample replays its own reply.
+   */
+  sample?: number;
+}
+
+export interface ChatCompletion {
+  /** The reply as text: message content, or the forced tool's input as JSON. */
+  raw: string;
+  /** Tokens billed for this call (input includes cached input). */
+  usage: TokenUsage;
+}
+
+export interface ChatProvider {
+  /** e.g. `openai:gpt-4o-mini`. */
+  readonly label: string;
+  complete(request: ChatRequest): Promise<ChatCompletion>;
+}
+
+export const NO_USAGE: TokenUsage = { inputTokens: 0, outputTokens: 0 };
+
+export function addUsage(a: TokenUsage, b: TokenUsage): TokenUsage {
+  return {
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+  };
+}
+
+/** A non-negative integer from whatever a server put in its usage field. */
+export function tokenCount(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? Math.round(value) : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// API keys
+
+const DEFAULT_KEY_ENV = { openai: 'OPENAI_API_KEY', anthropic: 'ANTHROPIC_API_KEY' } as const;
+
+/**
+ * Local OpenAI-compatible servers (Ollama, vLLM, LM Studio) take any key, but the SDK insists
+ * on one: this placeholder is sent when a baseUrl is set and no key is.
+ */
+export const PLACEHOLDER_API_KEY = 'orq-no-key';
+
+/**
+ * The key for a role's provider, from the variable named by `apiKeyEnv` or the provider's usual
+ * one. A missing key is an error naming the variable, except for a custom baseUrl with no
+ * `apiKeyEnv` set (a local server), which gets the placeholder.
+ */
+export function resolveApiKey(
+  role: ModelRole,
+  config: Pick<LlmRoleConfig, 'provider' | 'apiKeyEnv' | 'baseUrl'>,
+  env: NodeJS.ProcessEnv = process.env,
+): string {
+  if (config.provider === 'builtin') return PLACEHOLDER_API_KEY;
+  const variable = config.apiKeyEnv ?? DEFAULT_KEY_ENV[config.provider];
+  const key = env[variable]?.trim();
+  if (key) return key;
+  if (config.baseUrl && !config.apiKeyEnv) return PLACEHOLDER_API_KEY;
+  throw new OrqError(
+    'CONFIG_INVALID',
+    `No API key for the ${role} model (${config.provider}): the environment variable ${variable} is not set`,
+    {
+      hint: `Export ${variable} in the environment of every process that runs the ${role} role, or name another variable in llm.${role}.apiKeyEnv`,
+      details: { role, provider: config.provider, apiKeyEnv: variable },
+    },
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deadlines, cancellation and error mapping
+
+/** AbortSignal.timeout() aborts with a TimeoutError; a caller's own deadline counts as one. */
+const isTimeoutReason = (signal: AbortSignal | undefined): boolean =>
+  (signal?.reason as { name?: unknown } | undefined)?.name === 'TimeoutError';
+
+/**
+ * The request's own signal combined with its deadline; tells afterwards which one fired. A
+ * caller's signal that fired on a timeout (the replanner's seed 001 limit) is a timeout too.
+ */
+export function callSignal(request: Pick<ChatRequest, 'signal' | 'timeoutMs'>): {
+  signal: AbortSignal;
+  timedOut(): boolean;
+  cancelled(): boolean;
+} {
+  const deadline = AbortSignal.timeout(Math.max(1, Math.round(request.timeoutMs)));
+  const signal = request.signal ? AbortSignal.any([request.signal, deadline]) : deadline;
+  const callerAborted = () => request.signal?.aborted === true;
+  return {
+    signal,
+    timedOut: () =>
+      (deadline.aborted && !callerAborted()) ||
+      (callerAborted() && isTimeoutReason(request.signal)),
+    cancelled: () => callerAborted() && !isTimeoutReason(request.signal),
+  };
+}
+
+export interface CallTarget {
+  role: ModelRole;
+  label: string;
+  baseUrl?: string | undefined;
+  timeoutMs: number;
+  maxRetries: number;
+  apiKeyEnv?: string | undefined;
+}
+
+export type CallFailureKind = 'cancelled' | 'timeout' | 'connection' | 'http' | 'reply';
+
+/** A provider failure as an OrqError with the role, the model and what the user can do. */
+export function callFailure(
+  kind: CallFailureKind,
+  target: CallTarget,
+  detail: { message: string; status?: number; cause?: unknown },
+): OrqError {
+  const { role, label } = target;
+  const details: Record<string, unknown> = {
+    role,
+    model: label,
+    kind,
+    ...(target.baseUrl ? { baseUrl: target.baseUrl } : {}),
+    ...(detail.status !== undefined ? { status: detail.status } : {}),
+  };
+  const options = (hint?: string) => ({ details, cause: detail.cause, ...(hint ? { hint } : {}) });
+  switch (kind) {
+    case 'cancelled': {
+      const error = new OrqError(
+        'LLM_CALL_FAILED',
+        `The ${role} call to ${label} was cancelled`,
+        options(),
+      );
+      // Like fetch: callers that test for AbortError treat it as a cancellation, not a fault.
+      error.name = 'AbortError';
+      return error;
+    }
+    case 'timeout':
+      return new OrqError(
+        'LLM_CALL_FAILED',
+        `The ${role} call to ${label} timed out after ${target.timeoutMs / 1000}s`,
+        options(
+          role === 'replanner'
+            ? 'Raise replanning.timeoutSeconds, or use a faster model for the replanner'
+            : `Raise llm.${role}.timeoutSeconds, or use a faster model for the ${role}`,
+        ),
+      );
+    case 'connection':
+      return new OrqError(
+        'LLM_CALL_FAILED',
+        `The ${role} model ${label} is unreachable${target.baseUrl ? ` at ${target.baseUrl}` : ''}: ${detail.message}`,
+        options(
+          target.baseUrl
+            ? 'Check that the server runs and that baseUrl is right (OpenAI-compatible servers end in /v1, e.g. http://localhost:11434/v1 for Ollama)'
+            : 'Check the network connection of this pod',
+        ),
+      );
+    case 'http':
+      return new OrqError(
+        'LLM_CALL_FAILED',
+        `The ${role} call to ${label} failed with HTTP ${detail.status ?? '?'}: ${detail.message}`,
+        options(httpHint(detail.status, target)),
+      );
+    case 'reply':
+      return new OrqError(
+        'LLM_CALL_FAILED',
+        `The ${role} model ${label} gave no usable reply: ${detail.message}`,
+        options(`Raise llm.${role}.maxOutputTokens if the reply was cut off`),
+      );
+  }
+}
+
+function httpHint(status: number | undefined, target: CallTarget): string | undefined {
+  if (status === 401 || status === 403)
+    return `Check the API key${target.apiKeyEnv ? ` in ${target.apiKeyEnv}` : ''} and its permissions`;
+  if (status === 404) return `Check llm.${target.role}.model and llm.${target.role}.baseUrl`;
+  if (status === 429 || (status !== undefined && status >= 500))
+    return `Still failing after ${target.maxRetries} retries; raise llm.${target.role}.maxRetries or try later`;
+  if (status === 400)
+    return `The server rejected the request; a server without structured output may need llm.${target.role}.structuredOutput "json" or "prompt"`;
+  return undefined;
+}

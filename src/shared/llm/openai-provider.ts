@@ -1,0 +1,159 @@
+import OpenAI, {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIError,
+  APIUserAbortError,
+} from 'openai';
+import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
+import type { LlmRoleConfig } from '../config/schema.js';
+import {
+  callFailure,
+  callSignal,
+  resolveApiKey,
+  tokenCount,
+  type CallTarget,
+  type ChatCompletion,
+  type ChatProvider,
+  type ChatRequest,
+  type ModelRole,
+} from './chat.js';
+import { replyJsonSchema } from './structured.js';
+
+/**
+ * OpenAI and every server that speaks its chat-completions protocol (Ollama, vLLM, LM Studio)
+ * through the official SDK. Structured output: `response_format: json_schema` (strict, with the
+ * schema rewritten for strict mode) in `native` mode, `json_object` in `json` mode, none in
+ * `prompt` mode (the prompt carries the schema then). Rate limits (429), server errors (5xx)
+ * and per-attempt timeouts are retried by the SDK with exponential backoff, honouring
+ * Retry-After; `timeoutMs` bounds the whole call, retries included.
+ */
+export function createOpenAiProvider(
+  role: ModelRole,
+  config: LlmRoleConfig,
+  env: NodeJS.ProcessEnv = process.env,
+): ChatProvider {
+  const client = new OpenAI({
+    apiKey: resolveApiKey(role, config, env),
+    ...(config.baseUrl ? { baseURL: config.baseUrl } : {}),
+    maxRetries: config.maxRetries,
+    timeout: config.timeoutSeconds * 1000,
+    logLevel: 'off',
+  });
+  const label = `openai:${config.model}`;
+
+  return {
+    label,
+    async complete(request: ChatRequest): Promise<ChatCompletion> {
+      const target: CallTarget = {
+        role,
+        label,
+        baseUrl: config.baseUrl,
+        timeoutMs: request.timeoutMs,
+        maxRetries: config.maxRetries,
+        apiKeyEnv: config.apiKeyEnv ?? (config.baseUrl ? undefined : 'OPENAI_API_KEY'),
+      };
+      const call = callSignal(request);
+      let completion: OpenAI.Chat.Completions.ChatCompletion;
+      try {
+        completion = await client.chat.completions.create(chatParams(config, request), {
+          signal: call.signal,
+          timeout: Math.max(1, Math.round(request.timeoutMs)),
+          maxRetries: config.maxRetries,
+        });
+      } catch (error) {
+        if (call.timedOut() || error instanceof APIConnectionTimeoutError) {
+          throw callFailure('timeout', target, { message: '', cause: error });
+        }
+        if (call.cancelled() || error instanceof APIUserAbortError) {
+          throw callFailure('cancelled', target, { message: '', cause: error });
+        }
+        if (error instanceof APIConnectionError) {
+          throw callFailure('connection', target, { message: causeMessage(error), cause: error });
+        }
+        if (error instanceof APIError) {
+          throw callFailure('http', target, {
+            message: error.message,
+            cause: error,
+            ...(typeof error.status === 'number' ? { status: error.status } : {}),
+          });
+        }
+        throw error;
+      }
+      const choice = completion.choices?.[0];
+      const message = choice?.message;
+      if (message?.refusal) {
+        throw callFailure('reply', target, { message: `the model refused: ${message.refusal}` });
+      }
+      if (choice?.finish_reason === 'length') {
+        // A cut-off JSON reply cannot be repaired by asking again with the same limit.
+        throw callFailure('reply', target, {
+          message: `the reply was cut off at the output token limit (${config.maxOutputTokens ?? "the server's default"})`,
+        });
+      }
+      const raw = typeof message?.content === 'string' ? message.content : '';
+      if (raw.trim() === '') {
+        throw callFailure('reply', target, {
+          message: `empty reply (finish_reason ${choice?.finish_reason ?? 'unknown'})`,
+        });
+      }
+      return {
+        raw,
+        usage: {
+          inputTokens: tokenCount(completion.usage?.prompt_tokens),
+          outputTokens: tokenCount(completion.usage?.completion_tokens),
+        },
+      };
+    },
+  };
+}
+
+function chatParams(
+  config: LlmRoleConfig,
+  request: ChatRequest,
+): ChatCompletionCreateParamsNonStreaming {
+  const messages: ChatCompletionCreateParamsNonStreaming['messages'] = [
+    { role: 'system', content: request.system },
+    { role: 'user', content: request.user },
+  ];
+  if (request.followUp) {
+    messages.push(
+      { role: 'assistant', content: request.followUp.reply },
+      { role: 'user', content: request.followUp.correction },
+    );
+  }
+  return {
+    model: config.model,
+    messages,
+    temperature: request.temperature,
+    ...(config.maxOutputTokens ? { max_completion_tokens: config.maxOutputTokens } : {}),
+    ...responseFormat(config, request),
+  };
+}
+
+function responseFormat(
+  config: LlmRoleConfig,
+  request: ChatRequest,
+): Pick<ChatCompletionCreateParamsNonStreaming, 'response_format'> {
+  switch (config.structuredOutput) {
+    case 'native':
+      return {
+        response_format: {
+          type: 'json_schema',
+          json_schema: {
+            name: request.schemaName,
+            schema: replyJsonSchema(request.schema, { strict: true }),
+            strict: true,
+          },
+        },
+      };
+    case 'json':
+      return { response_format: { type: 'json_object' } };
+    case 'prompt':
+      return {};
+  }
+}
+
+function causeMessage(error: Error): string {
+  const cause = error.cause;
+  return cause instanceof Error && cause.message ? cause.message : error.message;
+}

@@ -1,0 +1,172 @@
+import { describe, expect, it } from 'vitest';
+import { PlanBreakdown, QualityJudgement } from '../../src/shared/domain/plan.js';
+import { TaskJudgement } from '../../src/shared/domain/task.js';
+import { OrqError } from '../../src/shared/errors.js';
+import type { ChatProvider, ChatRequest } from '../../src/shared/llm/chat.js';
+import {
+  callStructured,
+  checkReplyText,
+  dropNulls,
+  extractJson,
+  replyJsonSchema,
+} from '../../src/shared/llm/structured.js';
+
+const judgement = { score: 82, isAcceptable: true, issues: [], suggestions: ['add tests'] };
+
+describe('extractJson', () => {
+  it('parses a reply that is only JSON', () => {
+    expect(extractJson(JSON.stringify(judgement))).toEqual({ found: true, value: judgement });
+  });
+
+  it('parses JSON in a ```json code fence', () => {
+    const reply = `Here you go:\n\`\`\`json\n${JSON.stringify(judgement, null, 2)}\n\`\`\`\nDone.`;
+    expect(extractJson(reply)).toEqual({ found: true, value: judgement });
+  });
+
+  it('parses JSON in a fence without a language tag', () => {
+    expect(extractJson('```\n{"a": 1}\n```')).toEqual({ found: true, value: { a: 1 } });
+  });
+
+  it('parses JSON surrounded by prose, with braces inside strings', () => {
+    const value = { reason: 'use {curly} and [square] brackets', ok: true };
+    const reply = `I think {this} is right. Answer: ${JSON.stringify(value)} — hope that helps!`;
+    expect(extractJson(reply)).toEqual({ found: true, value });
+  });
+
+  it('skips a reasoning block before the answer', () => {
+    const reply = `<think>maybe {"score": 1}? no.</think>\n{"score": 2}`;
+    expect(extractJson(reply)).toEqual({ found: true, value: { score: 2 } });
+  });
+
+  it('reports no JSON when there is none', () => {
+    expect(extractJson('I cannot help with that.')).toEqual({ found: false });
+    expect(extractJson('{"unterminated": ')).toEqual({ found: false });
+  });
+});
+
+describe('checkReplyText', () => {
+  it('drops nulls that strict-mode models send for absent optional fields', () => {
+    const reply = JSON.stringify({ score: null, isAcceptable: false, issues: ['x'] });
+    expect(checkReplyText(QualityJudgement, reply)).toEqual({
+      ok: true,
+      value: { isAcceptable: false, issues: ['x'], suggestions: [] },
+    });
+    expect(dropNulls([{ a: null, b: [{ c: null, d: 1 }] }])).toEqual([{ b: [{ d: 1 }] }]);
+  });
+
+  it('names the fields that fail the schema', () => {
+    const reply = JSON.stringify({ tasks: [{ id: 't1', title: 'x' }] });
+    const check = checkReplyText(PlanBreakdown, reply);
+    expect(check.ok).toBe(false);
+    if (!check.ok) expect(check.issues.map((i) => i.path)).toEqual(['tasks.0.acceptance']);
+  });
+});
+
+describe('replyJsonSchema', () => {
+  it('gives the input shape of the zod schema, without $schema', () => {
+    const schema = replyJsonSchema(TaskJudgement, { strict: false });
+    expect(schema.$schema).toBeUndefined();
+    expect(schema.required).toEqual(['success']);
+  });
+
+  it('rewrites for strict mode: all properties required, optional ones nullable, closed objects', () => {
+    const schema = replyJsonSchema(PlanBreakdown, { strict: true }) as {
+      required: string[];
+      additionalProperties: boolean;
+      properties: Record<string, { type?: unknown; items?: Record<string, unknown> }>;
+    };
+    expect(schema.required).toEqual(['summary', 'tasks']);
+    expect(schema.additionalProperties).toBe(false);
+    expect(schema.properties.summary?.type).toEqual(['string', 'null']);
+    const task = schema.properties.tasks?.items as {
+      required: string[];
+      additionalProperties: boolean;
+      properties: Record<string, Record<string, unknown>>;
+    };
+    expect(task.required).toEqual([
+      'id',
+      'title',
+      'acceptance',
+      'context',
+      'scopePaths',
+      'dependencies',
+      'executor',
+    ]);
+    expect(task.additionalProperties).toBe(false);
+    expect(task.properties.id).toEqual({ type: 'string', pattern: '^[A-Za-z0-9_.-]+$' });
+    expect(JSON.stringify(schema)).not.toMatch(/"default"|"minLength"|"maxLength"/);
+  });
+});
+
+/** A provider answering from a list, recording the requests (no network: pure repair logic). */
+function scriptedProvider(replies: string[]): ChatProvider & { requests: ChatRequest[] } {
+  const requests: ChatRequest[] = [];
+  return {
+    label: 'scripted:test',
+    requests,
+    complete(request) {
+      requests.push(request);
+      const raw = replies[Math.min(requests.length - 1, replies.length - 1)] ?? '';
+      return Promise.resolve({ raw, usage: { inputTokens: 10, outputTokens: 3 } });
+    },
+  };
+}
+
+const request = {
+  role: 'judge' as const,
+  system: 'judge plans',
+  user: 'the plan',
+  schema: QualityJudgement,
+  schemaName: 'QualityJudgement',
+  temperature: 0,
+  timeoutMs: 1000,
+};
+
+describe('callStructured', () => {
+  it('returns the first valid reply without a repair turn', async () => {
+    const provider = scriptedProvider([JSON.stringify(judgement)]);
+    const reply = await callStructured(provider, request, { maxRepairAttempts: 1 });
+    expect(reply).toMatchObject({ value: judgement, repairs: 0 });
+    expect(provider.requests).toHaveLength(1);
+  });
+
+  it('sends one repair turn with the reply and the validation error, then succeeds', async () => {
+    const bad = JSON.stringify({ score: 'high' });
+    const provider = scriptedProvider([bad, JSON.stringify(judgement)]);
+    const reply = await callStructured(provider, request, { maxRepairAttempts: 1 });
+    expect(reply.value).toEqual(judgement);
+    expect(reply.repairs).toBe(1);
+    expect(reply.usage).toEqual({ inputTokens: 20, outputTokens: 6 });
+    const repair = provider.requests[1]?.followUp;
+    expect(repair?.reply).toBe(bad);
+    expect(repair?.correction).toContain('QualityJudgement');
+    expect(repair?.correction).toContain('score');
+    expect(repair?.correction).toContain('isAcceptable');
+  });
+
+  it('fails with LLM_OUTPUT_INVALID naming the schema and fields after the repairs run out', async () => {
+    const provider = scriptedProvider(['no json here', '{"isAcceptable": "yes"}']);
+    const error = await callStructured(provider, request, { maxRepairAttempts: 1 }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(OrqError);
+    const orq = error as OrqError;
+    expect(orq.code).toBe('LLM_OUTPUT_INVALID');
+    expect(orq.message).toContain('QualityJudgement');
+    expect(orq.message).toContain('isAcceptable');
+    expect(orq.details).toMatchObject({
+      schemaName: 'QualityJudgement',
+      repairs: 1,
+      usage: { inputTokens: 20, outputTokens: 6 },
+    });
+    expect(provider.requests).toHaveLength(2);
+  });
+
+  it('makes no repair turn when maxRepairAttempts is 0', async () => {
+    const provider = scriptedProvider(['nope']);
+    await expect(callStructured(provider, request, { maxRepairAttempts: 0 })).rejects.toThrow(
+      /after 0 repair attempts.*contains no JSON/,
+    );
+    expect(provider.requests).toHaveLength(1);
+  });
+});
