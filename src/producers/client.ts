@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { parseConfig, mergeConfig } from '../shared/config/load.js';
+import { applyLegacyKeys, parseConfig, mergeConfig } from '../shared/config/load.js';
 import { SessionConfig, type OrqConfig, type OrqConfigInput } from '../shared/config/schema.js';
 import type { HistoryEntry } from '../shared/domain/history.js';
 import { FINISHED_SESSION_STATES, Session, SessionId } from '../shared/domain/session.js';
@@ -15,7 +15,9 @@ import {
   ensureConnected,
   type ConnectionInput,
 } from '../shared/redis.js';
+import { unpricedModels } from '../shared/llm/metered.js';
 import { extractRequiredTerms } from '../shared/rules/terms.js';
+import { UsageStore, type SessionUsage } from '../shared/store/usage-store.js';
 import {
   SessionStore,
   type Counters,
@@ -43,6 +45,8 @@ export interface SessionView {
   session: Session;
   tasks: Task[];
   counters: Counters;
+  /** Tokens per role and task, the USD estimate and the budget's state (usage-store.ts). */
+  usage: SessionUsage;
 }
 
 export interface WatchOptions {
@@ -83,7 +87,14 @@ export interface CreateClientOptions {
   config?: OrqConfigInput | OrqConfig;
 }
 
-const SESSION_CONFIG_KEYS = ['refinement', 'replanning', 'execution', 'planning', 'llm'] as const;
+const SESSION_CONFIG_KEYS = [
+  'refinement',
+  'replanning',
+  'execution',
+  'planning',
+  'llm',
+  'budget',
+] as const;
 
 /** Builds the session's effective config: client defaults, then the request's overrides. */
 function sessionConfig(
@@ -91,10 +102,17 @@ function sessionConfig(
   overrides: Record<string, unknown> | undefined,
 ): SessionConfig {
   const defaults = Object.fromEntries(SESSION_CONFIG_KEYS.map((k) => [k, base[k]]));
-  const merged = mergeConfig(defaults, overrides ?? {});
+  // The request's legacy maxQualityRetries must map to maxRefinementAttempts before the merge:
+  // the defaults always carry maxRefinementAttempts, which would otherwise always win (seed 000).
+  const merged = mergeConfig(defaults, applyLegacyKeys(overrides ?? {}));
   const result = SessionConfig.safeParse(merged);
   if (!result.success) {
     throw new ValidationError('submit request', describeZodIssues(result.error, 'config'));
+  }
+  const unpriced = result.data.budget.maxUsd === undefined ? [] : unpricedModels(result.data);
+  if (unpriced.length > 0) {
+    const message = `maxUsd needs a price for every model the roles use; none for ${unpriced.join(', ')}`;
+    throw new ValidationError('submit request', [{ path: 'config.budget.prices', message }]);
   }
   return result.data;
 }
@@ -114,6 +132,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
   }
   const prefix = config.redis.prefix;
   const store = new SessionStore(redis, prefix, config.queues.historyMaxLength);
+  const usageStore = new UsageStore(redis, prefix);
   const queues = new QueueSet(redis, prefix, defaultJobOptions(config.queues));
   const blockingConnections = new Set<Redis>();
 
@@ -130,7 +149,8 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       parseOrThrow(SessionId, sessionId, 'session id');
       const snapshot = await store.requireSession(sessionId);
       const tasks = await store.loadAllTasks(sessionId);
-      return { session: snapshot.session, tasks, counters: snapshot.counters };
+      const usage = await usageStore.read(sessionId);
+      return { session: snapshot.session, tasks, counters: snapshot.counters, usage };
     });
 
   async function* watch(

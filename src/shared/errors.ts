@@ -12,7 +12,9 @@ export type OrqErrorCode =
   | 'LLM_OUTPUT_INVALID'
   | 'LLM_CALL_FAILED'
   | 'SCENARIO_INVALID'
-  | 'INVALID_STATE';
+  | 'INVALID_STATE'
+  /** A model call could not reserve its estimate within the session's budget (issue 4). */
+  | 'BUDGET_EXHAUSTED';
 
 export interface OrqErrorOptions {
   /** What the user can do about it. */

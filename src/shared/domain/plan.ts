@@ -33,5 +33,9 @@ export const QualityJudgement = z.object({
   isAcceptable: z.boolean(),
   issues: z.array(z.string()).default([]),
   suggestions: z.array(z.string()).default([]),
+  /** With llm.judgeSamples.k > 1: every sample's score, in call order (score is their median). */
+  samples: z.array(z.number().min(0).max(100)).optional(),
+  /** Highest minus lowest sample score. */
+  spread: z.number().min(0).optional(),
 });
 export type QualityJudgement = z.infer<typeof QualityJudgement>;

@@ -15,6 +15,8 @@ export const SessionState = z.enum([
   /** The plan was rejected or an unrecoverable error occurred. */
   'FAILED',
   'CANCELLED',
+  /** A model call would have crossed the session's token or USD budget: stopped, not failed. */
+  'BUDGET_EXHAUSTED',
 ]);
 export type SessionState = z.infer<typeof SessionState>;
 
@@ -22,6 +24,7 @@ export const FINISHED_SESSION_STATES: readonly SessionState[] = [
   'COMPLETED',
   'FAILED',
   'CANCELLED',
+  'BUDGET_EXHAUSTED',
 ];
 
 export const SessionId = z

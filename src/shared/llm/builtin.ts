@@ -71,7 +71,11 @@ export function createBuiltinModels(options: BuiltinModelsOptions = {}): RoleMod
     async judgePlan(request: PlanJudgeRequest): Promise<ModelReply<QualityJudgement>> {
       const call = { attempt: request.attempt };
       await beginCall('judge', request, call);
-      const scripted = entryAt(scenario.planJudgements, request.attempt);
+      const perAttempt = entryAt(scenario.planJudgements, request.attempt);
+      // A list scripts each judge sample of the attempt (llm.judgeSamples, sampled-judge.ts).
+      const scripted = Array.isArray(perAttempt)
+        ? entryAt(perAttempt, request.sample ?? 0)
+        : perAttempt;
       const value = scripted
         ? unlessFailure(scripted, 'judge', call)
         : defaultPlanJudgement(request.plan, request.requiredTerms);

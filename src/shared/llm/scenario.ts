@@ -66,6 +66,15 @@ export const ScriptedTask = z.strictObject({
 });
 export type ScriptedTask = z.infer<typeof ScriptedTask>;
 
+/**
+ * The plan judge's replies to the k samples of one attempt (sample i uses entry i; past the end
+ * the last entry). Without sampling only the first entry is used.
+ */
+export const ScriptedJudgeSamples = z
+  .array(z.union([ScriptedFailure, QualityJudgement.strict()]))
+  .min(1);
+export type ScriptedJudgeSamples = z.infer<typeof ScriptedJudgeSamples>;
+
 export const ScriptedRole = z.enum(['planner', 'judge', 'worker', 'replanner']);
 export type ScriptedRole = z.infer<typeof ScriptedRole>;
 
@@ -92,9 +101,12 @@ export const Scenario = z.strictObject({
     .optional()
     .describe('Per plan attempt (0 = first plan, n = n-th replan).'),
   planJudgements: z
-    .array(z.union([ScriptedFailure, QualityJudgement.strict()]))
+    .array(z.union([ScriptedFailure, QualityJudgement.strict(), ScriptedJudgeSamples]))
     .optional()
-    .describe('Per plan attempt. Omit `score` to simulate "score unavailable".'),
+    .describe(
+      'Per plan attempt. Omit `score` to simulate "score unavailable". An array scripts one ' +
+        'reply per judge sample (llm.judgeSamples.k), e.g. three noisy scores of one plan.',
+    ),
   tasks: z.record(TaskId, ScriptedTask).optional().describe('Scripts keyed by task id.'),
   latencyMs: z
     .number()

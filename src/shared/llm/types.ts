@@ -31,6 +31,11 @@ export interface PlanJudgeRequest extends CallContext {
   attempt: number;
   plan: PlanBreakdown;
   requiredTerms: string[];
+  /**
+   * 0-based index of this call among llm.judgeSamples.k samples of one plan (sampled-judge.ts),
+   * so the k requests differ: a scenario can script each sample, a recorder keys each apart.
+   */
+  sample?: number;
 }
 
 export interface DependencyResult {

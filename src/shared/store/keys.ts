@@ -15,6 +15,8 @@ export interface SessionKeys {
   applied: string;
   /** Stream: the session's append-only history. */
   history: string;
+  /** Hash: token usage, USD estimate and budget reservations (usage-store.ts). */
+  usage: string;
 }
 
 export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
@@ -26,11 +28,20 @@ export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
     outbox: `${base}:outbox`,
     applied: `${base}:applied`,
     history: `${base}:history`,
+    usage: `${base}:usage`,
   };
 }
 
 export function sessionKeyList(keys: SessionKeys): string[] {
-  return [keys.meta, keys.tasks, keys.taskVersions, keys.outbox, keys.applied, keys.history];
+  return [
+    keys.meta,
+    keys.tasks,
+    keys.taskVersions,
+    keys.outbox,
+    keys.applied,
+    keys.history,
+    keys.usage,
+  ];
 }
 
 /** Sorted set of all session ids by creation time. */

@@ -1,5 +1,6 @@
 import { FINISHED_SESSION_STATES, type Session } from '../../shared/domain/session.js';
 import type { CancelEvent, JobFailedEvent, ResumeEvent } from '../../shared/queues.js';
+import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { Counters } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
@@ -123,14 +124,23 @@ export async function onJobFailed(
   const errorEntry = {
     type: 'error' as const,
     role: event.role,
-    message: event.error,
-    attempt: event.attempt,
+    message: event.malformed ? `malformed job ${event.jobId}: ${event.error}` : event.error,
+    ...(event.attempt !== undefined ? { attempt: event.attempt } : {}),
     ...(event.code ? { code: event.code } : {}),
     ...(event.taskId ? { taskId: event.taskId } : {}),
   };
+  // A job that does not match its schema is bad input, not a step of this session: it is
+  // recorded and changes nothing (the session's own jobs are always well-formed).
+  if (event.malformed) return recordOnly(eventId, errorEntry, 'malformed job rejected');
+  if (event.code === 'BUDGET_EXHAUSTED')
+    return stopOnBudget(ctx, session, version, event, eventId, errorEntry);
   if (!event.taskId) {
     if (session.state !== 'PLANNING' || session.planning.attempt !== event.attempt) {
-      return ignore(eventId, `stale ${event.role} failure for attempt ${event.attempt}`);
+      return recordOnly(
+        eventId,
+        errorEntry,
+        `stale ${event.role} failure for attempt ${event.attempt}`,
+      );
     }
     const reason = `${event.role} failed on plan attempt ${event.attempt}: ${event.error}`;
     return {
@@ -147,11 +157,13 @@ export async function onJobFailed(
       },
     };
   }
-  if (session.state !== 'RUNNING') return ignore(eventId, `session is ${session.state}`);
+  if (session.state !== 'RUNNING')
+    return recordOnly(eventId, errorEntry, `session is ${session.state}`);
   const snapshot = await ctx.store.loadTask(session.id, event.taskId);
   if (!snapshot || !isActive(snapshot.task.state) || snapshot.task.attempts !== event.attempt) {
-    return ignore(
+    return recordOnly(
       eventId,
+      errorEntry,
       `stale ${event.role} failure for ${event.taskId} attempt ${event.attempt}`,
     );
   }
@@ -165,6 +177,75 @@ export async function onJobFailed(
       tasks: edits.changes(),
       counters: edits.counterDelta(),
       history: [errorEntry, ...edits.history],
+    },
+  };
+}
+
+/**
+ * A failure that changes no state is still written down: the error with its reason, and why
+ * nothing else happened (DESIGN.md: every failure is visible in the session history).
+ */
+function recordOnly(eventId: string, errorEntry: HistoryEntryDraft, reason: string): Transition {
+  return {
+    changeset: {
+      eventId,
+      history: [
+        errorEntry,
+        {
+          type: 'decision',
+          decision: 'event:ignored',
+          reason: `job-failed: ${reason}`,
+          inputs: {},
+        },
+      ],
+    },
+  };
+}
+
+/**
+ * A model call of any role could not reserve its estimate (issue 4): the session stops in
+ * BUDGET_EXHAUSTED instead of spending more, and every open task is CANCELLED so no further
+ * job is scheduled. Any such failure counts, stale or not: the refusal is session-wide.
+ */
+async function stopOnBudget(
+  ctx: CoordinatorContext,
+  session: Session,
+  version: number,
+  event: JobFailedEvent,
+  eventId: string,
+  errorEntry: HistoryEntryDraft,
+): Promise<Transition> {
+  if (FINISHED_SESSION_STATES.includes(session.state))
+    return ignore(eventId, `budget refusal after the session is ${session.state}`);
+  const reason = `budget exhausted: ${event.error}`;
+  const tasks = await ctx.store.loadTasks(session.id, session.taskIds);
+  const edits = new TaskEdits(session.id, tasks.values());
+  for (const { task } of tasks.values()) {
+    if (isOpen(task.state))
+      edits.put({ ...task, state: 'CANCELLED', replanPending: false }, reason);
+  }
+  const record: Session = {
+    ...stamp(session),
+    state: 'BUDGET_EXHAUSTED',
+    failure: { code: 'BUDGET_EXHAUSTED', reason },
+  };
+  return {
+    changeset: {
+      eventId,
+      session: { record, expectedVersion: version },
+      tasks: edits.changes(),
+      counters: edits.counterDelta(),
+      history: [
+        errorEntry,
+        {
+          type: 'state_change',
+          entity: 'session',
+          from: session.state,
+          to: 'BUDGET_EXHAUSTED',
+          reason,
+        },
+        ...edits.history,
+      ],
     },
   };
 }

@@ -1,0 +1,284 @@
+import type { Redis, Result } from 'ioredis';
+import { z } from 'zod';
+import type { TokenUsage } from '../domain/task.js';
+import { sessionKeys } from './keys.js';
+
+/**
+ * Token and cost accounting of one session, in one Redis hash (`prefix:s:{sid}:usage`, inside
+ * the session's hash tag). Every write is one Lua script, so many workers of many pods can
+ * count, reserve and settle at once without a read-modify-write race.
+ *
+ * Fields (integers; USD in micro-dollars so HINCRBY can add them exactly):
+ *   in, out, usd_micros, calls, failed_calls, unpriced_calls  the whole session
+ *   <role>:in|out|usd_micros|calls                            per role (planner, judge, ...)
+ *   task:<taskId>:in|out|usd_micros|calls                     per task (worker, task judge, replanner)
+ *   reserved_tokens, reserved_usd_micros                      estimates of calls in flight
+ *   grants, denied                                            reservations granted / refused
+ *   exhausted, exhausted_grants                               first refusal: why, and grants before it
+ */
+
+/** Refused reservations name what ran out. */
+export type BudgetLimitKind = 'tokens' | 'usd';
+
+export interface BudgetLimits {
+  maxTokens?: number;
+  maxUsdMicros?: number;
+}
+
+export interface Reservation {
+  tokens: number;
+  usdMicros: number;
+}
+
+export type ReserveOutcome =
+  | { granted: true }
+  | {
+      granted: false;
+      /** The limit that would be crossed (for an already exhausted budget, the first one). */
+      limit: BudgetLimitKind;
+      usedTokens: number;
+      reservedTokens: number;
+      usedUsdMicros: number;
+      reservedUsdMicros: number;
+      /** An earlier reservation was refused already; this one was refused without a check. */
+      alreadyExhausted: boolean;
+    };
+
+export interface Settlement {
+  /** What the call reserved before it started (zeros when the session has no limit). */
+  reserved: Reservation;
+  role: string;
+  taskId?: string;
+  /** Tokens the call reported; zeros for a call that failed. */
+  usage: TokenUsage;
+  usdMicros: number;
+  /** The call threw: count it apart, with no usage. */
+  failed?: boolean;
+  /** The call's model has no price in budget.prices: its USD is unknown, counted here. */
+  unpriced?: boolean;
+}
+
+const RESERVE_SCRIPT = `
+local key = KEYS[1]
+local estT = tonumber(ARGV[1])
+local estU = tonumber(ARGV[2])
+local maxT = tonumber(ARGV[3])
+local maxU = tonumber(ARGV[4])
+local function num(field) return tonumber(redis.call('HGET', key, field) or '0') end
+local usedT = num('in') + num('out')
+local resT = num('reserved_tokens')
+local usedU = num('usd_micros')
+local resU = num('reserved_usd_micros')
+-- Once refused, always refused: a session that ran out stops, even if settlements free room.
+local exhausted = redis.call('HGET', key, 'exhausted')
+if exhausted then
+  redis.call('HINCRBY', key, 'denied', 1)
+  return {0, exhausted, usedT, resT, usedU, resU, 1}
+end
+local limit = false
+if maxT >= 0 and usedT + resT + estT > maxT then
+  limit = 'tokens'
+elseif maxU >= 0 and usedU + resU + estU > maxU then
+  limit = 'usd'
+end
+if limit then
+  redis.call('HSET', key, 'exhausted', limit, 'exhausted_grants', num('grants'))
+  redis.call('HINCRBY', key, 'denied', 1)
+  return {0, limit, usedT, resT, usedU, resU, 0}
+end
+redis.call('HINCRBY', key, 'reserved_tokens', estT)
+redis.call('HINCRBY', key, 'reserved_usd_micros', estU)
+redis.call('HINCRBY', key, 'grants', 1)
+return {1, '', usedT, resT + estT, usedU, resU + estU, 0}
+`;
+
+const SETTLE_SCRIPT = `
+local key = KEYS[1]
+local resT = tonumber(ARGV[1])
+local resU = tonumber(ARGV[2])
+local role = ARGV[3]
+local task = ARGV[4]
+local inT = tonumber(ARGV[5])
+local outT = tonumber(ARGV[6])
+local usd = tonumber(ARGV[7])
+local failed = ARGV[8] == '1'
+local unpriced = ARGV[9] == '1'
+if resT ~= 0 then redis.call('HINCRBY', key, 'reserved_tokens', -resT) end
+if resU ~= 0 then redis.call('HINCRBY', key, 'reserved_usd_micros', -resU) end
+if failed then
+  redis.call('HINCRBY', key, 'failed_calls', 1)
+  return 1
+end
+local function add(scope)
+  redis.call('HINCRBY', key, scope .. 'in', inT)
+  redis.call('HINCRBY', key, scope .. 'out', outT)
+  redis.call('HINCRBY', key, scope .. 'usd_micros', usd)
+  redis.call('HINCRBY', key, scope .. 'calls', 1)
+end
+add('')
+add(role .. ':')
+if task ~= '' then add('task:' .. task .. ':') end
+if unpriced then redis.call('HINCRBY', key, 'unpriced_calls', 1) end
+return 1
+`;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    orqUsageReserve(
+      key: string,
+      estTokens: number,
+      estUsdMicros: number,
+      maxTokens: number,
+      maxUsdMicros: number,
+    ): Result<[number, string, number, number, number, number, number], Context>;
+    orqUsageSettle(
+      key: string,
+      reservedTokens: number,
+      reservedUsdMicros: number,
+      role: string,
+      taskId: string,
+      inputTokens: number,
+      outputTokens: number,
+      usdMicros: number,
+      failed: string,
+      unpriced: string,
+    ): Result<number, Context>;
+  }
+}
+
+const count = z.number().int().min(0);
+
+export const UsageTotals = z.object({
+  inputTokens: count,
+  outputTokens: count,
+  /** Estimated from budget.prices; calls to unpriced models add nothing. */
+  usd: z.number().min(0),
+  calls: count,
+});
+export type UsageTotals = z.infer<typeof UsageTotals>;
+
+/** A session's usage as `client.get` and `orq status` show it. */
+export const SessionUsage = z.object({
+  total: UsageTotals,
+  byRole: z.record(z.string(), UsageTotals),
+  byTask: z.record(z.string(), UsageTotals),
+  /** Estimates held by calls in flight. */
+  reserved: z.object({ tokens: count, usd: z.number().min(0) }),
+  failedCalls: count,
+  unpricedCalls: count,
+  /** Reservations granted (calls started under a budget) and refused. */
+  grants: count,
+  denied: count,
+  /** Set at the first refusal: the limit that ran out and how many grants came before it. */
+  exhausted: z.object({ limit: z.enum(['tokens', 'usd']), afterGrants: count }).optional(),
+});
+export type SessionUsage = z.infer<typeof SessionUsage>;
+
+const emptyTotals = (): UsageTotals => ({ inputTokens: 0, outputTokens: 0, usd: 0, calls: 0 });
+const NO_LIMIT = -1;
+
+/** Turns the raw hash into SessionUsage (pure, so it is tested without Redis). */
+export function usageFromHash(hash: Record<string, string>): SessionUsage {
+  const int = (field: string) => Number.parseInt(hash[field] ?? '0', 10) || 0;
+  const usage: SessionUsage = {
+    total: emptyTotals(),
+    byRole: {},
+    byTask: {},
+    reserved: { tokens: int('reserved_tokens'), usd: int('reserved_usd_micros') / 1e6 },
+    failedCalls: int('failed_calls'),
+    unpricedCalls: int('unpriced_calls'),
+    grants: int('grants'),
+    denied: int('denied'),
+  };
+  const limit = hash.exhausted;
+  if (limit === 'tokens' || limit === 'usd') {
+    usage.exhausted = { limit, afterGrants: int('exhausted_grants') };
+  }
+  for (const [field, raw] of Object.entries(hash)) {
+    // Task ids and role names never contain ':' (TaskId allows letters, digits, _ . -).
+    const parts = field.split(':');
+    const metric = parts.at(-1) ?? '';
+    let totals: UsageTotals | undefined;
+    if (parts.length === 1) totals = usage.total;
+    else if (parts.length === 2) totals = usage.byRole[parts[0] ?? ''] ??= emptyTotals();
+    else if (parts.length === 3 && parts[0] === 'task')
+      totals = usage.byTask[parts[1] ?? ''] ??= emptyTotals();
+    if (!totals) continue;
+    const value = Number.parseInt(raw, 10) || 0;
+    if (metric === 'in') totals.inputTokens = value;
+    else if (metric === 'out') totals.outputTokens = value;
+    else if (metric === 'usd_micros') totals.usd = value / 1e6;
+    else if (metric === 'calls') totals.calls = value;
+  }
+  return usage;
+}
+
+/** Reads and writes the per-session usage hash. Safe to share between roles of one process. */
+export class UsageStore {
+  constructor(
+    readonly redis: Redis,
+    readonly prefix: string,
+  ) {
+    const commands = redis as unknown as Record<string, unknown>;
+    if (typeof commands.orqUsageReserve !== 'function') {
+      redis.defineCommand('orqUsageReserve', { numberOfKeys: 1, lua: RESERVE_SCRIPT });
+    }
+    if (typeof commands.orqUsageSettle !== 'function') {
+      redis.defineCommand('orqUsageSettle', { numberOfKeys: 1, lua: SETTLE_SCRIPT });
+    }
+  }
+
+  key(sessionId: string): string {
+    return sessionKeys(this.prefix, sessionId).usage;
+  }
+
+  /**
+   * Atomically: grants the reservation when used + reserved + estimate stays within every
+   * limit given, and then holds the estimate as reserved; otherwise refuses, and every later
+   * reservation of the session is refused too.
+   */
+  async reserve(
+    sessionId: string,
+    estimate: Reservation,
+    limits: BudgetLimits,
+  ): Promise<ReserveOutcome> {
+    const [granted, limit, usedTokens, reservedTokens, usedUsdMicros, reservedUsdMicros, before] =
+      await this.redis.orqUsageReserve(
+        this.key(sessionId),
+        estimate.tokens,
+        estimate.usdMicros,
+        limits.maxTokens ?? NO_LIMIT,
+        limits.maxUsdMicros ?? NO_LIMIT,
+      );
+    if (Number(granted) === 1) return { granted: true };
+    return {
+      granted: false,
+      limit: limit === 'usd' ? 'usd' : 'tokens',
+      usedTokens: Number(usedTokens),
+      reservedTokens: Number(reservedTokens),
+      usedUsdMicros: Number(usedUsdMicros),
+      reservedUsdMicros: Number(reservedUsdMicros),
+      alreadyExhausted: Number(before) === 1,
+    };
+  }
+
+  /** Atomically: releases the call's reservation and adds what it really used. */
+  async settle(sessionId: string, settlement: Settlement): Promise<void> {
+    await this.redis.orqUsageSettle(
+      this.key(sessionId),
+      settlement.reserved.tokens,
+      settlement.reserved.usdMicros,
+      settlement.role,
+      settlement.taskId ?? '',
+      settlement.usage.inputTokens,
+      settlement.usage.outputTokens,
+      settlement.usdMicros,
+      settlement.failed ? '1' : '0',
+      settlement.unpriced ? '1' : '0',
+    );
+  }
+
+  async read(sessionId: string): Promise<SessionUsage> {
+    return usageFromHash(await this.redis.hgetall(this.key(sessionId)));
+  }
+}

@@ -1,0 +1,307 @@
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
+import type { TokenUsage } from '../../src/shared/domain/task.js';
+import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
+import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { RoleModels } from '../../src/shared/llm/types.js';
+import { formatSessionTable } from '../../src/producers/cli/format.js';
+import { UsageStore } from '../../src/shared/store/usage-store.js';
+import { orq } from '../support/cli.js';
+import { startCluster, type TestCluster } from '../support/cluster.js';
+import { decisions, deferred, eventually, historyOf, scenarioDir } from '../support/scenarios.js';
+
+let cluster: TestCluster | undefined;
+const scenarios = scenarioDir();
+afterEach(async () => {
+  await cluster?.close();
+  cluster = undefined;
+});
+afterAll(() => scenarios.cleanup());
+
+const TIMEOUT = 20_000;
+
+/** Builtin models that note every call: in flight, the most in flight, and each call's usage. */
+function observedModels(scenario: ScenarioInput, beforeExecute?: () => Promise<void>) {
+  const inner = createBuiltinModels({ scenario });
+  const seen = {
+    calls: 0,
+    inFlight: 0,
+    maxInFlight: 0,
+    executing: 0,
+    maxExecuting: 0,
+    usages: [] as TokenUsage[],
+  };
+  const observe = async <T>(call: () => Promise<T>, usage: (r: T) => TokenUsage): Promise<T> => {
+    seen.calls += 1;
+    seen.inFlight += 1;
+    seen.maxInFlight = Math.max(seen.maxInFlight, seen.inFlight);
+    try {
+      const reply = await call();
+      seen.usages.push(usage(reply));
+      return reply;
+    } finally {
+      seen.inFlight -= 1;
+    }
+  };
+  const models: RoleModels = {
+    label: inner.label,
+    plan: (r) =>
+      observe(
+        () => inner.plan(r),
+        (x) => x.usage,
+      ),
+    judgePlan: (r) =>
+      observe(
+        () => inner.judgePlan(r),
+        (x) => x.usage,
+      ),
+    judgeTask: (r) =>
+      observe(
+        () => inner.judgeTask(r),
+        (x) => x.usage,
+      ),
+    replan: (r) =>
+      observe(
+        () => inner.replan(r),
+        (x) => x.usage,
+      ),
+    execute: (r) =>
+      observe(
+        async () => {
+          seen.executing += 1;
+          seen.maxExecuting = Math.max(seen.maxExecuting, seen.executing);
+          try {
+            await beforeExecute?.();
+            return await inner.execute(r);
+          } finally {
+            seen.executing -= 1;
+          }
+        },
+        (x) => x.tokenUsage,
+      ),
+  };
+  return { models, seen };
+}
+
+describe('token usage', () => {
+  it('is recorded per role and per task and shown by client.get and orq status', async () => {
+    cluster = await startCluster();
+    const session = await cluster.client.submit({
+      instruction: 'Write the parser and add the tests',
+      config: { budget: { prices: { builtin: { inputPerMTok: 3, outputPerMTok: 15 } } } },
+    });
+    const view = await cluster.client.wait(session.id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+
+    const { usage } = view;
+    expect(Object.keys(usage.byRole).sort()).toEqual(['judge', 'planner', 'worker']);
+    // One plan, one plan judgement, and per task one execution and one task judgement.
+    expect(usage.byRole.planner?.calls).toBe(1);
+    expect(usage.byRole.worker?.calls).toBe(view.tasks.length);
+    expect(usage.byRole.judge?.calls).toBe(1 + view.tasks.length);
+    for (const task of view.tasks) {
+      expect(usage.byTask[task.id]?.calls).toBe(2);
+      // The worker's share of the task is what its result reports.
+      expect(usage.byTask[task.id]?.inputTokens).toBeGreaterThan(
+        task.result?.tokenUsage.inputTokens ?? 0,
+      );
+    }
+    const sum = (pick: (u: { inputTokens: number }) => number) =>
+      Object.values(usage.byRole).reduce((s, u) => s + pick(u), 0);
+    expect(usage.total.inputTokens).toBe(sum((u) => u.inputTokens));
+    expect(usage.total.usd).toBeCloseTo(
+      (usage.total.inputTokens * 3 + usage.total.outputTokens * 15) / 1e6,
+      4,
+    );
+    expect(usage.reserved.tokens).toBe(0);
+
+    const table = formatSessionTable(view);
+    expect(table).toContain(`tokens: ${usage.total.inputTokens + usage.total.outputTokens}`);
+    expect(table).toMatch(/^\s+planner\s+\d+\s+\d+\s+1\s+\$/m);
+    const t1 = usage.byTask.t1;
+    expect(table).toMatch(new RegExp(`^t1\\s.*\\s${t1?.inputTokens}/${t1?.outputTokens}\\s`, 'm'));
+
+    const status = await orq(['status', session.id], {
+      env: { REDIS_URL: inject('redisUrl'), ORQ_PREFIX: cluster.prefix },
+    });
+    expect(status.stderr).toBe('');
+    expect(status.stdout).toContain(
+      `tokens: ${usage.total.inputTokens + usage.total.outputTokens}`,
+    );
+    expect(status.stdout).toMatch(/TOKENS IN\/OUT/);
+  });
+
+  it('rejects a maxUsd budget whose role models have no price', async () => {
+    cluster = await startCluster({ pods: 0 });
+    await expect(
+      cluster.client.submit({
+        instruction: 'Write the parser',
+        config: {
+          llm: { default: { provider: 'openai', model: 'gpt-4o-mini' } },
+          budget: { maxUsd: 1 },
+        },
+      }),
+    ).rejects.toThrow(/config\.budget\.prices.*gpt-4o-mini/);
+  });
+});
+
+describe('a budget', () => {
+  it('stops a session with four concurrent workers in BUDGET_EXHAUSTED without overspending', async () => {
+    const ids = Array.from({ length: 12 }, (_, i) => `t${i + 1}`);
+    const executeUsage = { inputTokens: 1000, outputTokens: 1000 };
+    const scenario: ScenarioInput = {
+      plans: [
+        {
+          summary: 'twelve independent tasks',
+          tasks: ids.map((id) => ({
+            id,
+            title: `Part ${id}`,
+            acceptance: `${id} done`,
+            context: 'independent',
+          })),
+        },
+      ],
+      planJudgements: [{ score: 90, isAcceptable: true }],
+      // Every execution reports 2000 tokens, more than the 1500 it reserves.
+      tasks: Object.fromEntries(ids.map((id) => [id, { results: [{ tokenUsage: executeUsage }] }])),
+    };
+    // Hold the executions until four run at once, so the four workers really overlap.
+    const fourRunning = deferred();
+    const { models, seen } = observedModels(scenario, async () => {
+      if (seen.executing >= 4) fourRunning.resolve();
+      await Promise.race([fourRunning.promise, new Promise((r) => setTimeout(r, 10_000))]);
+    });
+    cluster = await startCluster({
+      pods: 1,
+      roles: ['planner', 'judge', 'replanner', 'coordinator'],
+      models,
+    });
+    await cluster.startPod(['worker'], { concurrency: 4 });
+
+    const reserve = 1500;
+    const maxTokens = 7500;
+    const session = await cluster.client.submit({
+      instruction: 'Run the twelve parts',
+      config: { budget: { maxTokens, reserveTokensPerCall: reserve } },
+    });
+    const view = await cluster.client.wait(session.id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('BUDGET_EXHAUSTED');
+    expect(view.session.failure?.code).toBe('BUDGET_EXHAUSTED');
+    expect(view.tasks.map((t) => t.state)).toEqual(ids.map(() => 'CANCELLED'));
+
+    // Let calls still in flight settle before counting.
+    const redis = new Redis(inject('redisUrl'));
+    try {
+      const usageStore = new UsageStore(redis, cluster.prefix);
+      const usage = await eventually(async () => {
+        const u = await usageStore.read(session.id);
+        return u.reserved.tokens === 0 && seen.inFlight === 0 ? u : undefined;
+      }, 'calls in flight to settle');
+
+      // Planning fits and the four workers ran at once (a plan uses far less than 1500 tokens).
+      expect(seen.maxExecuting).toBe(4);
+      const used = usage.total.inputTokens + usage.total.outputTokens;
+      const excess = Math.max(
+        0,
+        ...seen.usages.map((u) => u.inputTokens + u.outputTokens - reserve),
+      );
+      expect(excess).toBe(500);
+      // The stated bound: limit + (calls in flight) × (actual − reserved).
+      expect(used).toBeLessThanOrEqual(maxTokens + seen.maxInFlight * excess);
+      // Each execution used 500 more than it reserved, so the limit is passed, within the bound.
+      expect(used).toBeGreaterThan(maxTokens);
+      // Every model call was granted first, and none was granted after the first refusal.
+      expect(usage.exhausted).toEqual({ limit: 'tokens', afterGrants: usage.grants });
+      expect(seen.calls).toBe(usage.grants);
+      expect(usage.total.calls).toBe(seen.calls);
+      expect(usage.denied).toBeGreaterThanOrEqual(1);
+    } finally {
+      redis.disconnect();
+    }
+
+    // Refused jobs fail once: BullMQ does not retry a budget refusal.
+    const pod = cluster.pods[0];
+    const failed = [
+      ...(await pod!.queues.get('work').getFailed()),
+      ...(await pod!.queues.get('judge').getFailed()),
+    ];
+    expect(failed.length).toBeGreaterThanOrEqual(1);
+    for (const job of failed) {
+      expect(job.failedReason).toMatch(/budget/);
+      expect(job.attemptsMade).toBe(1);
+    }
+
+    const history = await historyOf(cluster.client, session.id);
+    const stop = history.find(
+      (e) => e.type === 'state_change' && e.entity === 'session' && e.to === 'BUDGET_EXHAUSTED',
+    );
+    expect(stop).toMatchObject({
+      from: 'RUNNING',
+      // The first refusal's event or a later one's, whichever the coordinator applied first.
+      reason: expect.stringMatching(
+        /^budget exhausted: .*(> maxTokens 7500|budget is already exhausted)/,
+      ),
+    });
+    expect(history.some((e) => e.type === 'error' && e.code === 'BUDGET_EXHAUSTED')).toBe(true);
+    expect(formatSessionTable(view)).toMatch(/budget: \d+ of 7500 tokens; exhausted \(tokens\)/);
+  });
+});
+
+describe('judge samples', () => {
+  it('decide on the median of k scores, with samples and spread in history, under the noise threshold', async () => {
+    const scenario = scenarios.write('noisy-judge', {
+      planJudgements: [
+        // Attempt 0: one outlier says 92 and acceptable; the median (60) and the majority say no.
+        [
+          { score: 55, isAcceptable: false, issues: ['too coarse'] },
+          { score: 92, isAcceptable: true },
+          { score: 60, isAcceptable: false, issues: ['no tests planned'] },
+        ],
+        // Attempt 1: median 62 is within noiseThreshold (3) of 60: stagnation, not progress.
+        [
+          { score: 62, isAcceptable: false, issues: ['still no tests'] },
+          { score: 95, isAcceptable: true },
+          { score: 58, isAcceptable: false },
+        ],
+      ],
+    });
+    cluster = await startCluster();
+    const session = await cluster.client.submit({
+      instruction: 'Write the parser and add the tests',
+      config: { llm: { scenario, judgeSamples: { k: 3 } } },
+    });
+    const view = await cluster.client.wait(session.id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('FAILED');
+    expect(view.usage.byRole.judge?.calls).toBe(6);
+
+    const history = await historyOf(cluster.client, session.id);
+    const judgements = history.filter((e) => e.type === 'judgement' && e.subject === 'plan');
+    expect(judgements.map((e) => e.type === 'judgement' && e.judgement)).toEqual([
+      {
+        score: 60,
+        isAcceptable: false,
+        issues: ['no tests planned'],
+        suggestions: [],
+        samples: [55, 92, 60],
+        spread: 37,
+      },
+      {
+        score: 62,
+        isAcceptable: false,
+        issues: ['still no tests'],
+        suggestions: [],
+        samples: [62, 95, 58],
+        spread: 37,
+      },
+    ]);
+    const [replan] = decisions(history, 'refinement:replan');
+    expect(replan?.inputs).toMatchObject({ score: 60, issues: ['no tests planned'] });
+    const [reject] = decisions(history, 'refinement:reject');
+    expect(reject?.inputs).toMatchObject({
+      score: 62,
+      previousScore: 60,
+      scoreDirection: 'stable',
+    });
+    expect(reject?.inputs).toMatchObject({ reasonCode: 'stagnation_noise' });
+  });
+});

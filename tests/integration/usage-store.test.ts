@@ -1,0 +1,263 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import {
+  SessionConfig,
+  type SessionConfig as SessionConfigType,
+} from '../../src/shared/config/schema.js';
+import { Task } from '../../src/shared/domain/task.js';
+import { OrqError } from '../../src/shared/errors.js';
+import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
+import { meteredModels } from '../../src/shared/llm/metered.js';
+import type { RoleModels } from '../../src/shared/llm/types.js';
+import { UsageStore, type Reservation } from '../../src/shared/store/usage-store.js';
+
+const connections: Redis[] = [];
+let store: UsageStore;
+const prefix = `u${randomUUID().slice(0, 8)}`;
+
+beforeAll(() => {
+  for (let i = 0; i < 4; i += 1) connections.push(new Redis(inject('redisUrl')));
+  store = new UsageStore(connections[0] as Redis, prefix);
+});
+afterAll(() => {
+  for (const c of connections) c.disconnect();
+});
+
+const session = () => randomUUID();
+const E: Reservation = { tokens: 1000, usdMicros: 0 };
+const noUsage = { inputTokens: 0, outputTokens: 0 };
+
+describe('reserving against a budget (Lua)', () => {
+  it('grants while used + reserved + estimate stays within the limit, equality included', async () => {
+    const sid = session();
+    const limits = { maxTokens: 2000 };
+    expect(await store.reserve(sid, E, limits)).toEqual({ granted: true });
+    expect(await store.reserve(sid, E, limits)).toEqual({ granted: true });
+    expect(await store.reserve(sid, E, limits)).toMatchObject({
+      granted: false,
+      limit: 'tokens',
+      reservedTokens: 2000,
+    });
+    const usage = await store.read(sid);
+    expect(usage.reserved.tokens).toBe(2000);
+    expect(usage).toMatchObject({
+      grants: 2,
+      denied: 1,
+      exhausted: { limit: 'tokens', afterGrants: 2 },
+    });
+  });
+
+  it('settles by releasing the reservation and adding the usage per role and task', async () => {
+    const sid = session();
+    await store.reserve(sid, E, { maxTokens: 10_000 });
+    await store.settle(sid, {
+      reserved: E,
+      role: 'worker',
+      taskId: 't1',
+      usage: { inputTokens: 300, outputTokens: 50 },
+      usdMicros: 1200,
+    });
+    await store.settle(sid, {
+      reserved: { tokens: 0, usdMicros: 0 },
+      role: 'planner',
+      usage: { inputTokens: 100, outputTokens: 400 },
+      usdMicros: 0,
+      unpriced: true,
+    });
+    const usage = await store.read(sid);
+    expect(usage.total).toEqual({ inputTokens: 400, outputTokens: 450, usd: 0.0012, calls: 2 });
+    expect(usage.byRole.worker).toEqual({
+      inputTokens: 300,
+      outputTokens: 50,
+      usd: 0.0012,
+      calls: 1,
+    });
+    expect(usage.byRole.planner?.calls).toBe(1);
+    expect(usage.byTask.t1).toEqual({ inputTokens: 300, outputTokens: 50, usd: 0.0012, calls: 1 });
+    expect(usage.reserved.tokens).toBe(0);
+    expect(usage.unpricedCalls).toBe(1);
+  });
+
+  it('counts a failed call apart and gives its reservation back', async () => {
+    const sid = session();
+    await store.reserve(sid, E, { maxTokens: 1000 });
+    await store.settle(sid, {
+      reserved: E,
+      role: 'judge',
+      usage: noUsage,
+      usdMicros: 0,
+      failed: true,
+    });
+    const usage = await store.read(sid);
+    expect(usage).toMatchObject({ failedCalls: 1, reserved: { tokens: 0 }, total: { calls: 0 } });
+    expect(await store.reserve(sid, E, { maxTokens: 1000 })).toEqual({ granted: true });
+  });
+
+  it('keeps refusing once refused, even when settlements free room', async () => {
+    const sid = session();
+    const limits = { maxTokens: 1500 };
+    await store.reserve(sid, E, limits);
+    expect(await store.reserve(sid, E, limits)).toMatchObject({
+      granted: false,
+      alreadyExhausted: false,
+    });
+    await store.settle(sid, {
+      reserved: E,
+      role: 'worker',
+      usage: { inputTokens: 1, outputTokens: 1 },
+      usdMicros: 0,
+    });
+    // 2 used + 0 reserved + 1000 would fit now, but the session already ran out.
+    expect(await store.reserve(sid, E, limits)).toMatchObject({
+      granted: false,
+      limit: 'tokens',
+      alreadyExhausted: true,
+    });
+    expect((await store.read(sid)).grants).toBe(1);
+  });
+
+  it('refuses on the USD limit with tokens to spare', async () => {
+    const sid = session();
+    const estimate = { tokens: 1000, usdMicros: 15_000 };
+    const limits = { maxTokens: 1_000_000, maxUsdMicros: 20_000 };
+    expect((await store.reserve(sid, estimate, limits)).granted).toBe(true);
+    expect(await store.reserve(sid, estimate, limits)).toMatchObject({
+      granted: false,
+      limit: 'usd',
+      reservedUsdMicros: 15_000,
+    });
+  });
+
+  it('grants exactly limit / estimate of many reservations racing from several connections', async () => {
+    const sid = session();
+    const stores = connections.map((c) => new UsageStore(c, prefix));
+    const outcomes = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        (stores[i % stores.length] as UsageStore).reserve(sid, E, { maxTokens: 7000 }),
+      ),
+    );
+    expect(outcomes.filter((o) => o.granted)).toHaveLength(7);
+    expect((await store.read(sid)).reserved.tokens).toBe(7000);
+  });
+
+  it('overspends at most (calls in flight) × (actual − reserved) when calls use more than they reserve', async () => {
+    const sid = session();
+    const limit = 10_000;
+    const actual = 1300; // each call uses 300 more than the 1000 it reserved
+    const stores = connections.map((c) => new UsageStore(c, prefix));
+    const caller = async (s: UsageStore) => {
+      for (;;) {
+        const outcome = await s.reserve(sid, E, { maxTokens: limit });
+        if (!outcome.granted) return;
+        await new Promise((r) => setImmediate(r));
+        await s.settle(sid, {
+          reserved: E,
+          role: 'worker',
+          usage: { inputTokens: actual, outputTokens: 0 },
+          usdMicros: 0,
+        });
+      }
+    };
+    await Promise.all(stores.map(caller));
+    const usage = await store.read(sid);
+    const used = usage.total.inputTokens + usage.total.outputTokens;
+    expect(used).toBeLessThanOrEqual(limit + stores.length * (actual - E.tokens));
+    expect(usage.reserved.tokens).toBe(0);
+    // No reservation was granted after the first refusal.
+    expect(usage.exhausted?.afterGrants).toBe(usage.grants);
+    expect(usage.total.calls).toBe(usage.grants);
+  });
+});
+
+describe('meteredModels', () => {
+  const config = (input: unknown = {}): SessionConfigType => SessionConfig.parse(input);
+  const task = Task.parse({
+    id: 't1',
+    title: 'Write the parser',
+    acceptance: 'parses',
+    state: 'RUNNING',
+    replanningInfo: { iteration: 0, maxIterations: 3 },
+  });
+
+  it('records each call under its role and task, with the USD of the role model', async () => {
+    const sid = session();
+    const cfg = config({ budget: { prices: { builtin: { inputPerMTok: 3, outputPerMTok: 15 } } } });
+    const inner = createBuiltinModels();
+    const worker = meteredModels(inner, {
+      usageStore: store,
+      session: { id: sid, config: cfg },
+      role: 'worker',
+    });
+    const result = await worker.execute({
+      sessionId: sid,
+      task,
+      attempt: 1,
+      dependencyResults: [],
+      instruction: 'Write the parser',
+    });
+    const usage = await store.read(sid);
+    const { inputTokens, outputTokens } = result.tokenUsage;
+    expect(inputTokens).toBeGreaterThan(0);
+    expect(usage.byRole.worker).toEqual({
+      inputTokens,
+      outputTokens,
+      usd: (inputTokens * 3 + outputTokens * 15) / 1e6,
+      calls: 1,
+    });
+    expect(usage.byTask.t1?.calls).toBe(1);
+    // Without a budget nothing is reserved.
+    expect(usage.grants).toBe(0);
+  });
+
+  it('refuses a call that cannot reserve with BUDGET_EXHAUSTED and never reaches the model', async () => {
+    const sid = session();
+    const cfg = config({ budget: { maxTokens: 500, reserveTokensPerCall: 1000 } });
+    let called = 0;
+    const inner = createBuiltinModels();
+    const counting: RoleModels = {
+      ...inner,
+      label: inner.label,
+      plan: (r) => ((called += 1), inner.plan(r)),
+    };
+    const planner = meteredModels(counting, {
+      usageStore: store,
+      session: { id: sid, config: cfg },
+      role: 'planner',
+    });
+    const error = await planner
+      .plan({ sessionId: sid, instruction: 'x', attempt: 0, requiredTerms: [], config: cfg })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OrqError);
+    expect(error).toMatchObject({
+      code: 'BUDGET_EXHAUSTED',
+      details: { limit: 'tokens', role: 'planner' },
+    });
+    expect(called).toBe(0);
+  });
+
+  it('releases the reservation of a call that throws', async () => {
+    const sid = session();
+    const cfg = config({ budget: { maxTokens: 10_000, reserveTokensPerCall: 1000 } });
+    const inner = createBuiltinModels({ scenario: { plans: [{ error: 'provider down' }] } });
+    const planner = meteredModels(inner, {
+      usageStore: store,
+      session: { id: sid, config: cfg },
+      role: 'planner',
+    });
+    await expect(
+      planner.plan({
+        sessionId: sid,
+        instruction: 'x',
+        attempt: 0,
+        requiredTerms: [],
+        config: cfg,
+      }),
+    ).rejects.toThrow(/provider down/);
+    expect(await store.read(sid)).toMatchObject({
+      failedCalls: 1,
+      grants: 1,
+      reserved: { tokens: 0 },
+    });
+  });
+});
