@@ -68,6 +68,16 @@ declare module 'ioredis' {
       history: string,
       changeset: string,
     ): Result<[string, number, number], Context>;
+    orqAppendStep(
+      steps: string,
+      history: string,
+      countField: string,
+      step: number,
+      stepField: string,
+      record: string,
+      entry: string,
+      historyMaxLength: number,
+    ): Result<string, Context>;
   }
 }
 
@@ -81,6 +91,9 @@ export class SessionStore {
   ) {
     if (typeof (redis as unknown as Record<string, unknown>).orqApply !== 'function') {
       redis.defineCommand('orqApply', { numberOfKeys: 6, lua: APPLY_SCRIPT });
+    }
+    if (typeof (redis as unknown as Record<string, unknown>).orqAppendStep !== 'function') {
+      redis.defineCommand('orqAppendStep', { numberOfKeys: 2, lua: APPEND_STEP_SCRIPT });
     }
   }
 
@@ -228,6 +241,68 @@ export class SessionStore {
     return (await this.redis.get(redisKey)) ?? undefined;
   }
 
+  /**
+   * Appends one step of an agent run inside a task (seed 004: plan, action, reflection,
+   * revision) to the session history, exactly once per (taskId, attempt, step): a redelivered
+   * job that writes a step again gets DUPLICATE and nothing is added. The steps are also kept
+   * in the session's steps hash (one key per session, hash-tagged like the others), with the
+   * plan current after a plan or revision, so a crashed run can resume from its last plan. The
+   * only history write outside the coordinator: it touches no task or session state.
+   */
+  async appendTaskStep(
+    sessionId: string,
+    taskId: string,
+    attempt: number,
+    step: number,
+    entry: HistoryEntryDraft,
+    plan?: unknown,
+  ): Promise<'OK' | 'DUPLICATE'> {
+    const stamped = HistoryEntry.parse({
+      ...entry,
+      taskId,
+      timestamp: this.now().toISOString(),
+      sessionId,
+    });
+    const record: TaskStepRecord = {
+      step,
+      entry: stamped,
+      ...(plan === undefined ? {} : { plan }),
+    };
+    const status = await this.redis.orqAppendStep(
+      taskStepsKey(this.prefix, sessionId),
+      this.keys(sessionId).history,
+      stepCountField(taskId, attempt),
+      step,
+      `${stepCountField(taskId, attempt)}|${step}`,
+      JSON.stringify(record),
+      JSON.stringify(stamped),
+      this.historyMaxLength,
+    );
+    if (status === 'OK' || status === 'DUPLICATE') return status;
+    throw new OrqError('CONFLICT', `Step ${step} of task ${taskId} skips earlier steps`, {
+      details: { sessionId, taskId, attempt, step, status },
+      hint: 'Steps are appended in order from 0; resume from loadTaskSteps().length.',
+    });
+  }
+
+  /** The steps appendTaskStep recorded for one execution attempt of a task, in order. */
+  async loadTaskSteps(
+    sessionId: string,
+    taskId: string,
+    attempt: number,
+  ): Promise<TaskStepRecord[]> {
+    const key = taskStepsKey(this.prefix, sessionId);
+    const field = stepCountField(taskId, attempt);
+    const count = Number((await this.redis.hget(key, field)) ?? 0);
+    if (count === 0) return [];
+    const fields = Array.from({ length: count }, (_, step) => `${field}|${step}`);
+    const raw = (await this.redis.hmget(key, ...fields)).filter((r): r is string => r !== null);
+    return raw.map((r) => {
+      const parsed = JSON.parse(r) as { step: number; entry: unknown; plan?: unknown };
+      return { ...parsed, entry: HistoryEntry.parse(parsed.entry) };
+    });
+  }
+
   sessionKeyList(sessionId: string): string[] {
     return sessionKeyList(this.keys(sessionId));
   }
@@ -238,3 +313,36 @@ export function parseHistoryFields(fields: string[]): HistoryEntry {
   const raw = index >= 0 ? fields[index + 1] : undefined;
   return HistoryEntry.parse(JSON.parse(raw ?? '{}'));
 }
+
+/** One recorded step of an agent run (see SessionStore.appendTaskStep). */
+export interface TaskStepRecord {
+  step: number;
+  entry: HistoryEntry;
+  /** The plan in force after this step, recorded on plan and revision steps. */
+  plan?: unknown;
+}
+
+/**
+ * Hash of the session's agent steps: field `<taskId>|<attempt>` counts an attempt's steps,
+ * `<taskId>|<attempt>|<step>` holds each one. Task ids never contain `|`.
+ */
+function taskStepsKey(prefix: string, sessionId: string): string {
+  return `${prefix}:s:{${sessionId}}:steps`;
+}
+
+const stepCountField = (taskId: string, attempt: number) => `${taskId}|${attempt}`;
+
+/**
+ * KEYS: the steps hash, the session history stream. ARGV: count field, step, step field,
+ * record, entry, maxlen. A step below the attempt's count was written before (DUPLICATE);
+ * above it, one is missing (GAP).
+ */
+const APPEND_STEP_SCRIPT = `
+local n = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') or 0
+local step = tonumber(ARGV[2])
+if step < n then return 'DUPLICATE' end
+if step > n then return 'GAP' end
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[4], ARGV[1], n + 1)
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'e', ARGV[5])
+return 'OK'
+`;

@@ -2,11 +2,17 @@ import type { Job } from 'bullmq';
 import { parseOrThrow } from '../../shared/errors.js';
 import type { DependencyResult } from '../../shared/llm/types.js';
 import { ExecuteJob, jobIds, outboxJob } from '../../shared/queues.js';
-import type { RoleContext } from './context.js';
+import { TaskResult } from '../../shared/domain/task.js';
+import { createExecutorRegistry, type ExecutorRegistry } from '../executors/registry.js';
+import { storeStepHistory } from '../executors/step-history.js';
+import { checkReply, type RoleContext } from './context.js';
 
 /** Worker: executes one task with the results of its dependencies, hands the result to the Judge. */
-export function createWorkerProcessor(ctx: RoleContext) {
-  return async (job: Job): Promise<string> => {
+export function createWorkerProcessor(
+  ctx: RoleContext,
+  executors: ExecutorRegistry = createExecutorRegistry(),
+) {
+  return async (job: Job, _token?: string, signal?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(ExecuteJob, job.data, 'execute job');
     const snapshot = await ctx.store.loadSession(data.sessionId);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
@@ -19,16 +25,28 @@ export function createWorkerProcessor(ctx: RoleContext) {
       return dep?.result ? [{ taskId: id, title: dep.title, output: dep.result.output }] : [];
     });
     const started = Date.now();
-    const result = await (
-      await ctx.models.forSession(snapshot.session, 'worker')
-    ).execute({
-      sessionId: data.sessionId,
+    const executor = executors.resolve(task, snapshot.session);
+    const reply = await executor.execute({
+      session: snapshot.session,
       task,
       attempt: data.attempt,
       dependencyResults,
       ...(task.feedback ? { feedback: task.feedback } : {}),
-      instruction: snapshot.session.instruction,
+      models: await ctx.models.forSession(snapshot.session, 'worker'),
+      history: storeStepHistory(ctx.store, snapshot.session, data.taskId, data.attempt),
+      signal: signal ?? new AbortController().signal,
+      logger: ctx.logger.child({
+        role: 'worker',
+        sessionId: data.sessionId,
+        taskId: data.taskId,
+        executor: executor.name,
+      }),
       jobAttempt: job.attemptsMade,
+    });
+    const result = checkReply(TaskResult, reply, 'execution result', {
+      sessionId: data.sessionId,
+      taskId: data.taskId,
+      attempt: data.attempt,
     });
     await ctx.queues.add(
       outboxJob(

@@ -1,0 +1,274 @@
+import type { z } from 'zod';
+import type { HistoryEntryDraft } from '../../../shared/domain/history.js';
+import type { TokenUsage } from '../../../shared/domain/task.js';
+import { describeZodIssues, OrqError } from '../../../shared/errors.js';
+import type { Logger } from '../../../shared/logger.js';
+import type { StepHistory } from '../types.js';
+import type { AgentRunState, ReflectionRecord } from './journal.js';
+import {
+  afterAction,
+  afterReflection,
+  afterRevision,
+  canRevise,
+  isBudgetSpent,
+  reflectionTrigger,
+  type AgentCounters,
+} from './policy.js';
+import type { Toolbox } from './tools/toolbox.js';
+import {
+  AgentDecision,
+  AgentPlan,
+  AgentReflection,
+  type AgentModel,
+  type AgentRunRequest,
+  type AgentTurn,
+  type PlanRevision,
+} from './types.js';
+
+export interface AgentLoopOptions {
+  model: AgentModel;
+  toolbox: Toolbox;
+  history: StepHistory;
+  /** What every model call is told about the run (tools filled in by the loop). */
+  request: Omit<AgentRunRequest, 'tools'>;
+  maxActions: number;
+  signal: AbortSignal;
+  logger: Logger;
+}
+
+export interface AgentRunOutcome {
+  /** The model said done; false when the action budget ran out first. */
+  finished: boolean;
+  summary: string;
+  plan?: AgentPlan;
+  transcript: AgentTurn[];
+  counters: AgentCounters;
+  usage: TokenUsage;
+}
+
+/** Strings in a tool input longer than this are cut in the history (file contents, mostly). */
+const MAX_INPUT_STRING = 4000;
+
+function clipStrings(value: unknown): unknown {
+  if (typeof value === 'string') {
+    return value.length > MAX_INPUT_STRING
+      ? `${value.slice(0, MAX_INPUT_STRING)}[... ${value.length - MAX_INPUT_STRING} more characters]`
+      : value;
+  }
+  if (Array.isArray(value)) return value.map(clipStrings);
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, clipStrings(v)]));
+  }
+  return value;
+}
+
+function checkModelReply<T extends z.ZodType>(
+  schema: T,
+  value: unknown,
+  what: string,
+  request: Omit<AgentRunRequest, 'tools'>,
+): z.infer<T> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issues = describeZodIssues(result.error);
+  throw new OrqError(
+    'LLM_OUTPUT_INVALID',
+    `The agent model's ${what} does not match its schema: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`,
+    {
+      details: {
+        sessionId: request.sessionId,
+        taskId: request.task.id,
+        attempt: request.attempt,
+        issues,
+      },
+    },
+  );
+}
+
+/** Keeps at most max_subtasks subtasks (seed 004's planning.max_subtasks). */
+function boundPlan(plan: AgentPlan, maxSubtasks: number): AgentPlan {
+  const subtasks = plan.task_decomposition.subtasks;
+  if (subtasks.length <= maxSubtasks) return plan;
+  return {
+    ...plan,
+    task_decomposition: { ...plan.task_decomposition, subtasks: subtasks.slice(0, maxSubtasks) },
+  };
+}
+
+/**
+ * Seed 004 inside one task: plan → act through tools → reflect on errors and every
+ * trigger_interval actions → revise (at most max_revisions times) → until the model says done
+ * or the action budget is spent. Every step is recorded through `history` before the loop goes
+ * on, so a run resumed from `state` (see restoreRun) continues where the last one stopped.
+ */
+export async function runAgentLoop(
+  options: AgentLoopOptions,
+  resumed: AgentRunState,
+): Promise<AgentRunOutcome> {
+  const { model, toolbox, history, maxActions, signal, logger } = options;
+  const planning = options.request.planning;
+  const request: AgentRunRequest = { ...options.request, tools: toolbox.specs };
+  const usage: TokenUsage = { inputTokens: 0, outputTokens: 0 };
+  const count = (u: TokenUsage) => {
+    usage.inputTokens += u.inputTokens;
+    usage.outputTokens += u.outputTokens;
+  };
+  const transcript = [...resumed.transcript];
+  let { plan, counters, pendingReflection, pendingRevision } = resumed;
+  let step = resumed.nextStep;
+
+  const record = async (entry: HistoryEntryDraft, planAfter?: AgentPlan): Promise<number> => {
+    const at = step;
+    const status = await history.append(at, entry, planAfter);
+    if (status === 'DUPLICATE')
+      logger.debug({ step: at }, 'step already recorded by an earlier delivery');
+    step += 1;
+    return at;
+  };
+
+  const applyRevision = async (revision: PlanRevision) => {
+    if (revision.plan) plan = boundPlan(revision.plan, planning.max_subtasks);
+    const at = await record(
+      {
+        type: 'revision',
+        taskId: request.task.id,
+        reason: revision.reason,
+        changes: revision.changes,
+      },
+      plan,
+    );
+    counters = afterRevision(counters);
+    transcript.push({
+      kind: 'revision',
+      step: at,
+      reason: revision.reason,
+      changes: revision.changes,
+    });
+    logger.info({ step: at, revisions: counters.revisions }, 'agent revised its plan');
+  };
+
+  if (!resumed.planned && planning.enabled) {
+    const reply = await model.plan({ ...request, signal });
+    count(reply.usage);
+    plan = boundPlan(
+      checkModelReply(AgentPlan, reply.value, 'plan', request),
+      planning.max_subtasks,
+    );
+    await record(
+      { type: 'plan', source: 'agent', taskId: request.task.id, attempt: request.attempt, plan },
+      plan,
+    );
+  } else if (resumed.planned) {
+    logger.info({ step, hasPlan: plan !== undefined }, 'agent resumes from its recorded steps');
+  }
+  if (pendingRevision) {
+    await applyRevision(pendingRevision);
+    pendingRevision = undefined;
+  }
+
+  for (;;) {
+    signal.throwIfAborted();
+    if (pendingReflection) {
+      const reply = await model.reflect({
+        ...request,
+        signal,
+        plan,
+        transcript,
+        actionsLeft: maxActions - counters.actions,
+        trigger: pendingReflection,
+        revisionsLeft: Math.max(0, planning.revision.max_revisions - counters.revisions),
+      });
+      count(reply.usage);
+      const reflection = checkModelReply(AgentReflection, reply.value, 'reflection', request);
+      const revise = reflection.plan_revision_needed && canRevise(counters, planning);
+      const evaluation: ReflectionRecord = {
+        ...reflection,
+        trigger: pendingReflection,
+        revision_applied: revise,
+      };
+      const at = await record({
+        type: 'reflection',
+        taskId: request.task.id,
+        evaluation: { ...evaluation },
+      });
+      counters = afterReflection(counters);
+      transcript.push({ kind: 'reflection', step: at, reflection, trigger: pendingReflection });
+      pendingReflection = undefined;
+      if (revise) {
+        await applyRevision(
+          reflection.plan_revision ?? { reason: reflection.evaluation, changes: [] },
+        );
+      } else if (reflection.plan_revision_needed) {
+        logger.info({ step: at }, 'agent asked for a revision but max_revisions is reached');
+      }
+      continue;
+    }
+
+    if (isBudgetSpent(counters, maxActions)) {
+      return {
+        finished: false,
+        summary: `Stopped: the action budget of ${maxActions} was spent before the agent said it was done.`,
+        ...(plan ? { plan } : {}),
+        transcript,
+        counters,
+        usage,
+      };
+    }
+
+    const reply = await model.nextAction({
+      ...request,
+      signal,
+      plan,
+      transcript,
+      actionsLeft: maxActions - counters.actions,
+    });
+    count(reply.usage);
+    const decision = AgentDecision.safeParse(reply.value);
+    let tool: string;
+    let input: unknown;
+    let outcome: { ok: true; output: string } | { ok: false; error: string };
+    if (!decision.success) {
+      // A malformed decision is an observation too: the model gets to correct itself, and it
+      // counts against the budget, so the loop stays bounded.
+      tool = '(invalid)';
+      input = clipStrings(reply.value);
+      outcome = {
+        ok: false,
+        error: `invalid decision: ${describeZodIssues(decision.error)
+          .map((i) => `${i.path}: ${i.message}`)
+          .join('; ')}; answer with {tool, input} or {done, summary}`,
+      };
+    } else if ('done' in decision.data) {
+      return {
+        finished: true,
+        summary: decision.data.summary,
+        ...(plan ? { plan } : {}),
+        transcript,
+        counters,
+        usage,
+      };
+    } else {
+      tool = decision.data.tool;
+      input = decision.data.input;
+      outcome = await toolbox.call(tool, input, signal);
+    }
+    const clipped = clipStrings(input);
+    const at = await record({
+      type: 'action',
+      taskId: request.task.id,
+      tool,
+      input: clipped,
+      ...(outcome.ok ? { output: outcome.output } : { error: outcome.error }),
+    });
+    counters = afterAction(counters);
+    transcript.push({
+      kind: 'action',
+      step: at,
+      tool,
+      input: clipped,
+      ...(outcome.ok ? { output: outcome.output } : { error: outcome.error }),
+    });
+    logger.debug({ step: at, tool, ok: outcome.ok }, 'agent action');
+    pendingReflection = reflectionTrigger(counters, !outcome.ok, planning);
+  }
+}

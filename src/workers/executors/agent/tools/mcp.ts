@@ -1,0 +1,165 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import {
+  getDefaultEnvironment,
+  StdioClientTransport,
+} from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { McpServerConfig } from '../../../../shared/config/schema.js';
+import type { Logger } from '../../../../shared/logger.js';
+import { TailBuffer } from '../../process.js';
+import type { Tool, ToolOutcome } from './types.js';
+
+export interface McpToolsOptions {
+  /** Working folder of stdio servers: the task's workspace. */
+  cwd: string;
+  timeoutMs: number;
+  maxOutputBytes: number;
+  logger: Logger;
+}
+
+export interface McpTools {
+  tools: Tool[];
+  /** Servers that could not be reached, as lines for the run's log. */
+  problems: string[];
+  close(): Promise<void>;
+}
+
+const MAX_TOOL_PAGES = 20;
+
+/** `<server>__<tool>`: the characters function-calling APIs accept, at most 64 of them. */
+export function mcpToolName(server: string, tool: string): string {
+  return `${server}__${tool.replace(/[^A-Za-z0-9_-]/g, '_')}`.slice(0, 64);
+}
+
+interface ContentPart {
+  type: string;
+  text?: string;
+  mimeType?: string;
+  uri?: string;
+  resource?: { uri?: string; text?: string };
+}
+
+/** The text of a tool result for the model; non-text parts are named, not inlined. */
+function resultText(result: Record<string, unknown>): string {
+  if (!('content' in result) && 'toolResult' in result) return JSON.stringify(result.toolResult);
+  const parts = Array.isArray(result.content) ? (result.content as ContentPart[]) : [];
+  const lines = parts.map((part) => {
+    if (part.type === 'text') return part.text ?? '';
+    if (part.type === 'resource')
+      return part.resource?.text ?? `[resource ${part.resource?.uri ?? ''}]`;
+    if (part.type === 'resource_link') return `[resource ${part.uri ?? ''}]`;
+    return `[${part.type}${part.mimeType ? ` ${part.mimeType}` : ''}]`;
+  });
+  if (lines.length === 0 && result.structuredContent !== undefined) {
+    lines.push(JSON.stringify(result.structuredContent));
+  }
+  return lines.join('\n');
+}
+
+function cap(text: string, maxBytes: number): string {
+  const bytes = Buffer.byteLength(text);
+  if (bytes <= maxBytes) return text;
+  return `${Buffer.from(text).subarray(0, maxBytes).toString('utf8')}\n[... ${bytes - maxBytes} more bytes cut off ...]`;
+}
+
+function transportFor(
+  server: McpServerConfig,
+  options: McpToolsOptions,
+  stderr: TailBuffer,
+): Transport {
+  if (server.transport === 'http') {
+    return new StreamableHTTPClientTransport(new URL(server.url), {
+      requestInit: { headers: server.headers },
+    });
+  }
+  const transport = new StdioClientTransport({
+    command: server.command,
+    args: server.args,
+    // The SDK's safe default set (PATH, HOME...), not the pod's secrets, plus what is configured.
+    env: { ...getDefaultEnvironment(), ...server.env },
+    cwd: options.cwd,
+    stderr: 'pipe',
+  });
+  transport.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
+  return transport;
+}
+
+async function connectOne(
+  server: McpServerConfig,
+  options: McpToolsOptions,
+): Promise<{ client: Client; tools: Tool[] }> {
+  const stderr = new TailBuffer(4096);
+  const client = new Client({ name: 'orq-agent', version: '1.0.0' });
+  try {
+    await client.connect(transportFor(server, options, stderr), { timeout: options.timeoutMs });
+    const listed: { name: string; description?: string; inputSchema: Record<string, unknown> }[] =
+      [];
+    let cursor: string | undefined;
+    for (let page = 0; page < MAX_TOOL_PAGES; page++) {
+      const reply = await client.listTools(cursor ? { cursor } : {}, {
+        timeout: options.timeoutMs,
+      });
+      listed.push(...reply.tools);
+      cursor = reply.nextCursor;
+      if (!cursor) break;
+    }
+    const tools = listed.map((tool): Tool => ({
+      spec: {
+        name: mcpToolName(server.name, tool.name),
+        description: `${tool.description ?? tool.name} (MCP server ${server.name})`,
+        inputSchema: tool.inputSchema,
+      },
+      async call(input, signal): Promise<ToolOutcome> {
+        const result = await client.callTool(
+          { name: tool.name, arguments: (input ?? {}) as Record<string, unknown> },
+          undefined,
+          { signal, timeout: options.timeoutMs },
+        );
+        const text = cap(resultText(result as Record<string, unknown>), options.maxOutputBytes);
+        return result.isError
+          ? { ok: false, error: text || 'the tool reported an error' }
+          : { ok: true, output: text };
+      },
+    }));
+    return { client, tools };
+  } catch (error) {
+    await client.close().catch(() => undefined);
+    const detail = stderr.toString().trim();
+    throw new Error(`${(error as Error).message}${detail ? ` (stderr: ${detail})` : ''}`);
+  }
+}
+
+/**
+ * Connects to every configured MCP server through the official SDK and lists its tools. A
+ * server that cannot be reached is reported in `problems` and the run goes on without it: a
+ * missing tool is something the model can work around, not a reason to crash the worker.
+ */
+export async function connectMcpServers(
+  servers: readonly McpServerConfig[],
+  options: McpToolsOptions,
+): Promise<McpTools> {
+  const results = await Promise.allSettled(servers.map((server) => connectOne(server, options)));
+  const clients: Client[] = [];
+  const tools: Tool[] = [];
+  const problems: string[] = [];
+  results.forEach((result, i) => {
+    const name = servers[i]?.name ?? '?';
+    if (result.status === 'fulfilled') {
+      clients.push(result.value.client);
+      tools.push(...result.value.tools);
+    } else {
+      const message =
+        result.reason instanceof Error ? result.reason.message : String(result.reason);
+      problems.push(`MCP server "${name}" is unavailable: ${message}`);
+      options.logger.warn({ server: name, err: message }, 'MCP server unavailable');
+    }
+  });
+  return {
+    tools,
+    problems,
+    async close() {
+      await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
+    },
+  };
+}

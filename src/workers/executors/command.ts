@@ -1,0 +1,256 @@
+import { resolve } from 'node:path';
+import type { CommandCheckConfig, CommandExecutorConfig } from '../../shared/config/schema.js';
+import type { TaskResult } from '../../shared/domain/task.js';
+import { ValidationError } from '../../shared/errors.js';
+import {
+  commitAll,
+  commitEmpty,
+  commitIdentity,
+  git,
+  gitOk,
+  openWorktree,
+  taskBranchName,
+  type Worktree,
+} from './git-worktree.js';
+import { describeOutcome, runProcess, type ProcessOutcome } from './process.js';
+import { taskPrompt } from './prompt.js';
+import type { Executor, ExecutorContext } from './types.js';
+import { taskWorkspacePath } from './workspace-dir.js';
+
+/** How much of the agent's output tail goes into the result's output (the log has it all). */
+const OUTPUT_TAIL_CHARS = 4000;
+/** The diff the Judge sees in the log is cut here; the branch has the rest. */
+const DIFF_CHARS = 32_000;
+const CHECK_OUTPUT_IN_PROMPT_CHARS = 4000;
+
+/** Replaces `{{name}}` in each argv element; unknown names stay as written. No shell involved. */
+export function fillTemplate(template: readonly string[], vars: Record<string, string>): string[] {
+  return template.map((arg) =>
+    arg.replace(/\{\{(\w+)\}\}/g, (all, name: string) => vars[name] ?? all),
+  );
+}
+
+function tail(text: string, chars: number): string {
+  return text.length > chars ? `[...]\n${text.slice(-chars)}` : text;
+}
+
+interface CheckRun {
+  check: CommandCheckConfig;
+  outcome: ProcessOutcome;
+  passed: boolean;
+  timeoutMs: number;
+}
+
+function instructionsFor(worktree: Worktree): string {
+  return [
+    '',
+    `You are working in a git worktree on branch ${worktree.branch}. Change the files needed to`,
+    'fulfil the acceptance criteria; you may commit, and orq commits whatever you leave uncommitted.',
+  ].join('\n');
+}
+
+/**
+ * The command executor: a coding-agent CLI (claude -p, codex exec, aider --message...) run in a
+ * git worktree on the task's own branch, with a timeout and a cap on captured output. Afterwards
+ * everything is committed, the checks run (block / warn / retry once), and the result carries
+ * the branch, commit, exit code and diff stat, with the diff in the log for the Judge.
+ */
+export function createCommandExecutor(): Executor {
+  return {
+    name: 'command',
+    async execute(ctx) {
+      const cfg = ctx.session.config.execution.command;
+      if (!cfg) {
+        throw new ValidationError(
+          'command executor configuration',
+          [
+            {
+              path: 'execution.command',
+              message: 'required when a task runs with the command executor',
+            },
+          ],
+          {
+            hint: 'Set execution.command.template and execution.command.repository (see README, "Executors")',
+            details: { sessionId: ctx.session.id, taskId: ctx.task.id },
+          },
+        );
+      }
+      return runCommandTask(ctx, cfg);
+    },
+  };
+}
+
+async function runCommandTask(
+  ctx: ExecutorContext,
+  cfg: CommandExecutorConfig,
+): Promise<TaskResult> {
+  const started = Date.now();
+  const { session, task } = ctx;
+  const repository = resolve(cfg.repository);
+  const branch = taskBranchName(session.id, task.id);
+  const identity = await commitIdentity(repository);
+  const worktree = await openWorktree({
+    repository,
+    branch,
+    path: taskWorkspacePath(session.config.execution.workspaceRoot, session.id, task.id),
+    ...(cfg.baseBranch ? { baseRef: cfg.baseBranch } : {}),
+    mergeBranches: task.dependencies.map((id) => taskBranchName(session.id, id)),
+    identity,
+    signal: ctx.signal,
+  });
+  try {
+    const log: string[] = [
+      `command executor: task ${task.id}, attempt ${ctx.attempt}, repository ${repository}`,
+      ...worktree.notes,
+    ];
+    const timeoutMs = cfg.timeoutSeconds * 1000;
+    const env = {
+      ...process.env,
+      ORQ_SESSION_ID: session.id,
+      ORQ_TASK_ID: task.id,
+      ORQ_ATTEMPT: String(ctx.attempt),
+      ORQ_BRANCH: branch,
+    };
+    const basePrompt = `${taskPrompt(ctx)}\n${instructionsFor(worktree)}`;
+
+    const runAgent = async (prompt: string, round: number) => {
+      const argv = fillTemplate(cfg.template, {
+        prompt,
+        taskId: task.id,
+        title: task.title,
+        sessionId: session.id,
+        branch,
+        workdir: worktree.path,
+        attempt: String(ctx.attempt),
+      });
+      const shown = argv.map((a) =>
+        a === prompt ? `<prompt, ${prompt.length} chars>` : JSON.stringify(a),
+      );
+      log.push(`$ ${shown.join(' ')}`);
+      const outcome = await runProcess(argv, {
+        cwd: worktree.path,
+        timeoutMs,
+        maxOutputBytes: cfg.maxOutputBytes,
+        env,
+        signal: ctx.signal,
+      });
+      ctx.signal.throwIfAborted();
+      log.push(`agent ${describeOutcome(outcome, timeoutMs)} after ${outcome.durationMs} ms`);
+      await commitAll(
+        worktree.path,
+        `orq: ${task.id} attempt ${ctx.attempt}${round > 1 ? ` (round ${round})` : ''}: ${task.title}`,
+        identity,
+      );
+      return outcome;
+    };
+
+    const runChecks = async (): Promise<CheckRun[]> => {
+      const runs: CheckRun[] = [];
+      for (const check of cfg.checks) {
+        const checkTimeout = (check.timeoutSeconds ?? cfg.timeoutSeconds) * 1000;
+        const outcome = await runProcess(check.command, {
+          cwd: worktree.path,
+          timeoutMs: checkTimeout,
+          maxOutputBytes: cfg.maxOutputBytes,
+          env,
+          signal: ctx.signal,
+        });
+        ctx.signal.throwIfAborted();
+        const passed = outcome.exitCode === 0;
+        runs.push({ check, outcome, passed, timeoutMs: checkTimeout });
+        log.push(
+          `check ${check.name} (${check.mode}): ${passed ? 'passed' : `FAILED, ${describeOutcome(outcome, checkTimeout)}`}`,
+          ...(passed ? [] : [tail(outcome.output, CHECK_OUTPUT_IN_PROMPT_CHARS)]),
+        );
+      }
+      return runs;
+    };
+
+    let agent = await runAgent(basePrompt, 1);
+    let checks = agent.exitCode === 0 ? await runChecks() : [];
+    const toRetry = checks.filter((c) => !c.passed && c.check.mode === 'retry');
+    if (toRetry.length > 0) {
+      log.push(
+        `running the agent again once for the failed check(s): ${toRetry.map((c) => c.check.name).join(', ')}`,
+      );
+      const retryPrompt = [
+        basePrompt,
+        '',
+        'These checks failed after your changes; fix what they report:',
+        ...toRetry.map(
+          (c) =>
+            `--- check ${c.check.name} (${c.check.command.join(' ')}): ${describeOutcome(c.outcome, c.timeoutMs)}\n${tail(c.outcome.output, CHECK_OUTPUT_IN_PROMPT_CHARS)}`,
+        ),
+      ].join('\n');
+      agent = await runAgent(retryPrompt, 2);
+      checks = agent.exitCode === 0 ? await runChecks() : [];
+    }
+
+    let head = await gitOk(['rev-parse', 'HEAD'], worktree.path);
+    if (head === worktree.startCommit) {
+      head = await commitEmpty(
+        worktree.path,
+        `orq: ${task.id} attempt ${ctx.attempt} made no changes: ${task.title}`,
+        identity,
+      );
+    }
+    const diffStat = (
+      await git(['diff', '--stat', worktree.startCommit, head], worktree.path)
+    ).stdout.trim();
+    const diff = (await git(['diff', worktree.startCommit, head], worktree.path)).stdout;
+    const warnings = checks.filter((c) => !c.passed && c.check.mode === 'warn');
+    // After the one retry, a retry check that still fails blocks like a block check.
+    const blocking = checks.filter((c) => !c.passed && c.check.mode !== 'warn');
+
+    const agentFailed = agent.exitCode !== 0;
+    const error = agentFailed
+      ? `the agent command ${describeOutcome(agent, timeoutMs)}`
+      : blocking.length > 0
+        ? `check(s) failed: ${blocking.map((c) => `${c.check.name} (${describeOutcome(c.outcome, c.timeoutMs)})`).join(', ')}`
+        : undefined;
+    const statLine = diffStat.split('\n').at(-1)?.trim() || 'no changes';
+    const summary = `Agent ${describeOutcome(agent, timeoutMs)} on branch ${branch}, commit ${head.slice(0, 12)}: ${statLine}`;
+    log.push(
+      ...warnings.map((c) => `warning: check ${c.check.name} failed (mode warn)`),
+      `commit ${head} on branch ${branch}`,
+      `diff stat against ${worktree.startCommit.slice(0, 12)}:`,
+      diffStat || '(no changes)',
+      'diff:',
+      diff.length > DIFF_CHARS
+        ? `${diff.slice(0, DIFF_CHARS)}\n[... diff cut at ${DIFF_CHARS} characters ...]`
+        : diff || '(empty)',
+      'agent output (tail):',
+      agent.output,
+    );
+    return {
+      output: `${summary}\n\n${tail(agent.output, OUTPUT_TAIL_CHARS)}`.trim(),
+      log: log.join('\n'),
+      artifacts: [
+        {
+          kind: 'git',
+          path: repository,
+          meta: {
+            repository,
+            branch,
+            commit: head,
+            baseCommit: worktree.startCommit,
+            exitCode: agent.exitCode,
+            timedOut: agent.timedOut,
+            diffStat,
+            checks: checks.map((c) => ({
+              name: c.check.name,
+              mode: c.check.mode,
+              passed: c.passed,
+              exitCode: c.outcome.exitCode,
+            })),
+          },
+        },
+      ],
+      tokenUsage: { inputTokens: 0, outputTokens: 0 },
+      durationMs: Date.now() - started,
+      ...(error ? { error } : {}),
+    };
+  } finally {
+    await worktree.remove();
+  }
+}

@@ -1,0 +1,143 @@
+import { spawn } from 'node:child_process';
+
+/** How a child process ended, with its captured output (stdout and stderr interleaved). */
+export interface ProcessOutcome {
+  /** null when the process was killed or never started. */
+  exitCode: number | null;
+  timedOut: boolean;
+  aborted: boolean;
+  /** The last `maxOutputBytes` of the output; a note says how much was cut off before it. */
+  output: string;
+  truncatedBytes: number;
+  durationMs: number;
+  /** The process could not be started (e.g. ENOENT). */
+  spawnError?: string;
+}
+
+export interface RunProcessOptions {
+  cwd: string;
+  timeoutMs: number;
+  maxOutputBytes: number;
+  env: NodeJS.ProcessEnv;
+  signal?: AbortSignal;
+}
+
+/** Keeps the last `max` bytes written to it: the tail of a log is what tells how a run ended. */
+export class TailBuffer {
+  private chunks: Buffer[] = [];
+  private size = 0;
+  private dropped = 0;
+
+  constructor(private readonly max: number) {}
+
+  push(chunk: Buffer): void {
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    while (this.chunks.length > 1 && this.size - (this.chunks[0]?.length ?? 0) >= this.max) {
+      const first = this.chunks.shift() as Buffer;
+      this.size -= first.length;
+      this.dropped += first.length;
+    }
+  }
+
+  get truncatedBytes(): number {
+    return this.dropped + Math.max(0, this.size - this.max);
+  }
+
+  toString(): string {
+    const all = Buffer.concat(this.chunks);
+    const kept = all.length > this.max ? all.subarray(all.length - this.max) : all;
+    const text = kept.toString('utf8');
+    return this.truncatedBytes > 0
+      ? `[... ${this.truncatedBytes} bytes of earlier output cut off ...]\n${text}`
+      : text;
+  }
+}
+
+/**
+ * Runs argv without a shell, in its own process group so a timeout or a cancellation kills
+ * everything it started, and captures at most `maxOutputBytes` of its output. Never rejects:
+ * a process that cannot start is reported in `spawnError`.
+ */
+export function runProcess(
+  argv: readonly string[],
+  options: RunProcessOptions,
+): Promise<ProcessOutcome> {
+  const started = Date.now();
+  const [program, ...args] = argv;
+  const buffer = new TailBuffer(options.maxOutputBytes);
+  return new Promise((resolve) => {
+    let timedOut = false;
+    let aborted = false;
+    let settled = false;
+    const finish = (exitCode: number | null, spawnError?: string) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', onAbort);
+      resolve({
+        exitCode,
+        timedOut,
+        aborted,
+        output: buffer.toString(),
+        truncatedBytes: buffer.truncatedBytes,
+        durationMs: Date.now() - started,
+        ...(spawnError ? { spawnError } : {}),
+      });
+    };
+    if (!program) {
+      finish(null, 'empty command');
+      return;
+    }
+    const child = spawn(program, args, {
+      cwd: options.cwd,
+      env: options.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    const killGroup = () => {
+      if (child.pid === undefined) return;
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // The group is already gone.
+      }
+    };
+    const onAbort = () => {
+      aborted = true;
+      killGroup();
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup();
+    }, options.timeoutMs);
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener('abort', onAbort, { once: true });
+    child.stdout.on('data', (chunk: Buffer) => buffer.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => buffer.push(chunk));
+    child.on('error', (error) => finish(null, error.message));
+    // Whatever the command left running in its group goes with it, so pipes close and
+    // nothing outlives the task.
+    child.on('exit', () => killGroup());
+    child.on('close', (code) => finish(timedOut || aborted ? null : code));
+  });
+}
+
+/** One line saying how a process ended, for logs and tool observations. */
+export function describeOutcome(outcome: ProcessOutcome, timeoutMs: number): string {
+  if (outcome.spawnError) return `could not start: ${outcome.spawnError}`;
+  if (outcome.timedOut) return `timed out after ${Math.round(timeoutMs / 1000)}s and was killed`;
+  if (outcome.aborted) return 'cancelled';
+  return `exit code ${outcome.exitCode ?? 'none'}`;
+}
+
+/**
+ * The environment for commands a model chooses (run_command): enough to run tools, none of
+ * the pod's secrets (API keys, REDIS_URL) a model could read back with `env`.
+ */
+export function minimalEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const keep = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TERM', 'TMPDIR', 'TZ', 'SystemRoot'];
+  const env: NodeJS.ProcessEnv = {};
+  for (const key of keep) if (process.env[key] !== undefined) env[key] = process.env[key];
+  return { ...env, ...extra };
+}

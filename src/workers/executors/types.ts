@@ -1,0 +1,44 @@
+import type { HistoryEntryDraft } from '../../shared/domain/history.js';
+import type { Session } from '../../shared/domain/session.js';
+import type { Task, TaskResult } from '../../shared/domain/task.js';
+import type { DependencyResult, RoleModels } from '../../shared/llm/types.js';
+import type { Logger } from '../../shared/logger.js';
+import type { TaskStepRecord } from '../../shared/store/session-store.js';
+
+/**
+ * The steps of one execution attempt in the session history (seed 004's plan, action,
+ * reflection and revision lines). Only the coordinator writes state; these entries are the one
+ * exception, appended exactly once per step so a redelivered job adds no duplicate.
+ */
+export interface StepHistory {
+  /** Appends step `step` (0, 1, 2...); `plan` is the plan in force after a plan or revision. */
+  append(step: number, entry: HistoryEntryDraft, plan?: unknown): Promise<'OK' | 'DUPLICATE'>;
+  /** What earlier deliveries of this attempt recorded, in step order. */
+  load(): Promise<TaskStepRecord[]>;
+}
+
+/** Everything an executor needs to carry out one execution of a task. */
+export interface ExecutorContext {
+  session: Session;
+  task: Task;
+  /** 1-based execution number of the task. */
+  attempt: number;
+  dependencyResults: DependencyResult[];
+  /** The judge's feedback (continue) or a user's note (resume). */
+  feedback?: string;
+  /** The worker role's models for this session. */
+  models: RoleModels;
+  history: StepHistory;
+  /** Aborted when the job is cancelled; executors stop their processes and calls. */
+  signal: AbortSignal;
+  /** Child logger with sessionId, taskId and executor bound. */
+  logger: Logger;
+  /** BullMQ attemptsMade of the job: 0 on the first delivery. */
+  jobAttempt: number;
+}
+
+/** A way of doing a task's work: one model call, an agent with tools, or a coding-agent CLI. */
+export interface Executor {
+  readonly name: string;
+  execute(ctx: ExecutorContext): Promise<TaskResult>;
+}

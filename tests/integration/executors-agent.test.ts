@@ -1,0 +1,496 @@
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { HistoryEntry } from '../../src/shared/domain/history.js';
+import { OrqError } from '../../src/shared/errors.js';
+import { createAgentExecutor } from '../../src/workers/executors/agent/executor.js';
+import { planningHistoryFile } from '../../src/workers/executors/step-history.js';
+import {
+  createScriptedAgentModel,
+  type AgentScript,
+} from '../../src/workers/executors/agent/scripted-model.js';
+import type { AgentPlan } from '../../src/workers/executors/agent/types.js';
+import { startCluster, type TestCluster } from '../support/cluster.js';
+import { FAKE_USAGE, startFakeLlmServer } from '../support/fake-llm-server.js';
+import { executorContext, historyOf, makeSession, openStore } from '../support/executors.js';
+
+const MCP_SERVER = fileURLToPath(new URL('../fixtures/mcp-calc-server.mjs', import.meta.url));
+
+let tmp: string;
+let db: ReturnType<typeof openStore>;
+beforeAll(() => {
+  tmp = realpathSync(mkdtempSync(join(tmpdir(), 'orq-agent-')));
+  db = openStore();
+});
+afterAll(() => {
+  db.close();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+const plan = (objective: string): AgentPlan => ({
+  goal_understanding: {
+    main_objective: objective,
+    success_criteria: ['notes exist'],
+    constraints: [],
+  },
+  task_decomposition: {
+    reasoning: 'read, then write',
+    subtasks: [{ id: 's1', description: objective, dependencies: [], complexity: 'low' }],
+  },
+  action_plan: { execution_order: ['s1'], actions: [] },
+  comment: 'Plan complete',
+});
+
+const task = { id: 't1', title: 'Write the notes', acceptance: 'notes.txt holds the notes' };
+
+function run(script: AgentScript, config: Parameters<typeof makeSession>[0] = {}) {
+  const session = makeSession({
+    ...config,
+    execution: { workspaceRoot: join(tmp, 'ws'), ...(config.execution ?? {}) },
+  });
+  const model = createScriptedAgentModel(script);
+  const executor = createAgentExecutor({ model: () => model });
+  return { session, model, executor, ctx: executorContext(db.store, session, task) };
+}
+
+const ofTask = (entries: HistoryEntry[]) => entries.filter((e) => e.taskId === 't1');
+const types = (entries: HistoryEntry[]) => ofTask(entries).map((e) => e.type);
+
+describe('the agent executor (seed 004 inside a task)', () => {
+  it('plans, hits a tool error, reflects, revises its plan and finishes', async () => {
+    const { session, executor, ctx } = run({
+      plan: plan('Read the draft and write the notes'),
+      actions: [
+        { tool: 'read_file', input: { path: 'draft.txt' } },
+        { tool: 'write_file', input: { path: 'notes.txt', content: 'the notes' } },
+        { tool: 'read_file', input: { path: 'notes.txt' } },
+        { done: true, summary: 'notes.txt written' },
+      ],
+      reflections: [
+        {
+          status: 'failure',
+          evaluation: 'draft.txt does not exist; write the notes from the task instead',
+          plan_revision_needed: true,
+          plan_revision: {
+            reason: 'No draft to read',
+            changes: ['drop the read step'],
+            plan: plan('Write the notes from the task'),
+          },
+        },
+      ],
+    });
+    const result = await executor.execute(ctx);
+
+    expect(result.error).toBeUndefined();
+    expect(result.output).toBe('notes.txt written');
+    const history = await historyOf(db.store, session.id);
+    expect(types(history)).toEqual([
+      'plan',
+      'action',
+      'reflection',
+      'revision',
+      'action',
+      'action',
+    ]);
+    const [first, failed, reflection, revision] = ofTask(history);
+    expect(first).toMatchObject({ type: 'plan', source: 'agent', attempt: 1 });
+    expect(failed).toMatchObject({
+      type: 'action',
+      tool: 'read_file',
+      error: expect.stringContaining('ENOENT'),
+    });
+    expect(reflection).toMatchObject({
+      type: 'reflection',
+      evaluation: {
+        status: 'failure',
+        plan_revision_needed: true,
+        trigger: 'error',
+        revision_applied: true,
+      },
+    });
+    expect(revision).toMatchObject({
+      type: 'revision',
+      reason: 'No draft to read',
+      changes: ['drop the read step'],
+    });
+    const workspace = result.artifacts.find((a) => a.kind === 'workspace')?.path ?? '';
+    expect(readFileSync(join(workspace, 'notes.txt'), 'utf8')).toBe('the notes');
+    expect(result.artifacts).toContainEqual({ kind: 'file', path: 'notes.txt' });
+    expect(result.log).toContain('revision: No draft to read');
+  });
+
+  it('revises at most planning.revision.max_revisions times', async () => {
+    const wantsRevision = {
+      status: 'failure' as const,
+      evaluation: 'still failing',
+      plan_revision_needed: true,
+      plan_revision: { reason: 'try again', changes: [] },
+    };
+    const { session, executor, ctx } = run(
+      {
+        actions: [
+          { tool: 'read_file', input: { path: 'a' } },
+          { tool: 'read_file', input: { path: 'b' } },
+          { tool: 'read_file', input: { path: 'c' } },
+        ],
+        reflections: [wantsRevision, wantsRevision, wantsRevision],
+      },
+      { planning: { revision: { max_revisions: 1 } } },
+    );
+    await executor.execute(ctx);
+    const history = ofTask(await historyOf(db.store, session.id));
+    expect(history.filter((e) => e.type === 'reflection')).toHaveLength(3);
+    expect(history.filter((e) => e.type === 'revision')).toHaveLength(1);
+    expect(
+      history
+        .filter((e) => e.type === 'reflection')
+        .map((e) => e.type === 'reflection' && e.evaluation.revision_applied),
+    ).toEqual([true, false, false]);
+  });
+
+  it('reflects every trigger_interval actions when nothing fails', async () => {
+    const { session, executor, ctx } = run(
+      { actions: Array.from({ length: 4 }, () => ({ tool: 'list_files', input: {} })) },
+      { planning: { reflection: { trigger_interval: 2 } } },
+    );
+    await executor.execute(ctx);
+    expect(types(await historyOf(db.store, session.id))).toEqual([
+      'plan',
+      'action',
+      'action',
+      'reflection',
+      'action',
+      'action',
+      'reflection',
+    ]);
+  });
+
+  it('stops with an error when the action budget is spent before it says done', async () => {
+    const { session, executor, ctx } = run(
+      { actions: Array.from({ length: 5 }, () => ({ tool: 'list_files', input: {} })) },
+      { execution: { maxAgentActions: 2 } },
+    );
+    const result = await executor.execute(ctx);
+    expect(result.error).toMatch(/action budget of 2 was spent/);
+    expect(
+      ofTask(await historyOf(db.store, session.id)).filter((e) => e.type === 'action'),
+    ).toHaveLength(2);
+  });
+
+  it('refuses a path escape with an observation and goes on', async () => {
+    writeFileSync(join(tmp, 'outside-secret.txt'), 'top secret');
+    const { session, executor, ctx } = run({
+      actions: [
+        { tool: 'read_file', input: { path: '../../../outside-secret.txt' } },
+        { tool: 'write_file', input: { path: join(tmp, 'planted.txt'), content: 'x' } },
+        { done: true, summary: 'gave up on the outside files' },
+      ],
+    });
+    const result = await executor.execute(ctx);
+    expect(result.output).toBe('gave up on the outside files');
+    const actions = ofTask(await historyOf(db.store, session.id)).filter(
+      (e) => e.type === 'action',
+    );
+    expect(actions).toHaveLength(2);
+    for (const action of actions) {
+      expect(action).toMatchObject({ error: expect.stringContaining('outside the workspace') });
+    }
+    expect(JSON.stringify(actions)).not.toContain('top secret');
+  });
+
+  it('resumes a crashed run from its last plan instead of planning again', async () => {
+    const actions: AgentScript['actions'] = [
+      { tool: 'write_file', input: { path: 'a.txt', content: 'A' } },
+      { tool: 'write_file', input: { path: 'b.txt', content: 'B' } },
+      { tool: 'read_file', input: { path: 'a.txt' } },
+      { done: true, summary: 'a and b written' },
+    ];
+    const session = makeSession({ execution: { workspaceRoot: join(tmp, 'ws') } });
+    const crashing = createScriptedAgentModel({
+      plan: plan('Write a and b'),
+      actions: [actions[0]!, actions[1]!, { error: 'the pod was killed' }],
+    });
+    const first = createAgentExecutor({ model: () => crashing });
+    await expect(first.execute(executorContext(db.store, session, task))).rejects.toThrow(
+      /the pod was killed/,
+    );
+    expect(types(await historyOf(db.store, session.id))).toEqual(['plan', 'action', 'action']);
+
+    // The redelivered job: same task, same attempt, a model that would plan differently.
+    const resumed = createScriptedAgentModel({ plan: plan('A DIFFERENT PLAN'), actions });
+    const second = createAgentExecutor({ model: () => resumed });
+    const result = await second.execute(executorContext(db.store, session, task));
+
+    expect(resumed.calls.plan).toBe(0);
+    expect(resumed.calls.nextAction).toBe(2);
+    expect(result.output).toBe('a and b written');
+    expect(result.log).toContain('resumed after 3 recorded step(s)');
+    expect(result.log).toContain('plan: Write a and b');
+    const history = ofTask(await historyOf(db.store, session.id));
+    // The third action ends trigger_interval (3): a reflection before it says done.
+    expect(history.map((e) => e.type)).toEqual([
+      'plan',
+      'action',
+      'action',
+      'action',
+      'reflection',
+    ]);
+    expect(history.filter((e) => e.type === 'plan')).toHaveLength(1);
+
+    // A third delivery of a finished attempt adds nothing.
+    const again = createAgentExecutor({ model: () => createScriptedAgentModel({ actions }) });
+    await again.execute(executorContext(db.store, session, task));
+    expect(ofTask(await historyOf(db.store, session.id))).toHaveLength(5);
+  });
+
+  it('starts a new execution attempt with a new plan', async () => {
+    const session = makeSession({ execution: { workspaceRoot: join(tmp, 'ws') } });
+    const script = { plan: plan('Write'), actions: [{ done: true as const, summary: 'ok' }] };
+    const executor = createAgentExecutor({ model: () => createScriptedAgentModel(script) });
+    await executor.execute(executorContext(db.store, session, task, { attempt: 1 }));
+    await executor.execute(executorContext(db.store, session, task, { attempt: 2 }));
+    const plans = ofTask(await historyOf(db.store, session.id)).filter((e) => e.type === 'plan');
+    expect(plans.map((p) => p.type === 'plan' && p.attempt)).toEqual([1, 2]);
+  });
+});
+
+describe('planning.history.storage_type: jsonl', () => {
+  it("also appends every step to the task's JSONL file, once", async () => {
+    const directory = join(tmp, 'planning_history');
+    const { session, executor, ctx } = run(
+      {
+        actions: [
+          { tool: 'read_file', input: { path: 'missing.txt' } },
+          { done: true, summary: 'done' },
+        ],
+      },
+      { planning: { history: { storage_type: 'jsonl', directory } } },
+    );
+    await executor.execute(ctx);
+    await executor.execute(ctx); // a redelivery: nothing new to record
+    const lines = readFileSync(planningHistoryFile(directory, session.id, 't1'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { type: string; timestamp: string; taskId: string });
+    expect(lines.map((l) => l.type)).toEqual(['plan', 'action', 'reflection']);
+    expect(lines.every((l) => l.taskId === 't1' && !Number.isNaN(Date.parse(l.timestamp)))).toBe(
+      true,
+    );
+    expect(types(await historyOf(db.store, session.id))).toEqual(lines.map((l) => l.type));
+  });
+});
+
+describe('SessionStore.appendTaskStep', () => {
+  it('records a step once however often it is appended, and refuses a gap', async () => {
+    const sessionId = makeSession().id;
+    const entry = { type: 'action' as const, tool: 'list_files', input: {}, output: '(empty)' };
+    expect(await db.store.appendTaskStep(sessionId, 't9', 1, 0, entry)).toBe('OK');
+    expect(await db.store.appendTaskStep(sessionId, 't9', 1, 0, entry)).toBe('DUPLICATE');
+    expect(await db.store.appendTaskStep(sessionId, 't9', 2, 0, entry)).toBe('OK');
+    await expect(db.store.appendTaskStep(sessionId, 't9', 1, 5, entry)).rejects.toBeInstanceOf(
+      OrqError,
+    );
+    expect(await historyOf(db.store, sessionId)).toHaveLength(2);
+    expect((await db.store.loadTaskSteps(sessionId, 't9', 1)).map((s) => s.step)).toEqual([0]);
+  });
+});
+
+describe('MCP tools', () => {
+  let http: Server;
+  let httpUrl: string;
+  beforeAll(async () => {
+    // A Streamable HTTP MCP server in this process, stateless: one server per request.
+    http = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        void (async () => {
+          const server = new McpServer({ name: 'web', version: '1.0.0' });
+          server.registerTool(
+            'shout',
+            { description: 'Upper-case a text', inputSchema: { text: z.string() } },
+            async ({ text }) => ({ content: [{ type: 'text', text: text.toUpperCase() }] }),
+          );
+          const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+          res.on('close', () => void transport.close());
+          await server.connect(transport);
+          const body =
+            chunks.length > 0
+              ? (JSON.parse(Buffer.concat(chunks).toString()) as unknown)
+              : undefined;
+          await transport.handleRequest(req, res, body);
+        })();
+      });
+    });
+    await new Promise<void>((r) => http.listen(0, '127.0.0.1', r));
+    httpUrl = `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`;
+  });
+  afterAll(() => new Promise<void>((r) => http.close(() => r())));
+
+  it('calls tools of a stdio server and of an HTTP server, and reflects on a tool error', async () => {
+    const { session, executor, ctx } = run(
+      {
+        actions: [
+          { tool: 'calc__add', input: { a: 2, b: 3 } },
+          { tool: 'calc__fail', input: {} },
+          { tool: 'calc__echo', input: { text: 'hi' } },
+          { tool: 'web__shout', input: { text: 'hello' } },
+          { done: true, summary: 'used the MCP tools' },
+        ],
+      },
+      {
+        execution: {
+          mcpServers: [
+            { name: 'calc', transport: 'stdio', command: process.execPath, args: [MCP_SERVER] },
+            { name: 'web', transport: 'http', url: httpUrl },
+          ],
+        },
+      },
+    );
+    const result = await executor.execute(ctx);
+    expect(result.log).toMatch(
+      /tools: read_file, write_file, list_files, search_files, run_command, calc__add, calc__echo, calc__fail, web__shout/,
+    );
+    const history = ofTask(await historyOf(db.store, session.id));
+    const actions = history.filter((e) => e.type === 'action');
+    expect(actions[0]).toMatchObject({ tool: 'calc__add', output: '5' });
+    expect(actions[1]).toMatchObject({ tool: 'calc__fail', error: 'calc: this tool always fails' });
+    const workspace = result.artifacts.find((a) => a.kind === 'workspace')?.path;
+    expect(actions[2]).toMatchObject({ tool: 'calc__echo', output: `hi (cwd ${workspace})` });
+    expect(actions[3]).toMatchObject({ tool: 'web__shout', output: 'HELLO' });
+    expect(history.map((e) => e.type)).toEqual([
+      'plan',
+      'action',
+      'action',
+      'reflection',
+      'action',
+      'action',
+    ]);
+    expect(result.output).toBe('used the MCP tools');
+  });
+
+  it('goes on without a server that cannot start, and says so in the log', async () => {
+    const { executor, ctx } = run(
+      {
+        actions: [
+          { tool: 'broken__anything', input: {} },
+          { done: true, summary: 'done anyway' },
+        ],
+      },
+      {
+        execution: {
+          mcpServers: [
+            {
+              name: 'broken',
+              transport: 'stdio',
+              command: process.execPath,
+              args: ['-e', 'process.exit(1)'],
+            },
+          ],
+        },
+      },
+    );
+    const result = await executor.execute(ctx);
+    expect(result.output).toBe('done anyway');
+    expect(result.log).toContain('MCP server "broken" is unavailable');
+    expect(result.log).toMatch(/broken__anything .* error: unknown tool/);
+  });
+});
+
+describe('a session whose tasks run through the builtin agent', () => {
+  let cluster: TestCluster | undefined;
+  afterEach(async () => {
+    await cluster?.close();
+    cluster = undefined;
+  });
+
+  it('completes, with every agent step in the history and the deliverables in the workspaces', async () => {
+    const workspaceRoot = join(tmp, 'cluster-ws');
+    cluster = await startCluster({
+      config: { execution: { defaultExecutor: 'agent', workspaceRoot } },
+    });
+    const session = await cluster.client.submit({
+      instruction: 'Summarise the design and list the risks',
+    });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 25_000 });
+    expect(view.session.state).toBe('COMPLETED');
+    const history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    for (const t of view.tasks) {
+      const own = history.filter((e) => e.taskId === t.id);
+      expect(own.filter((e) => e.type === 'plan' && e.source === 'agent')).toHaveLength(1);
+      expect(
+        own.filter((e) => e.type === 'action').map((e) => e.type === 'action' && e.tool),
+      ).toEqual(['list_files', 'write_file', 'read_file']);
+      expect(readFileSync(join(workspaceRoot, session.id, t.id, `${t.id}.md`), 'utf8')).toContain(
+        `# ${t.title}`,
+      );
+    }
+  });
+});
+
+describe('the agent executor with a real LLM (OpenAI protocol, local fake server)', () => {
+  it('plans, calls a tool from the structured reply and finishes', async () => {
+    let decisions = 0;
+    const llm = await startFakeLlmServer('openai', (request) => {
+      if (request.schemaName === 'AgentPlan') {
+        return {
+          json: {
+            ...plan('Write hello.txt'),
+            action_plan: { execution_order: ['s1'], actions: ['write_file'] },
+          },
+        };
+      }
+      if (request.schemaName === 'AgentDecision') {
+        decisions += 1;
+        return decisions === 1
+          ? {
+              json: {
+                kind: 'tool',
+                tool: 'write_file',
+                arguments: '{"path":"hello.txt","content":"hello"}',
+                summary: '',
+              },
+            }
+          : { json: { kind: 'done', tool: '', arguments: '{}', summary: 'hello.txt written' } };
+      }
+      return { status: 500 };
+    });
+    try {
+      const session = makeSession({
+        execution: { workspaceRoot: join(tmp, 'ws-llm') },
+        llm: {
+          worker: { provider: 'openai', model: 'fake-model', baseUrl: llm.baseUrl, maxRetries: 0 },
+        },
+      });
+      const result = await createAgentExecutor().execute(executorContext(db.store, session, task));
+
+      expect(result.output).toBe('hello.txt written');
+      expect(result.error).toBeUndefined();
+      const workspace = result.artifacts.find((a) => a.kind === 'workspace')?.path ?? '';
+      expect(readFileSync(join(workspace, 'hello.txt'), 'utf8')).toBe('hello');
+      expect(result.tokenUsage).toEqual({
+        inputTokens: 3 * FAKE_USAGE.input,
+        outputTokens: 3 * FAKE_USAGE.output,
+      });
+      expect(llm.requests.map((r) => r.schemaName)).toEqual([
+        'AgentPlan',
+        'AgentDecision',
+        'AgentDecision',
+      ]);
+      // The model saw the tools with their schemas, and the result of its first call.
+      expect(llm.requests[1]?.text).toMatch(/- write_file: .*\n {2}input schema: \{/);
+      expect(llm.requests[2]?.text).toContain('called write_file');
+      const history = ofTask(await historyOf(db.store, session.id));
+      expect(history.map((e) => e.type)).toEqual(['plan', 'action']);
+    } finally {
+      await llm.close();
+    }
+  });
+});

@@ -1,0 +1,292 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { z } from 'zod';
+import type { CommandExecutorConfig } from '../../src/shared/config/schema.js';
+import { ValidationError } from '../../src/shared/errors.js';
+import { createCommandExecutor } from '../../src/workers/executors/command.js';
+import { taskBranchName } from '../../src/workers/executors/git-worktree.js';
+import { startCluster, type TestCluster } from '../support/cluster.js';
+import { executorContext, makeSession, openStore } from '../support/executors.js';
+
+const FAKE_AGENT = fileURLToPath(new URL('../fixtures/fake-coding-agent.mjs', import.meta.url));
+const CHECK_FIXED = fileURLToPath(new URL('../fixtures/check-fixed.mjs', import.meta.url));
+
+/** git with a local identity: the tests never rely on a global git config. */
+function git(args: string[], cwd: string): string {
+  return execFileSync(
+    'git',
+    [
+      '-c',
+      'user.name=orq-test',
+      '-c',
+      'user.email=orq-test@example.com',
+      '-c',
+      'init.defaultBranch=main',
+      ...args,
+    ],
+    { cwd, encoding: 'utf8' },
+  ).trim();
+}
+
+let tmp: string;
+let db: ReturnType<typeof openStore>;
+beforeAll(() => {
+  tmp = realpathSync(mkdtempSync(join(tmpdir(), 'orq-command-')));
+  db = openStore();
+});
+afterAll(() => {
+  db.close();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+let repoCount = 0;
+function makeRepo(): string {
+  const repo = join(tmp, `repo${++repoCount}`);
+  mkdirSync(repo);
+  git(['init', '-q'], repo);
+  writeFileSync(join(repo, 'README.md'), '# project\n');
+  git(['add', '-A'], repo);
+  git(['commit', '-q', '-m', 'initial'], repo);
+  return repo;
+}
+
+const task = { id: 't1', title: 'Write the parser', acceptance: 'the parser exists' };
+
+function setup(
+  command: Partial<z.input<typeof CommandExecutorConfig>> = {},
+  agentArgs: string[] = [],
+) {
+  const repo = makeRepo();
+  const session = makeSession({
+    execution: {
+      defaultExecutor: 'command',
+      workspaceRoot: join(tmp, 'ws'),
+      command: {
+        template: [process.execPath, FAKE_AGENT, ...agentArgs, '{{prompt}}'],
+        repository: repo,
+        ...command,
+      },
+    },
+  });
+  return { repo, session, branch: taskBranchName(session.id, 't1') };
+}
+
+const worktrees = (repo: string) =>
+  git(['worktree', 'list', '--porcelain'], repo)
+    .split('\n')
+    .filter((l) => l.startsWith('worktree '));
+
+describe('the command executor', () => {
+  it('runs the agent in a worktree on its own branch and commits what it left', async () => {
+    const { repo, session, branch } = setup();
+    const result = await createCommandExecutor().execute(executorContext(db.store, session, task));
+
+    expect(result.error).toBeUndefined();
+    expect(git(['show', `${branch}:t1.txt`], repo)).toBe('t1: Write the parser');
+    expect(git(['log', '-1', '--format=%s', branch], repo)).toBe(
+      'orq: t1 attempt 1: Write the parser',
+    );
+    expect(git(['rev-list', '--count', `main..${branch}`], repo)).toBe('1');
+    const meta = result.artifacts.find((a) => a.kind === 'git')?.meta;
+    expect(meta).toMatchObject({ branch, commit: git(['rev-parse', branch], repo), exitCode: 0 });
+    expect(meta?.diffStat).toMatch(/t1\.txt \| 1 \+\n 1 file changed, 1 insertion/);
+    expect(result.output).toMatch(
+      /^Agent exit code 0 on branch orq\/.+\/t1, commit [0-9a-f]{12}: 1 file changed/,
+    );
+    expect(result.output).toContain('fake agent edited t1.txt for task t1');
+    expect(result.log).toContain('+t1: Write the parser');
+    expect(worktrees(repo)).toHaveLength(1);
+    expect(git(['status', '--porcelain'], repo)).toBe('');
+  });
+
+  it('keeps the commits of an agent that commits its own work', async () => {
+    const { repo, session, branch } = setup({}, ['--commit']);
+    const result = await createCommandExecutor().execute(executorContext(db.store, session, task));
+    expect(result.error).toBeUndefined();
+    expect(git(['log', '-1', '--format=%an|%s', branch], repo)).toBe('Fake Agent|fake agent: t1');
+    expect(git(['rev-list', '--count', `main..${branch}`], repo)).toBe('1');
+  });
+
+  it('continues on the same branch in the next execution attempt', async () => {
+    const { repo, session, branch } = setup();
+    const executor = createCommandExecutor();
+    await executor.execute(executorContext(db.store, session, task, { attempt: 1 }));
+    const second = await executor.execute(
+      executorContext(db.store, session, task, { attempt: 2, feedback: 'add more' }),
+    );
+    expect(second.log).toContain(`reused branch ${branch}`);
+    expect(git(['show', `${branch}:t1.txt`], repo)).toBe(
+      't1: Write the parser\nt1: Write the parser',
+    );
+    expect(git(['rev-list', '--count', `main..${branch}`], repo)).toBe('2');
+  });
+
+  it('kills an agent that runs past timeoutSeconds, and still ends with a commit', async () => {
+    const { repo, session, branch } = setup({ timeoutSeconds: 1 }, ['--hang']);
+    const result = await createCommandExecutor().execute(executorContext(db.store, session, task));
+    expect(result.error).toBe('the agent command timed out after 1s and was killed');
+    expect(git(['log', '-1', '--format=%s', branch], repo)).toBe(
+      'orq: t1 attempt 1 made no changes: Write the parser',
+    );
+    expect(worktrees(repo)).toHaveLength(1);
+  });
+
+  it('caps the captured output at maxOutputBytes, keeping the tail', async () => {
+    const { session } = setup({ maxOutputBytes: 1024 }, ['--spam', '200000']);
+    const result = await createCommandExecutor().execute(executorContext(db.store, session, task));
+    const captured = result.log.slice(result.log.indexOf('agent output (tail):'));
+    expect(Buffer.byteLength(captured)).toBeLessThan(1024 + 200);
+    expect(captured).toContain('bytes of earlier output cut off');
+    expect(result.output).toContain('fake agent edited t1.txt');
+  });
+
+  it('reports a failing agent command as the error and skips the checks', async () => {
+    const { session } = setup(
+      { checks: [{ name: 'fixed', command: [process.execPath, CHECK_FIXED], mode: 'block' }] },
+      ['--exit', '2'],
+    );
+    const result = await createCommandExecutor().execute(executorContext(db.store, session, task));
+    expect(result.error).toBe('the agent command exit code 2');
+    expect(result.log).not.toContain('check fixed');
+  });
+
+  describe('checks after the agent', () => {
+    const check = (mode: 'block' | 'warn' | 'retry') => ({
+      checks: [{ name: 'fixed', command: [process.execPath, CHECK_FIXED], mode }],
+    });
+
+    it('block: a failing check fails the execution with its output', async () => {
+      const { session } = setup(check('block'));
+      const result = await createCommandExecutor().execute(
+        executorContext(db.store, session, task),
+      );
+      expect(result.error).toBe('check(s) failed: fixed (exit code 1)');
+      expect(result.log).toContain('check fixed (block): FAILED, exit code 1');
+      expect(result.log).toContain('check: fixed.txt is missing');
+      expect(result.artifacts[0]?.meta?.checks).toEqual([
+        { name: 'fixed', mode: 'block', passed: false, exitCode: 1 },
+      ]);
+    });
+
+    it('warn: a failing check is recorded in the log only', async () => {
+      const { session } = setup(check('warn'));
+      const result = await createCommandExecutor().execute(
+        executorContext(db.store, session, task),
+      );
+      expect(result.error).toBeUndefined();
+      expect(result.log).toContain('warning: check fixed failed (mode warn)');
+    });
+
+    it('retry: the agent runs once more with the check output, then the check passes', async () => {
+      const { repo, session, branch } = setup(check('retry'));
+      const result = await createCommandExecutor().execute(
+        executorContext(db.store, session, task),
+      );
+      expect(result.error).toBeUndefined();
+      expect(result.log).toContain('running the agent again once for the failed check(s): fixed');
+      expect(result.artifacts[0]?.meta?.checks).toEqual([
+        { name: 'fixed', mode: 'retry', passed: true, exitCode: 0 },
+      ]);
+      expect(git(['log', '--format=%s', `main..${branch}`], repo).split('\n')).toEqual([
+        'orq: t1 attempt 1 (round 2): Write the parser',
+        'orq: t1 attempt 1: Write the parser',
+      ]);
+    });
+
+    it('retry: a check that still fails after the one retry blocks', async () => {
+      const { session } = setup({
+        checks: [
+          { name: 'never', command: [process.execPath, '-e', 'process.exit(1)'], mode: 'retry' },
+        ],
+      });
+      const result = await createCommandExecutor().execute(
+        executorContext(db.store, session, task),
+      );
+      expect(result.error).toBe('check(s) failed: never (exit code 1)');
+      expect(result.log.match(/^\$ /gm)).toHaveLength(2);
+    });
+  });
+
+  it('refuses a repository that is not a git repository, permanently', async () => {
+    const folder = join(tmp, 'not-a-repo');
+    mkdirSync(folder, { recursive: true });
+    const session = makeSession({
+      execution: { command: { template: ['true'], repository: folder } },
+    });
+    await expect(
+      createCommandExecutor().execute(executorContext(db.store, session, task)),
+    ).rejects.toThrow(/execution\.command\.repository: .* is not a git repository/);
+  });
+
+  it('needs execution.command', async () => {
+    const session = makeSession({ execution: { defaultExecutor: 'command' } });
+    await expect(
+      createCommandExecutor().execute(executorContext(db.store, session, task)),
+    ).rejects.toBeInstanceOf(ValidationError);
+  });
+});
+
+describe('a session whose tasks run through the command executor', () => {
+  let cluster: TestCluster | undefined;
+  afterEach(async () => {
+    await cluster?.close();
+    cluster = undefined;
+  });
+
+  it('ends with one branch per task and the judge verdicts in the history', async () => {
+    const repo = makeRepo();
+    cluster = await startCluster({
+      config: {
+        execution: {
+          defaultExecutor: 'command',
+          workspaceRoot: join(tmp, 'cluster-ws'),
+          command: { template: [process.execPath, FAKE_AGENT, '{{prompt}}'], repository: repo },
+        },
+      },
+    });
+    const session = await cluster.client.submit({
+      instruction: 'Write the parser and write the printer',
+    });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 40_000 });
+    expect(view.session.state).toBe('COMPLETED');
+    const ids = view.tasks.map((t) => t.id).sort();
+    expect(ids).toEqual(['t1', 't2', 't3']);
+
+    const branches = git(['branch', '--list', '--format=%(refname:short)', 'orq/*'], repo)
+      .split('\n')
+      .sort();
+    expect(branches).toEqual(ids.map((id) => taskBranchName(session.id, id)));
+    for (const id of ids) {
+      expect(
+        Number(git(['rev-list', '--count', `main..${taskBranchName(session.id, id)}`], repo)),
+      ).toBeGreaterThan(0);
+    }
+    // The integration task built on its dependencies' branches.
+    const t3 = taskBranchName(session.id, 't3');
+    expect(git(['ls-tree', '--name-only', t3], repo).split('\n').sort()).toEqual([
+      'README.md',
+      't1.txt',
+      't2.txt',
+      't3.txt',
+    ]);
+    expect(worktrees(repo)).toHaveLength(1);
+
+    const history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    for (const id of ids) {
+      const verdict = history.find(
+        (e) => e.type === 'judgement' && e.subject === 'task' && e.taskId === id,
+      );
+      expect(verdict, id).toMatchObject({ judgement: { success: true } });
+      const execution = history.find((e) => e.type === 'execution' && e.taskId === id);
+      expect(execution?.type === 'execution' && execution.result.artifacts[0]).toMatchObject({
+        kind: 'git',
+        meta: { branch: taskBranchName(session.id, id), exitCode: 0 },
+      });
+      expect(execution?.type === 'execution' && execution.result.log).toMatch(/diff stat against/);
+    }
+  });
+});

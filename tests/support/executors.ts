@@ -1,0 +1,65 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { z } from 'zod';
+import { inject } from 'vitest';
+import { SessionConfig } from '../../src/shared/config/schema.js';
+import { Session, type Session as SessionType } from '../../src/shared/domain/session.js';
+import { Task, type TaskInput } from '../../src/shared/domain/task.js';
+import type { HistoryEntry } from '../../src/shared/domain/history.js';
+import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { createConnection } from '../../src/shared/redis.js';
+import { SessionStore } from '../../src/shared/store/session-store.js';
+import { storeStepHistory } from '../../src/workers/executors/step-history.js';
+import type { ExecutorContext } from '../../src/workers/executors/types.js';
+
+/** A real SessionStore on the test Redis under a prefix of its own, for executor-level tests. */
+export function openStore(): { store: SessionStore; redis: Redis; close(): void } {
+  const redis = createConnection(inject('redisUrl'), 'consumer', silentLogger);
+  const store = new SessionStore(redis, `x${randomUUID().slice(0, 8)}`);
+  return { store, redis, close: () => redis.disconnect() };
+}
+
+export function makeSession(
+  config: z.input<typeof SessionConfig> = {},
+  instruction = 'Write the notes',
+): SessionType {
+  const now = new Date().toISOString();
+  return Session.parse({
+    id: randomUUID(),
+    instruction,
+    state: 'RUNNING',
+    createdAt: now,
+    updatedAt: now,
+    requiredTerms: { terms: [], source: 'user-input' },
+    config: SessionConfig.parse(config),
+    planning: {},
+  });
+}
+
+/** The context the worker builds for an executor, with the step history on the real store. */
+export function executorContext(
+  store: SessionStore,
+  session: SessionType,
+  task: TaskInput,
+  options: { attempt?: number; signal?: AbortSignal; feedback?: string } = {},
+): ExecutorContext {
+  const parsed = Task.parse(task);
+  const attempt = options.attempt ?? 1;
+  return {
+    session,
+    task: parsed,
+    attempt,
+    dependencyResults: [],
+    ...(options.feedback ? { feedback: options.feedback } : {}),
+    models: createBuiltinModels(),
+    history: storeStepHistory(store, session, parsed.id, attempt),
+    signal: options.signal ?? new AbortController().signal,
+    logger: silentLogger,
+    jobAttempt: 0,
+  };
+}
+
+export async function historyOf(store: SessionStore, sessionId: string): Promise<HistoryEntry[]> {
+  return (await store.history(sessionId)).map((h) => h.entry);
+}
