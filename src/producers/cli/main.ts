@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
 import { registerConfigCommands } from './commands/config.js';
+import { registerDashboardCommand } from './commands/dashboard.js';
 import { registerRunCommand } from './commands/run.js';
 import { registerSessionCommands } from './commands/sessions.js';
 import { registerStartCommand } from './commands/start.js';
@@ -15,5 +16,6 @@ registerRunCommand(program);
 registerStartCommand(program);
 registerSessionCommands(program);
 registerConfigCommands(program);
+registerDashboardCommand(program);
 
 await runCli(program, process.argv);

@@ -1,0 +1,58 @@
+import type { Command } from 'commander';
+import { createLogger } from '../../../shared/logger.js';
+import { resolveApiToken, startHttpServer } from '../../http/server.js';
+import { withClient } from '../common.js';
+
+function parsePort(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65_535)
+    throw new Error(`expected a port between 0 and 65535, got "${value}"`);
+  return n;
+}
+
+interface DashboardOptions {
+  host?: string;
+  port?: number;
+  readOnlyBoard?: boolean;
+  config?: string;
+}
+
+/** `orq dashboard`: the HTTP API and Bull Board on the CLI's Redis, until SIGTERM/SIGINT. */
+export function registerDashboardCommand(program: Command): void {
+  program
+    .command('dashboard')
+    .description('Serve the HTTP API and Bull Board (/admin/queues) until stopped')
+    .option('--host <host>', 'address to listen on (default: config http.host, 127.0.0.1)')
+    .option('--port <n>', 'port, 0 for a free one (default: config http.port, 3000)', parsePort)
+    .option('--read-only-board', 'Bull Board without retry/clean/remove actions')
+    .option('-c, --config <file>', 'configuration file (YAML or JSON)')
+    .action(async (options: DashboardOptions) =>
+      withClient(options, async (client, config) => {
+        const logger = createLogger({ level: config.logLevel, fd: 2 });
+        const token = resolveApiToken(undefined);
+        const server = await startHttpServer({
+          client,
+          host: options.host ?? config.http.host,
+          port: options.port ?? config.http.port,
+          readOnlyBoard: options.readOnlyBoard ?? config.http.readOnlyBoard,
+          logger,
+          ...(token ? { token } : {}),
+        });
+        const board = `${server.url}/admin/queues${token ? '?token=<ORQ_API_TOKEN>' : ''}`;
+        process.stdout.write(
+          `orq: HTTP API on ${server.url} (auth: ${token ? 'bearer token' : 'none, loopback only'})\n` +
+            `orq: Bull Board at ${board}\n` +
+            `orq: OpenAPI at ${server.url}/openapi.json\n`,
+        );
+        await new Promise<void>((resolve) => {
+          const stop = (signal: string) => {
+            logger.info({ signal }, 'dashboard stopping');
+            resolve();
+          };
+          process.once('SIGTERM', () => stop('SIGTERM'));
+          process.once('SIGINT', () => stop('SIGINT'));
+        });
+        await server.close();
+      }),
+    );
+}

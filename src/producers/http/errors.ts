@@ -1,0 +1,102 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { OrqError, ValidationError, type FieldIssue } from '../../shared/errors.js';
+import type { Logger } from '../../shared/logger.js';
+import { asRedisUnavailable } from '../../shared/redis.js';
+
+/** The body of every error answer. */
+export const ApiError = z.object({
+  /** A stable code: VALIDATION_FAILED, NOT_FOUND, INVALID_STATE, REDIS_UNAVAILABLE, ... */
+  error: z.string(),
+  message: z.string(),
+  hint: z.string().optional(),
+  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+});
+export type ApiError = z.infer<typeof ApiError>;
+
+const STATUS_BY_CODE: Partial<Record<string, number>> = {
+  VALIDATION_FAILED: 400,
+  CONFIG_INVALID: 400,
+  NOT_FOUND: 404,
+  INVALID_STATE: 409,
+  CONFLICT: 409,
+  REDIS_UNAVAILABLE: 503,
+};
+
+type SchemaIssue = {
+  instancePath: string;
+  message?: string;
+  keyword: string;
+  params: Record<string, unknown>;
+};
+
+/** Fastify's zod validation errors → `{path, message}` pairs naming the field, like the client's. */
+export function issuesFromSchemaValidation(validation: readonly SchemaIssue[]): FieldIssue[] {
+  return validation.map((issue) => {
+    const segments = issue.instancePath.split('/').filter(Boolean);
+    let message = issue.message ?? 'invalid';
+    if (issue.keyword === 'unrecognized_keys' && Array.isArray(issue.params.keys)) {
+      const keys = (issue.params.keys as string[]).map((k) => [...segments, k].join('.'));
+      message = `unknown key${keys.length > 1 ? 's' : ''} ${keys.map((k) => `"${k}"`).join(', ')}`;
+    }
+    return { path: segments.join('.') || '(root)', message };
+  });
+}
+
+/** Maps an error thrown by a route to an HTTP status and an ApiError body. */
+export function toApiError(error: unknown): { status: number; body: ApiError } {
+  if (hasZodFastifySchemaValidationErrors(error)) {
+    const issues = issuesFromSchemaValidation(error.validation as unknown as SchemaIssue[]);
+    const where = (error as { validationContext?: string }).validationContext ?? 'request';
+    return {
+      status: 400,
+      body: {
+        error: 'VALIDATION_FAILED',
+        message: `Invalid ${where}: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`,
+        issues,
+      },
+    };
+  }
+  const typed = asRedisUnavailable(error);
+  if (typed instanceof OrqError) {
+    return {
+      status: STATUS_BY_CODE[typed.code] ?? 500,
+      body: {
+        error: typed.code,
+        message: typed.message,
+        ...(typed.hint ? { hint: typed.hint } : {}),
+        ...(typed instanceof ValidationError ? { issues: typed.issues } : {}),
+      },
+    };
+  }
+  // Fastify's own client errors (bad JSON, wrong content type, body too large) keep their status.
+  const statusCode = (error as FastifyError | undefined)?.statusCode;
+  if (statusCode !== undefined && statusCode >= 400 && statusCode < 500) {
+    const fastifyError = error as FastifyError;
+    return {
+      status: statusCode,
+      body: { error: fastifyError.code ?? 'BAD_REQUEST', message: fastifyError.message },
+    };
+  }
+  return {
+    status: 500,
+    body: { error: 'INTERNAL', message: 'internal error; see the server log' },
+  };
+}
+
+export function installErrorHandler(app: FastifyInstance, logger: Logger): void {
+  app.setErrorHandler((error, request, reply) => {
+    const { status, body } = toApiError(error);
+    const where = { method: request.method, route: request.routeOptions.url };
+    if (status === 503) logger.warn({ ...where, err: body.message }, 'answered 503');
+    else if (status >= 500) logger.error({ ...where, err: error }, body.message);
+    return reply.code(status).send(body);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send({
+      error: 'NOT_FOUND',
+      message: `no route ${request.method} ${request.url.split('?')[0]}`,
+    }),
+  );
+}

@@ -1,0 +1,21 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { Logger } from '../../../shared/logger.js';
+import type { QueueSet } from '../../../shared/queue-set.js';
+import type { OrqClient } from '../../client.js';
+import type { ApiMetrics } from '../metrics.js';
+
+/** What every route module needs; built once by createHttpServer. */
+export interface RouteContext {
+  client: OrqClient;
+  queues: QueueSet;
+  metrics: ApiMetrics;
+  logger: Logger;
+  /** Open SSE streams, ended when the server closes so close() does not wait on them. */
+  streams: Set<AbortController>;
+}
+
+/** The Fastify instance with zod schemas as the type provider. */
+export function typed(app: FastifyInstance) {
+  return app.withTypeProvider<ZodTypeProvider>();
+}

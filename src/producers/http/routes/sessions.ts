@@ -1,0 +1,156 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { Session } from '../../../shared/domain/session.js';
+import { idempotencyKey } from '../../../shared/store/keys.js';
+import { ResumeRequest, SubmitRequest } from '../../client.js';
+import { ApiError } from '../errors.js';
+import {
+  Accepted,
+  CancelRequest,
+  HistoryQuery,
+  ListQuery,
+  SessionParams,
+  SessionView,
+  StoredHistoryEntry,
+} from '../schemas.js';
+import { typed, type RouteContext } from './context.js';
+
+const JSONL = 'application/x-ndjson';
+const tags = ['sessions'];
+
+/** True when the caller asked for JSONL by query or by Accept header. */
+export function wantsJsonl(format: string | undefined, accept: string | undefined): boolean {
+  if (format) return format === 'jsonl';
+  return (accept ?? '').split(',').some((part) => part.trim().startsWith(JSONL));
+}
+
+/** Create, list, get, cancel and resume sessions, and read their history. */
+export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): void {
+  const api = typed(app);
+  const { client, metrics } = ctx;
+
+  api.post(
+    '/sessions',
+    {
+      schema: {
+        tags,
+        summary: 'Submit an instruction as a new session',
+        description:
+          'Answers 201 with the new session, or 200 with the existing one when idempotencyKey was used before.',
+        body: SubmitRequest,
+        response: { 200: Session, 201: Session, 400: ApiError, 503: ApiError },
+      },
+    },
+    async (request, reply) => {
+      const key = request.body.idempotencyKey;
+      // Concurrent first submits with one key may both answer 201; they still share one session.
+      const existed =
+        key !== undefined &&
+        (await client.store.redis.exists(idempotencyKey(client.store.prefix, key))) === 1;
+      const session = await client.submit(request.body);
+      metrics.sessionsSubmitted.inc({ outcome: existed ? 'existing' : 'created' });
+      return reply.code(existed ? 200 : 201).send(session);
+    },
+  );
+
+  api.get(
+    '/sessions',
+    {
+      schema: {
+        tags,
+        summary: 'List sessions, newest first',
+        querystring: ListQuery,
+        response: { 200: z.array(Session), 503: ApiError },
+      },
+    },
+    async (request) => client.list(request.query),
+  );
+
+  api.get(
+    '/sessions/:id',
+    {
+      schema: {
+        tags,
+        summary: 'A session with its tasks and open/active counters',
+        params: SessionParams,
+        response: { 200: SessionView, 404: ApiError, 503: ApiError },
+      },
+    },
+    async (request) => client.get(request.params.id),
+  );
+
+  api.post(
+    '/sessions/:id/cancel',
+    {
+      schema: {
+        tags,
+        summary: 'Cancel a session (applied by the coordinator)',
+        params: SessionParams,
+        body: CancelRequest,
+        response: { 202: Accepted, 404: ApiError, 503: ApiError },
+      },
+    },
+    async (request, reply) => {
+      await client.cancel(request.params.id, request.body?.reason);
+      metrics.sessionActions.inc({ action: 'cancel' });
+      return reply.code(202).send({ sessionId: request.params.id, accepted: true });
+    },
+  );
+
+  api.post(
+    '/sessions/:id/resume',
+    {
+      schema: {
+        tags,
+        summary:
+          'Resume a BLOCKED session: retry or skip its blocked tasks, or continue with a note',
+        params: SessionParams,
+        body: ResumeRequest.nullish(),
+        response: { 202: Accepted, 400: ApiError, 404: ApiError, 409: ApiError, 503: ApiError },
+      },
+    },
+    async (request, reply) => {
+      const requestId = await client.resume(request.params.id, request.body ?? {});
+      metrics.sessionActions.inc({ action: 'resume' });
+      return reply.code(202).send({ sessionId: request.params.id, requestId, accepted: true });
+    },
+  );
+
+  api.get(
+    '/sessions/:id/history',
+    {
+      schema: {
+        tags,
+        summary: "The session's history in stream order",
+        description:
+          "JSON: entries with their stream ids. JSONL (`?format=jsonl` or `Accept: application/x-ndjson`): one entry per line in seed 004's line format.",
+        params: SessionParams,
+        querystring: HistoryQuery,
+        response: {
+          200: {
+            description: 'History entries',
+            content: {
+              'application/json': { schema: z.array(StoredHistoryEntry) },
+              [JSONL]: { schema: z.string() },
+            },
+          },
+          404: ApiError,
+          503: ApiError,
+        },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params;
+      const { format, after, limit } = request.query;
+      const entries = await client.history(id, {
+        ...(after ? { after } : {}),
+        ...(limit ? { count: limit } : {}),
+      });
+      if (wantsJsonl(format, request.headers.accept)) {
+        const body = entries.map((e) => JSON.stringify(e.entry)).join('\n');
+        return reply.type(`${JSONL}; charset=utf-8`).send(entries.length > 0 ? `${body}\n` : '');
+      }
+      return reply.type('application/json; charset=utf-8').send(entries);
+    },
+  );
+}

@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { HistoryEntry } from '../../shared/domain/history.js';
+import { Session, SessionId } from '../../shared/domain/session.js';
+import { Task } from '../../shared/domain/task.js';
+
+/**
+ * The HTTP API's own shapes. Requests reuse the client's SubmitRequest/ResumeRequest and the
+ * domain schemas, so validation, the TypeScript types and the OpenAPI document share one source.
+ */
+
+export const SessionParams = z.object({ id: SessionId });
+
+/** A Redis stream id, the cursor of a session's history (`1700000000000-0`). */
+export const StreamId = z
+  .string()
+  .regex(/^\d+-\d+$/, 'a history stream id looks like 1700000000000-0');
+
+export const ListQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+  offset: z.coerce.number().int().min(0).default(0),
+});
+
+export const HistoryQuery = z.object({
+  /** jsonl: seed 004's line format, one entry per line (also chosen by Accept: application/x-ndjson). */
+  format: z.enum(['json', 'jsonl']).optional(),
+  /** Only entries after this stream id. */
+  after: StreamId.optional(),
+  limit: z.coerce.number().int().min(1).max(100_000).optional(),
+});
+
+export const EventsQuery = z.object({
+  /** Resume after this stream id; the Last-Event-ID header does the same and wins. */
+  after: StreamId.optional(),
+});
+
+export const Counters = z.object({ open: z.number().int(), active: z.number().int() });
+
+export const SessionView = z.object({
+  session: Session,
+  tasks: z.array(Task),
+  counters: Counters,
+});
+
+export const StoredHistoryEntry = z.object({ id: StreamId, entry: HistoryEntry });
+
+/** Fastify hands a POST without a body over as null: both cancel and resume accept none. */
+export const CancelRequest = z
+  .strictObject({ reason: z.string().min(1).max(2_000).optional() })
+  .nullish();
+
+export const Accepted = z.object({
+  sessionId: SessionId,
+  /** The resume request's id (resume only). */
+  requestId: z.string().optional(),
+  accepted: z.literal(true),
+});
+
+export const Health = z.object({
+  status: z.enum(['ok', 'unavailable']),
+  redis: z.string().optional(),
+});

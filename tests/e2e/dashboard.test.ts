@@ -1,0 +1,47 @@
+import { randomUUID } from 'node:crypto';
+import type { ChildProcess } from 'node:child_process';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { orq, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
+
+const children: ChildProcess[] = [];
+afterEach(async () => {
+  await Promise.all(children.splice(0).map((c) => stopProcess(c)));
+});
+
+describe('orq dashboard', () => {
+  it('serves the HTTP API and Bull Board behind the token until SIGTERM', async () => {
+    const token = randomUUID();
+    const env = {
+      REDIS_URL: inject('redisUrl'),
+      ORQ_PREFIX: `d${randomUUID().slice(0, 8)}`,
+      ORQ_API_TOKEN: token,
+    };
+    const child = spawnOrq(['dashboard', '--port', '0'], { env });
+    children.push(child);
+    let stdout = '';
+    child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    await waitForOutput(child, 'OpenAPI at', 30_000);
+
+    const url = /HTTP API on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout)?.[1];
+    expect(url, stdout).toBeDefined();
+    expect(stdout).toContain(`${url}/admin/queues?token=<ORQ_API_TOKEN>`);
+    expect(stdout).not.toContain(token);
+
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    expect((await fetch(`${url}/sessions`)).status).toBe(401);
+    const list = await fetch(`${url}/sessions`, { headers: { authorization: `Bearer ${token}` } });
+    expect(list.status).toBe(200);
+    expect(await list.json()).toEqual([]);
+
+    expect(await stopProcess(child)).toBe(0);
+  });
+
+  it('refuses a non-loopback address without ORQ_API_TOKEN (exit code 2)', async () => {
+    const result = await orq(['dashboard', '--host', '0.0.0.0', '--port', '0'], {
+      env: { REDIS_URL: inject('redisUrl') },
+    });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/refusing to listen on 0\.0\.0\.0/);
+    expect(result.stderr).toContain('ORQ_API_TOKEN');
+  });
+});

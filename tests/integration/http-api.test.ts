@@ -1,0 +1,438 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createClient } from '../../src/producers/client.js';
+import { HistoryEntry } from '../../src/shared/domain/history.js';
+import { OrqError } from '../../src/shared/errors.js';
+import { startPrivateRedis } from '../../src/shared/redis-server.js';
+import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
+import { parseSseStream, type SseEvent } from '../../src/producers/http/sse.js';
+import { startCluster, type TestCluster } from '../support/cluster.js';
+
+const TOKEN = 'test-token-0123456789abcdef';
+const auth = { authorization: `Bearer ${TOKEN}` };
+const json = { ...auth, 'content-type': 'application/json' };
+
+let cluster: TestCluster;
+let server: RunningHttpServer;
+
+beforeAll(async () => {
+  cluster = await startCluster();
+  server = await startHttpServer({
+    client: cluster.client,
+    host: '127.0.0.1',
+    port: 0,
+    token: TOKEN,
+  });
+}, 30_000);
+
+afterAll(async () => {
+  await server?.close();
+  await cluster?.close();
+});
+
+const url = (path: string) => `${server.url}${path}`;
+
+async function submit(body: unknown): Promise<Response> {
+  return fetch(url('/sessions'), { method: 'POST', headers: json, body: JSON.stringify(body) });
+}
+
+/** Polls until `check` returns a value, or fails after `timeoutMs`. */
+async function waitFor<T>(
+  check: () => Promise<T | undefined>,
+  what: string,
+  timeoutMs = 20_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+type View = {
+  session: { id: string; state: string };
+  tasks: { id: string; state: string }[];
+  counters: { open: number; active: number };
+};
+
+async function waitForState(id: string, state: string): Promise<View> {
+  return waitFor(async () => {
+    const res = await fetch(url(`/sessions/${id}`), { headers: auth });
+    const view = (await res.json()) as View;
+    return view.session?.state === state ? view : undefined;
+  }, `session ${id} to be ${state}`);
+}
+
+/** Stream ids `ms-seq` in numeric order. */
+function compareStreamIds(a: string, b: string): number {
+  const [am, as] = a.split('-').map(BigInt);
+  const [bm, bs] = b.split('-').map(BigInt);
+  if (am !== bm) return am! < bm! ? -1 : 1;
+  return as === bs ? 0 : as! < bs! ? -1 : 1;
+}
+
+async function readEvents(id: string, headers: Record<string, string> = {}): Promise<SseEvent[]> {
+  const res = await fetch(url(`/sessions/${id}/events`), { headers: { ...auth, ...headers } });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+  return parseSseStream(await res.text());
+}
+
+describe('HTTP API auth', () => {
+  it('refuses a request without a token or with a wrong one, and accepts the right one', async () => {
+    const none = await fetch(url('/sessions'));
+    expect(none.status).toBe(401);
+    expect(((await none.json()) as { error: string }).error).toBe('UNAUTHORIZED');
+
+    const wrong = await fetch(url('/sessions'), { headers: { authorization: 'Bearer nope' } });
+    expect(wrong.status).toBe(401);
+
+    const right = await fetch(url('/sessions'), { headers: auth });
+    expect(right.status).toBe(200);
+  });
+
+  it('answers /healthz and /readyz without a token', async () => {
+    const health = await fetch(url('/healthz'));
+    expect(health.status).toBe(200);
+    const ready = await fetch(url('/readyz'));
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ok', redis: 'up' });
+  });
+
+  it('refuses to listen on a non-loopback address without a token', async () => {
+    const attempt = startHttpServer({ client: cluster.client, host: '0.0.0.0', port: 0 });
+    await expect(attempt).rejects.toBeInstanceOf(OrqError);
+    await expect(attempt).rejects.toThrow(/ORQ_API_TOKEN/);
+  });
+});
+
+describe('sessions over HTTP', () => {
+  it('creates a session that completes, and shows it with its tasks', async () => {
+    const res = await submit({ instruction: '認証機能とバリデーションを実装して' });
+    expect(res.status).toBe(201);
+    const session = (await res.json()) as { id: string; state: string };
+    expect(session.state).toBe('PLANNING');
+
+    const view = await waitForState(session.id, 'COMPLETED');
+    expect(view.tasks.length).toBeGreaterThanOrEqual(2);
+    expect(view.tasks.every((t) => t.state === 'DONE')).toBe(true);
+    expect(view.counters).toEqual({ open: 0, active: 0 });
+
+    const list = await fetch(url('/sessions?limit=50'), { headers: auth });
+    expect(((await list.json()) as { id: string }[]).map((s) => s.id)).toContain(session.id);
+  });
+
+  it('answers 400 naming the field for an empty instruction', async () => {
+    const res = await submit({ instruction: '   ' });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: string; issues: { path: string }[] };
+    expect(body.error).toBe('VALIDATION_FAILED');
+    expect(body.issues.map((i) => i.path)).toContain('instruction');
+  });
+
+  it('answers 400 naming an unknown config key and an unknown request key', async () => {
+    const badConfig = await submit({
+      instruction: 'x',
+      config: { refinement: { noiseTreshold: 4 } },
+    });
+    expect(badConfig.status).toBe(400);
+    const configBody = (await badConfig.json()) as { error: string; message: string };
+    expect(configBody.error).toBe('VALIDATION_FAILED');
+    expect(configBody.message).toContain('config.refinement.noiseTreshold');
+
+    const badKey = await submit({ instruction: 'x', priority: 3 });
+    expect(badKey.status).toBe(400);
+    expect(((await badKey.json()) as { message: string }).message).toContain('"priority"');
+  });
+
+  it('answers 404 for an unknown session on every session route', async () => {
+    const id = 'no-such-session';
+    for (const path of [`/sessions/${id}`, `/sessions/${id}/history`, `/sessions/${id}/events`]) {
+      const res = await fetch(url(path), { headers: auth });
+      expect(res.status, path).toBe(404);
+      expect(((await res.json()) as { error: string }).error).toBe('NOT_FOUND');
+    }
+    const cancel = await fetch(url(`/sessions/${id}/cancel`), { method: 'POST', headers: auth });
+    expect(cancel.status).toBe(404);
+  });
+
+  it('gives the same session for the same idempotency key (201, then 200)', async () => {
+    const key = `idem-${Date.now()}`;
+    const first = await submit({ instruction: 'write the docs', idempotencyKey: key });
+    const second = await submit({ instruction: 'write the docs', idempotencyKey: key });
+    expect(first.status).toBe(201);
+    expect(second.status).toBe(200);
+    const a = (await first.json()) as { id: string };
+    const b = (await second.json()) as { id: string };
+    expect(b.id).toBe(a.id);
+  });
+
+  it('answers 409 when resuming a session that is not blocked', async () => {
+    const { id } = (await (await submit({ instruction: 'tidy the tests' })).json()) as {
+      id: string;
+    };
+    await waitForState(id, 'COMPLETED');
+    const res = await fetch(url(`/sessions/${id}/resume`), {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ mode: 'retry' }),
+    });
+    expect(res.status).toBe(409);
+    expect(((await res.json()) as { error: string }).error).toBe('INVALID_STATE');
+  });
+
+  it('serves the history as JSON with stream ids and as JSONL', async () => {
+    const { id } = (await (await submit({ instruction: 'add logging and metrics' })).json()) as {
+      id: string;
+    };
+    await waitForState(id, 'COMPLETED');
+
+    const asJson = await fetch(url(`/sessions/${id}/history`), { headers: auth });
+    expect(asJson.headers.get('content-type')).toMatch(/^application\/json/);
+    const stored = (await asJson.json()) as { id: string; entry: unknown }[];
+    expect(stored.length).toBeGreaterThan(3);
+    for (const s of stored) expect(HistoryEntry.safeParse(s.entry).success).toBe(true);
+
+    const byQuery = await fetch(url(`/sessions/${id}/history?format=jsonl`), { headers: auth });
+    expect(byQuery.headers.get('content-type')).toMatch(/^application\/x-ndjson/);
+    const lines = (await byQuery.text()).trimEnd().split('\n');
+    expect(lines.map((l) => JSON.parse(l) as unknown)).toEqual(stored.map((s) => s.entry));
+
+    const byAccept = await fetch(url(`/sessions/${id}/history`), {
+      headers: { ...auth, accept: 'application/x-ndjson' },
+    });
+    expect((await byAccept.text()).trimEnd().split('\n')).toEqual(lines);
+  });
+});
+
+describe('server-sent events', () => {
+  it('streams the history in order while the session runs and ends with COMPLETED', async () => {
+    const { id } = (await (
+      await submit({ instruction: 'build the parser and the printer' })
+    ).json()) as {
+      id: string;
+    };
+    const events = await readEvents(id);
+
+    const entries = events.filter((e) => e.event === undefined);
+    const ids = entries.map((e) => e.id!);
+    expect(ids.length).toBeGreaterThan(3);
+    for (let i = 1; i < ids.length; i += 1) {
+      expect(compareStreamIds(ids[i - 1]!, ids[i]!), `${ids[i - 1]} < ${ids[i]}`).toBe(-1);
+    }
+    const last = HistoryEntry.parse(JSON.parse(entries.at(-1)!.data));
+    expect(last).toMatchObject({ type: 'state_change', entity: 'session', to: 'COMPLETED' });
+
+    const end = events.at(-1)!;
+    expect(end.event).toBe('end');
+    expect(JSON.parse(end.data)).toEqual({ sessionId: id, state: 'COMPLETED' });
+
+    // The same entries, in the same order, as the stored history.
+    const history = (await (
+      await fetch(url(`/sessions/${id}/history`), { headers: auth })
+    ).json()) as { id: string }[];
+    expect(ids).toEqual(history.map((h) => h.id));
+  });
+
+  it('resumes after the id given in Last-Event-ID, live and after the session finished', async () => {
+    const { id } = (await (await submit({ instruction: 'document the API' })).json()) as {
+      id: string;
+    };
+    // Live: the submit already wrote the first entries; resume after the very first one.
+    const [first] = (await (
+      await fetch(url(`/sessions/${id}/history?limit=1`), { headers: auth })
+    ).json()) as { id: string }[];
+    const live = (await readEvents(id, { 'last-event-id': first!.id })).filter(
+      (e) => e.event === undefined,
+    );
+
+    // Finished: the whole history, then resume from its middle.
+    const all = (await readEvents(id)).filter((e) => e.event === undefined);
+    expect(live.map((e) => e.id)).toEqual(all.slice(1).map((e) => e.id));
+    const cut = Math.floor(all.length / 2);
+    const rest = (await readEvents(id, { 'last-event-id': all[cut]!.id! })).filter(
+      (e) => e.event === undefined,
+    );
+    expect(rest.map((e) => e.id)).toEqual(all.slice(cut + 1).map((e) => e.id));
+  });
+
+  it('answers 400 for a Last-Event-ID that is not a stream id', async () => {
+    const { id } = (await (await submit({ instruction: 'one more' })).json()) as { id: string };
+    const res = await fetch(url(`/sessions/${id}/events`), {
+      headers: { ...auth, 'last-event-id': 'garbage' },
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { issues: { path: string }[] }).issues[0]!.path).toBe(
+      'last-event-id',
+    );
+  });
+});
+
+describe('a session that does not progress (no roles running)', () => {
+  let idle: TestCluster;
+  let idleServer: RunningHttpServer;
+  beforeAll(async () => {
+    idle = await startCluster({ pods: 0 });
+    idleServer = await startHttpServer({
+      client: idle.client,
+      host: '127.0.0.1',
+      port: 0,
+      token: TOKEN,
+      readOnlyBoard: true,
+    });
+  });
+  afterAll(async () => {
+    await idleServer?.close();
+    await idle?.close();
+  });
+
+  const sseClients = async () => {
+    const text = await (await fetch(`${idleServer.url}/metrics`, { headers: auth })).text();
+    return Number(/^orq_api_sse_clients (\d+)/m.exec(text)?.[1]);
+  };
+
+  it('releases an event stream when the client disconnects', async () => {
+    const created = await fetch(`${idleServer.url}/sessions`, {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ instruction: 'never planned' }),
+    });
+    const { id } = (await created.json()) as { id: string };
+    const controller = new AbortController();
+    const res = await fetch(`${idleServer.url}/sessions/${id}/events`, {
+      headers: auth,
+      signal: controller.signal,
+    });
+    const reader = res.body!.getReader();
+    let text = '';
+    while (!text.includes('"submitted"'))
+      text += new TextDecoder().decode((await reader.read()).value);
+    expect(await sseClients()).toBe(1);
+    controller.abort();
+    await waitFor(async () => ((await sseClients()) === 0 ? true : undefined), 'stream cleanup');
+  });
+
+  it('accepts a cancel (202) that the coordinator then applies', async () => {
+    const created = await fetch(`${idleServer.url}/sessions`, {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ instruction: 'to be cancelled' }),
+    });
+    const { id } = (await created.json()) as { id: string };
+    const res = await fetch(`${idleServer.url}/sessions/${id}/cancel`, {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ reason: 'changed my mind' }),
+    });
+    expect(res.status).toBe(202);
+    await idle.startPod(['coordinator']);
+    const view = await idle.client.wait(id, { timeoutMs: 20_000 });
+    expect(view.session.state).toBe('CANCELLED');
+  });
+
+  it('serves Bull Board in read-only mode when asked', async () => {
+    const res = await fetch(`${idleServer.url}/admin/queues/api/queues`, { headers: auth });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { queues: { name: string; readOnlyMode: boolean }[] };
+    expect(body.queues.map((q) => q.name).sort()).toEqual([
+      'coordinator',
+      'judge',
+      'plan',
+      'replan',
+      'work',
+    ]);
+    expect(body.queues.every((q) => q.readOnlyMode)).toBe(true);
+  });
+});
+
+describe('documents and metrics', () => {
+  it('serves an OpenAPI document with every route and the zod schemas as components', async () => {
+    const res = await fetch(url('/openapi.json'), { headers: auth });
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as {
+      openapi: string;
+      paths: Record<string, Record<string, unknown>>;
+      components: { schemas: Record<string, unknown> };
+    };
+    expect(doc.openapi).toMatch(/^3\./);
+    for (const path of [
+      '/sessions',
+      '/sessions/{id}',
+      '/sessions/{id}/cancel',
+      '/sessions/{id}/resume',
+      '/sessions/{id}/history',
+      '/sessions/{id}/events',
+      '/healthz',
+      '/readyz',
+      '/metrics',
+    ]) {
+      expect(Object.keys(doc.paths)).toContain(path);
+    }
+    expect(Object.keys(doc.paths).some((p) => p.startsWith('/admin'))).toBe(false);
+    expect(doc.components.schemas).toHaveProperty('Session');
+    expect(doc.components.schemas).toHaveProperty('SubmitRequestInput');
+    expect(JSON.stringify(doc.paths['/sessions']!.post)).toContain('SubmitRequest');
+  });
+
+  it('exposes queue depths per orq queue and sessions by state to Prometheus', async () => {
+    const { id } = (await (await submit({ instruction: 'count me' })).json()) as { id: string };
+    await waitForState(id, 'COMPLETED');
+    const res = await fetch(url('/metrics'), { headers: auth });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+    const text = await res.text();
+    for (const queue of ['plan', 'judge', 'work', 'replan', 'coordinator']) {
+      for (const state of ['waiting', 'active', 'delayed', 'failed']) {
+        expect(text).toMatch(
+          new RegExp(`^orq_queue_jobs\\{queue="${queue}",state="${state}"\\} \\d+$`, 'm'),
+        );
+      }
+    }
+    expect(
+      Number(/^orq_sessions\{state="COMPLETED"\} (\d+)$/m.exec(text)?.[1]),
+    ).toBeGreaterThanOrEqual(1);
+    expect(text).toMatch(/^orq_redis_up 1$/m);
+    // The builtin provider reports token usage like a real one: the planner spent some.
+    expect(
+      Number(/^orq_llm_tokens\{role="planner",direction="out"\} (\d+)$/m.exec(text)?.[1]),
+    ).toBeGreaterThan(0);
+    expect(text).toMatch(/^orq_api_sessions_submitted_total\{outcome="created"\} \d+$/m);
+  });
+});
+
+describe('with Redis down', () => {
+  it('answers 503 on /readyz and the session routes, and keeps /healthz at 200', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orq-http-redis-'));
+    const redis = await startPrivateRedis({ dir, appendonly: false });
+    const client = await createClient({ connection: redis.url });
+    const down = await startHttpServer({ client, host: '127.0.0.1', port: 0, token: TOKEN });
+    try {
+      expect((await fetch(`${down.url}/readyz`)).status).toBe(200);
+      await redis.stop();
+
+      const ready = await fetch(`${down.url}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toEqual({ status: 'unavailable', redis: 'unreachable' });
+      expect((await fetch(`${down.url}/healthz`)).status).toBe(200);
+
+      const list = await fetch(`${down.url}/sessions`, { headers: auth });
+      expect(list.status).toBe(503);
+      const body = (await list.json()) as { error: string; message: string };
+      expect(body.error).toBe('REDIS_UNAVAILABLE');
+      expect(body.message).toMatch(/Redis is unreachable/);
+
+      const metrics = await fetch(`${down.url}/metrics`, { headers: auth });
+      expect(metrics.status).toBe(200);
+      expect(await metrics.text()).toMatch(/^orq_redis_up 0$/m);
+    } finally {
+      await down.close();
+      await client.close();
+      await redis.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
