@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from 'commander';
 import { resolve } from 'node:path';
 import { loadConfig } from '../../shared/config/load.js';
 import type { OrqConfig } from '../../shared/config/schema.js';
@@ -38,9 +39,10 @@ export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
+/** Commander reports an InvalidArgumentError as a usage error (exit 2) naming the option. */
 export function parsePositiveInt(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1)
-    throw new Error(`expected a positive whole number, got "${value}"`);
+    throw new InvalidArgumentError(`expected a positive whole number, got "${value}"`);
   return n;
 }

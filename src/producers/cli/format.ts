@@ -1,8 +1,37 @@
 import type { HistoryEntry } from '../../shared/domain/history.js';
+import type { Session } from '../../shared/domain/session.js';
+import { TaskState, type Task } from '../../shared/domain/task.js';
 import type { SessionView } from '../client.js';
 
 const time = (iso: string) => iso.slice(11, 19);
 const clip = (text: string, max = 120) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim();
+
+/** East Asian wide and fullwidth characters (and emoji) take two terminal columns. */
+const WIDE =
+  /[\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff\ua000-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6\u{1f300}-\u{1faff}\u{20000}-\u{3fffd}]/u;
+
+const charWidth = (ch: string) => (WIDE.test(ch) ? 2 : 1);
+
+/** Terminal columns a string takes. */
+export function displayWidth(text: string): number {
+  let width = 0;
+  for (const ch of text) width += charWidth(ch);
+  return width;
+}
+
+/** Cuts a line to `width` terminal columns, so a redraw erases exactly the lines it drew. */
+export function clipToWidth(text: string, width: number): string {
+  if (displayWidth(text) <= width) return text;
+  let used = 0;
+  let out = '';
+  for (const ch of text) {
+    if (used + charWidth(ch) > width - 1) break;
+    used += charWidth(ch);
+    out += ch;
+  }
+  return `${out}…`;
+}
 
 /** One readable progress line for a history entry. */
 export function formatHistoryEntry(entry: HistoryEntry): string {
@@ -10,7 +39,7 @@ export function formatHistoryEntry(entry: HistoryEntry): string {
   const head = `[${time(entry.timestamp)}] ${who}`;
   switch (entry.type) {
     case 'state_change':
-      return `${head}${entry.entity === 'session' ? 'session ' : ''}${entry.from ? `${entry.from} → ` : ''}${entry.to}${entry.reason ? `  (${clip(entry.reason, 100)})` : ''}`;
+      return `${head}${entry.entity === 'session' ? 'session ' : ''}${entry.from ? `${entry.from} → ` : ''}${entry.to}${entry.reason ? `  (${clip(oneLine(entry.reason), 100)})` : ''}`;
     case 'plan': {
       const tasks =
         'tasks' in entry.plan && Array.isArray(entry.plan.tasks) ? entry.plan.tasks.length : 0;
@@ -19,47 +48,235 @@ export function formatHistoryEntry(entry: HistoryEntry): string {
     case 'judgement': {
       const j = entry.judgement as Record<string, unknown>;
       return entry.subject === 'plan'
-        ? `${head}judge scored the plan ${String(j.score ?? 'n/a')} (${j.isAcceptable ? 'acceptable' : 'not acceptable'})`
-        : `${head}judge: ${j.success ? 'success' : 'not done'}${j.reason ? ` — ${clip(String(j.reason), 100)}` : ''}`;
+        ? `${head}judge scored the plan ${String(j.score ?? 'n/a')} (${j.isAcceptable ? 'acceptable' : 'not acceptable'})${Array.isArray(j.samples) && j.samples.length > 1 ? ` — median of ${j.samples.join(', ')}, spread ${String(j.spread)}` : ''}`
+        : `${head}judge: ${j.success ? 'success' : 'not done'}${j.reason ? ` — ${clip(oneLine(String(j.reason)), 100)}` : ''}`;
     }
     case 'decision':
-      return `${head}decision ${entry.decision}: ${clip(entry.reason)}`;
+      return `${head}decision ${entry.decision}: ${clip(oneLine(entry.reason))}`;
     case 'execution':
       return `${head}executed attempt ${entry.attempt}: ${clip(entry.result.output.split('\n')[0] ?? '', 100)}`;
     case 'error':
-      return `${head}error in ${entry.role}: ${clip(entry.message)}`;
+      return `${head}error in ${entry.role}: ${clip(oneLine(entry.message))}`;
     case 'revision':
-      return `${head}revision: ${clip(entry.reason)}`;
+      return `${head}revision: ${clip(oneLine(entry.reason))}`;
     case 'reflection':
       return `${head}reflection`;
     case 'action':
-      return `${head}action ${entry.tool}${entry.error ? ` failed: ${clip(entry.error)}` : ''}`;
+      return `${head}action ${entry.tool}${entry.error ? ` failed: ${clip(oneLine(entry.error))}` : ''}`;
   }
 }
 
-/** A plain-text table of a session's tasks. */
-export function formatSessionTable(view: SessionView): string {
-  const { session, tasks } = view;
-  const lines = [
-    `session ${session.id}  ${session.state}`,
-    `instruction: ${clip(session.instruction, 200)}`,
-  ];
-  if (session.failure) lines.push(`failure: ${session.failure.code}: ${session.failure.reason}`);
-  if (tasks.length === 0) return lines.join('\n');
-  const rows = tasks.map((t) => [
-    t.id,
-    t.state + (t.replanPending ? ' (replanning)' : ''),
-    String(t.attempts),
-    t.dependencies.join(',') || '-',
-    clip(t.title, 60),
-  ]);
-  const header = ['TASK', 'STATE', 'ATTEMPTS', 'DEPENDS ON', 'TITLE'];
+/** How many tasks are in each state, in the order of the TaskState enum. */
+export function countTaskStates(tasks: readonly Task[]): [TaskState, number][] {
+  const counts = new Map<TaskState, number>();
+  for (const task of tasks) counts.set(task.state, (counts.get(task.state) ?? 0) + 1);
+  return TaskState.options.flatMap((state) => {
+    const n = counts.get(state);
+    return n ? [[state, n] as [TaskState, number]] : [];
+  });
+}
+
+/** `5 tasks: 3 DONE · 1 RUNNING · 1 READY` */
+export function formatTaskCounts(tasks: readonly Task[]): string {
+  const counts = countTaskStates(tasks).map(([state, n]) => `${n} ${state}`);
+  return `${tasks.length} task${tasks.length === 1 ? '' : 's'}${counts.length ? `: ${counts.join(' · ')}` : ''}`;
+}
+
+/** Aligned columns; the last column is not padded. */
+function renderTable(header: string[], rows: string[][]): string[] {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const render = (r: string[]) =>
     r
       .map((c, i) => c.padEnd(widths[i] ?? 0))
       .join('  ')
       .trimEnd();
-  lines.push('', render(header), ...rows.map(render));
+  return [render(header), ...rows.map(render)];
+}
+
+const taskState = (t: Task) => t.state + (t.replanPending ? ' (replanning)' : '');
+
+function sessionHeader(session: Session): string[] {
+  const lines = [
+    `session ${session.id}  ${session.state}`,
+    `instruction: ${clip(oneLine(session.instruction), 200)}`,
+  ];
+  if (session.failure) lines.push(`failure: ${session.failure.code}: ${session.failure.reason}`);
+  return lines;
+}
+
+/** A plain-text table of a session's tasks (`orq status <id>`). */
+export function formatSessionTable(view: SessionView): string {
+  const { session, tasks } = view;
+  const lines = [...sessionHeader(session), ...formatUsage(view)];
+  if (tasks.length === 0) return lines.join('\n');
+  lines.push(formatTaskCounts(tasks));
+  const rows = tasks.map((t) => [
+    t.id,
+    taskState(t),
+    String(t.attempts),
+    t.dependencies.join(',') || '-',
+    taskTokens(view, t.id),
+    clip(oneLine(t.title), 60),
+  ]);
+  lines.push(
+    '',
+    ...renderTable(['TASK', 'STATE', 'ATTEMPTS', 'DEPENDS ON', 'TOKENS IN/OUT', 'TITLE'], rows),
+  );
   return lines.join('\n');
+}
+
+const usd = (value: number) =>
+  `$${value < 0.01 && value > 0 ? value.toPrecision(2) : value.toFixed(2)}`;
+
+function taskTokens(view: SessionView, taskId: string): string {
+  const used = view.usage?.byTask[taskId];
+  return used ? `${used.inputTokens}/${used.outputTokens}` : '-';
+}
+
+/** Tokens per role with the USD estimate, and the budget when the session has one. */
+export function formatUsage(view: SessionView): string[] {
+  const { usage } = view;
+  const budget = view.session.config.budget;
+  if (!usage) return [];
+  const { total } = usage;
+  const lines: string[] = [];
+  if (total.calls > 0 || usage.failedCalls > 0) {
+    const unpriced = usage.unpricedCalls
+      ? ` (without ${usage.unpricedCalls} call(s) to models missing from budget.prices)`
+      : '';
+    lines.push(
+      `tokens: ${total.inputTokens + total.outputTokens} (in ${total.inputTokens}, out ${total.outputTokens}) ` +
+        `in ${total.calls} call(s), ≈ ${usd(total.usd)}${unpriced}`,
+    );
+    const rows = Object.entries(usage.byRole).map(([role, u]) => [
+      `  ${role}`,
+      String(u.inputTokens),
+      String(u.outputTokens),
+      String(u.calls),
+      usd(u.usd),
+    ]);
+    lines.push(...renderTable(['  ROLE', 'IN', 'OUT', 'CALLS', 'USD'], rows));
+  }
+  const limits = [
+    ...(budget.maxTokens !== undefined
+      ? [`${total.inputTokens + total.outputTokens} of ${budget.maxTokens} tokens`]
+      : []),
+    ...(budget.maxUsd !== undefined ? [`${usd(total.usd)} of ${usd(budget.maxUsd)}`] : []),
+  ];
+  if (limits.length > 0) {
+    const state = usage.exhausted
+      ? `exhausted (${usage.exhausted.limit}), ${usage.denied} call(s) refused`
+      : `${usage.reserved.tokens} tokens reserved by calls in flight`;
+    lines.push(`budget: ${limits.join(', ')}; ${state}`);
+  }
+  return lines;
+}
+
+/** The recent sessions (`orq status` without an id). */
+export function formatSessionList(sessions: readonly Session[]): string {
+  if (sessions.length === 0) return 'no sessions yet: submit one with `orq submit "<instruction>"`';
+  const rows = sessions.map((s) => [
+    s.id,
+    s.state,
+    s.createdAt.slice(0, 19).replace('T', ' '),
+    clip(oneLine(s.instruction), 60),
+  ]);
+  return renderTable(['SESSION', 'STATE', 'CREATED', 'INSTRUCTION'], rows).join('\n');
+}
+
+/** Tasks that need a person's eye come first when the live view has no room for all. */
+const ATTENTION: readonly TaskState[] = [
+  'RUNNING',
+  'NEEDS_CONTINUATION',
+  'BLOCKED',
+  'READY',
+  'DONE',
+  'SKIPPED',
+  'CANCELLED',
+  'REPLACED_BY_REPLAN',
+];
+
+/** At most `max` tasks, the most relevant ones, kept in plan order. */
+export function pickVisibleTasks(tasks: readonly Task[], max: number): Task[] {
+  if (tasks.length <= max) return [...tasks];
+  const rank = (t: Task) => ATTENTION.indexOf(t.state) + (t.replanPending ? -0.5 : 0);
+  const chosen = new Set(
+    tasks
+      .map((task, index) => ({ task, index }))
+      .sort((a, b) => rank(a.task) - rank(b.task) || a.index - b.index)
+      .slice(0, Math.max(0, max))
+      .map(({ task }) => task),
+  );
+  return tasks.filter((t) => chosen.has(t));
+}
+
+export interface LiveViewSize {
+  /** Terminal rows; the frame never uses more (log-update would cut its top). */
+  rows?: number | undefined;
+  /** Terminal columns; longer lines are clipped so a redraw erases exactly what it drew. */
+  columns?: number | undefined;
+}
+
+export const LIVE_HISTORY_LINES = 5;
+
+/**
+ * The frame `orq watch` redraws in a terminal: the session's state, counts by task state, a
+ * table of tasks with state and attempts, and the last few history lines.
+ */
+export function formatLiveView(
+  view: SessionView,
+  recent: readonly HistoryEntry[],
+  size: LiveViewSize = {},
+): string {
+  const { session, tasks } = view;
+  const rows = Math.max(size.rows || 24, 10);
+  const columns = Math.max(size.columns || 80, 20);
+  const head = sessionHeader(session);
+  head.push(formatTaskCounts(tasks));
+  const tail = recent.slice(-LIVE_HISTORY_LINES).map(formatHistoryEntry);
+  const footer: string[] = [];
+  if (session.state === 'BLOCKED') footer.push(`blocked: \`orq resume ${session.id}\` to go on`);
+
+  // Room for task rows: the terminal minus header, blank lines, table header, history, footer,
+  // and one spare line because log-update ends every frame with a newline.
+  const fixed = head.length + 1 + 1 + (tail.length ? tail.length + 2 : 0) + footer.length + 1;
+  const room = Math.max(rows - fixed, 1);
+  let visible = pickVisibleTasks(tasks, room);
+  if (visible.length < tasks.length) visible = pickVisibleTasks(tasks, Math.max(room - 1, 0));
+  const table = tasks.length
+    ? renderTable(
+        ['TASK', 'STATE', 'ATTEMPTS', 'TITLE'],
+        visible.map((t) => [t.id, taskState(t), String(t.attempts), oneLine(t.title)]),
+      )
+    : ['(no tasks yet: planning)'];
+  if (visible.length < tasks.length) table.push(`… ${tasks.length - visible.length} more`);
+
+  const lines = [
+    ...head,
+    '',
+    ...table,
+    ...(tail.length ? ['', 'recent:', ...tail] : []),
+    ...footer,
+  ];
+  return lines.map((line) => clipToWidth(line, columns - 1)).join('\n');
+}
+
+/** What a person should know when a followed session ends other than COMPLETED. */
+export function formatOutcomeNotice(view: SessionView): string | undefined {
+  const { session, tasks } = view;
+  switch (session.state) {
+    case 'BLOCKED': {
+      const blocked = tasks.filter((t) => t.state === 'BLOCKED').map((t) => t.id);
+      return `session ${session.id} is BLOCKED (${blocked.join(', ') || 'no task'}). Run \`orq resume ${session.id}\` to retry, with --skip to go on without, or --note TEXT to continue with a note`;
+    }
+    case 'COMPLETED':
+      return undefined;
+    case 'CANCELLED':
+      return `session ${session.id} was CANCELLED`;
+    default: {
+      // FAILED, BUDGET_EXHAUSTED and any later end state: say why when the session knows.
+      const why = session.failure ? `: ${session.failure.code}: ${session.failure.reason}` : '';
+      return `session ${session.id} is ${session.state}${why}`;
+    }
+  }
 }

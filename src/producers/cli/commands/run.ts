@@ -4,7 +4,8 @@ import type { Role } from '../../../shared/queues.js';
 import { startRoles } from '../../../workers/registry.js';
 import { createClient } from '../../client.js';
 import { cliConfig, parsePositiveInt, printJson } from '../common.js';
-import { formatHistoryEntry, formatSessionTable } from '../format.js';
+import { followMode, followSession, reportOutcome, stopOnSignals } from '../follow.js';
+import { formatSessionTable } from '../format.js';
 import { redisForCli } from '../redis-for-cli.js';
 import { ExitCode } from '../run-cli.js';
 
@@ -49,32 +50,25 @@ export function registerRunCommand(program: Command): void {
         ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
       });
       const client = await createClient({ connection: redis.url, config });
-      const stop = new AbortController();
-      const onSignal = () => stop.abort();
-      process.once('SIGINT', onSignal);
-      process.once('SIGTERM', onSignal);
+      const stop = stopOnSignals();
       try {
         const session = await client.submit({ instruction });
         out.write(`orq: session ${session.id} submitted\n`);
-        for await (const { entry } of client.watch(session.id, {
-          until: 'settled',
-          signal: stop.signal,
-        })) {
-          out.write(`${formatHistoryEntry(entry)}\n`);
-        }
-        const view = await client.get(session.id);
+        const mode = followMode(out, false);
+        const view = await followSession(client, session.id, { mode, out, signal: stop.signal });
         if (options.json) printJson(view);
-        else out.write(`\n${formatSessionTable(view)}\n`);
-        if (view.session.state === 'BLOCKED') {
+        // The live frame already shows the table; plain progress ends with it.
+        else if (mode !== 'live') out.write(`\n${formatSessionTable(view)}\n`);
+        if (view.session.state === 'BLOCKED' && !stop.interrupted()) {
           out.write(
             `orq: the session is blocked. Start the roles (\`orq start\`) and run \`orq resume ${session.id}\` to go on.\n`,
           );
+          process.exitCode = ExitCode.NOT_COMPLETED;
+        } else {
+          process.exitCode = reportOutcome(view, stop.interrupted());
         }
-        process.exitCode =
-          view.session.state === 'COMPLETED' ? ExitCode.OK : ExitCode.NOT_COMPLETED;
       } finally {
-        process.off('SIGINT', onSignal);
-        process.off('SIGTERM', onSignal);
+        stop.dispose();
         await client.close();
         await pod.close(10_000);
         await redis.release();

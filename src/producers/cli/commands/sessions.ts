@@ -1,9 +1,11 @@
 import { readFileSync } from 'node:fs';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
+import { FINISHED_SESSION_STATES } from '../../../shared/domain/session.js';
 import { OrqError } from '../../../shared/errors.js';
-import { printJson, withClient } from '../common.js';
-import { formatHistoryEntry, formatSessionTable } from '../format.js';
-import { ExitCode } from '../run-cli.js';
+import type { SessionView } from '../../client.js';
+import { parsePositiveInt, printJson, withClient } from '../common.js';
+import { followMode, followSession, reportOutcome, stopOnSignals } from '../follow.js';
+import { formatHistoryEntry, formatSessionList, formatSessionTable } from '../format.js';
 
 const configOption = ['-c, --config <file>', 'configuration file (YAML or JSON)'] as const;
 
@@ -57,25 +59,21 @@ export function registerSessionCommands(program: Command): void {
 
   program
     .command('status')
-    .description('Show a session and its tasks, or list recent sessions')
+    .description('Show a session and a table of its tasks, or list recent sessions')
     .argument('[sessionId]')
     .option(...configOption)
-    .option('--limit <n>', 'sessions to list', '20')
-    .option('--json', 'print JSON')
+    .option('--limit <n>', 'sessions to list', parsePositiveInt, 20)
+    .option('--json', 'print JSON (the session with its tasks, or the list of sessions)')
     .action(
       async (
         sessionId: string | undefined,
-        options: { config?: string; limit: string; json?: boolean },
+        options: { config?: string; limit: number; json?: boolean },
       ) =>
         withClient(options, async (client) => {
           if (!sessionId) {
-            const sessions = await client.list({ limit: Number(options.limit) || 20 });
-            if (options.json) return printJson(sessions);
-            for (const s of sessions) {
-              process.stdout.write(
-                `${s.id}  ${s.state.padEnd(9)}  ${s.createdAt}  ${s.instruction.slice(0, 60)}\n`,
-              );
-            }
+            const sessions = await client.list({ limit: options.limit });
+            if (options.json) printJson(sessions);
+            else process.stdout.write(`${formatSessionList(sessions)}\n`);
             return;
           }
           const view = await client.get(sessionId);
@@ -86,19 +84,26 @@ export function registerSessionCommands(program: Command): void {
 
   program
     .command('watch')
-    .description('Follow a session until it finishes or blocks')
+    .description(
+      'Follow a session until it finishes or blocks: a live view in a terminal, plain lines otherwise',
+    )
     .argument('<sessionId>')
     .option(...configOption)
     .option('--json', 'print each history entry as a JSON line')
     .action(async (sessionId: string, options: { config?: string; json?: boolean }) =>
       withClient(options, async (client) => {
-        for await (const { entry } of client.watch(sessionId, { until: 'settled' })) {
-          process.stdout.write(
-            `${options.json ? JSON.stringify(entry) : formatHistoryEntry(entry)}\n`,
-          );
+        const stop = stopOnSignals();
+        let view: SessionView;
+        try {
+          view = await followSession(client, sessionId, {
+            mode: followMode(process.stdout, options.json),
+            out: process.stdout,
+            signal: stop.signal,
+          });
+        } finally {
+          stop.dispose();
         }
-        const { session } = await client.get(sessionId);
-        process.exitCode = session.state === 'COMPLETED' ? ExitCode.OK : ExitCode.NOT_COMPLETED;
+        process.exitCode = reportOutcome(view, stop.interrupted());
       }),
     );
 
@@ -109,7 +114,9 @@ export function registerSessionCommands(program: Command): void {
     )
     .argument('<sessionId>')
     .option(...configOption)
-    .option('--skip', 'skip the blocked tasks so their dependents go on')
+    .addOption(
+      new Option('--skip', 'skip the blocked tasks so their dependents go on').conflicts('note'),
+    )
     .option('--note <text>', 'continue the blocked tasks with this note as feedback')
     .option('--task <id...>', 'only these tasks (default: every blocked task)')
     .action(
@@ -118,9 +125,6 @@ export function registerSessionCommands(program: Command): void {
         options: { config?: string; skip?: boolean; note?: string; task?: string[] },
       ) =>
         withClient(options, async (client) => {
-          if (options.skip && options.note) {
-            throw new OrqError('VALIDATION_FAILED', '--skip and --note exclude each other');
-          }
           const mode = options.skip ? 'skip' : options.note ? 'continue' : 'retry';
           await client.resume(sessionId, {
             mode,
@@ -139,6 +143,13 @@ export function registerSessionCommands(program: Command): void {
     .option('--reason <text>', 'recorded in the history', 'cancelled by user')
     .action(async (sessionId: string, options: { config?: string; reason: string }) =>
       withClient(options, async (client) => {
+        const { session } = await client.get(sessionId);
+        if (FINISHED_SESSION_STATES.includes(session.state)) {
+          throw new OrqError('INVALID_STATE', `Session ${sessionId} is already ${session.state}`, {
+            hint: 'Only sessions still planning, running or blocked can be cancelled.',
+            details: { sessionId, state: session.state },
+          });
+        }
         await client.cancel(sessionId, options.reason);
         process.stdout.write(`cancel requested for ${sessionId}\n`);
       }),
@@ -150,15 +161,22 @@ export function registerSessionCommands(program: Command): void {
     .argument('<sessionId>')
     .option(...configOption)
     .option('--jsonl', 'one JSON object per line (seed 004 line format)')
-    .action(async (sessionId: string, options: { config?: string; jsonl?: boolean }) =>
-      withClient(options, async (client) => {
-        if (options.jsonl) {
-          process.stdout.write(await client.historyJsonl(sessionId));
-          return;
-        }
-        for (const { entry } of await client.history(sessionId)) {
-          process.stdout.write(`${formatHistoryEntry(entry)}\n`);
-        }
-      }),
+    .addOption(new Option('--json', 'one JSON array of the entries').conflicts('jsonl'))
+    .action(
+      async (sessionId: string, options: { config?: string; jsonl?: boolean; json?: boolean }) =>
+        withClient(options, async (client) => {
+          if (options.jsonl) {
+            process.stdout.write(await client.historyJsonl(sessionId));
+            return;
+          }
+          const entries = await client.history(sessionId);
+          if (options.json) {
+            printJson(entries.map(({ entry }) => entry));
+            return;
+          }
+          for (const { entry } of entries) {
+            process.stdout.write(`${formatHistoryEntry(entry)}\n`);
+          }
+        }),
     );
 }

@@ -1,7 +1,8 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { createLogger } from '../../../shared/logger.js';
 import { Role } from '../../../shared/queues.js';
 import { OrqError } from '../../../shared/errors.js';
+import { createRoleMetrics, startMetricsServer } from '../../../workers/metrics.js';
 import { startRoles } from '../../../workers/registry.js';
 import { cliConfig, parsePositiveInt } from '../common.js';
 
@@ -42,12 +43,26 @@ export function registerStartCommand(program: Command): void {
       30_000,
     )
     .option('-c, --config <file>', 'configuration file (YAML or JSON)')
+    .option(
+      '--metrics-port <n>',
+      'serve Prometheus metrics (job durations per role) on this port at /metrics',
+      parsePositiveInt,
+    )
+    .option('--metrics-host <host>', 'address of the metrics listener', '0.0.0.0')
+    .addOption(
+      new Option('--latency <ms>', 'simulated builtin model latency (benchmarks)')
+        .argParser(Number)
+        .hideHelp(),
+    )
     .action(
       async (options: {
         roles: string;
         concurrency?: number;
         shutdownTimeout: number;
         config?: string;
+        latency?: number;
+        metricsPort?: number;
+        metricsHost: string;
       }) => {
         const roles = parseRoles(options.roles);
         const config = cliConfig(options);
@@ -57,25 +72,42 @@ export function registerStartCommand(program: Command): void {
           });
         }
         const logger = createLogger({ level: config.logLevel });
+        // Listen before starting: a SIGTERM that arrives while the consumers connect, or just after
+        // 'roles started' is logged, must still close them gracefully instead of killing the process.
+        const stopSignal = new Promise<string>((resolve) => {
+          process.once('SIGTERM', () => resolve('SIGTERM'));
+          process.once('SIGINT', () => resolve('SIGINT'));
+        });
+        const metrics = options.metricsPort ? createRoleMetrics() : undefined;
+        // Counts and durations only, no session data: fine for a scraper beyond loopback. Listen
+        // before the consumers start, so a taken port fails the command before it takes jobs.
+        const metricsServer = metrics
+          ? await startMetricsServer(metrics, {
+              host: options.metricsHost,
+              port: options.metricsPort!,
+            })
+          : undefined;
         const pod = await startRoles({
           roles,
           connection: config.redis.url,
           config,
           logger,
           ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+          ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
+          ...(metrics ? { metrics } : {}),
         });
-        await new Promise<void>((resolve) => {
-          const shutdown = (signal: string) => {
-            logger.info(
-              { signal, timeoutMs: options.shutdownTimeout },
-              'shutting down: finishing active jobs',
-            );
-            void pod.close(options.shutdownTimeout).then(resolve);
-          };
-          process.once('SIGTERM', () => shutdown('SIGTERM'));
-          process.once('SIGINT', () => shutdown('SIGINT'));
-        });
+        if (metricsServer) logger.info({ url: metricsServer.url }, 'metrics listening');
+        const signal = await stopSignal;
+        logger.info(
+          { signal, timeoutMs: options.shutdownTimeout },
+          'shutting down: finishing active jobs',
+        );
+        await pod.close(options.shutdownTimeout);
+        await metricsServer?.close();
         logger.info('stopped');
+        // A job that ignored the shutdown abort must not keep a stopped pod alive past its bound
+        // (unref'd: a pod whose work all ended exits at once, as usual).
+        setTimeout(() => process.exit(), 1_000).unref();
       },
     );
 }

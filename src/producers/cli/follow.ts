@@ -1,0 +1,118 @@
+import { createLogUpdate } from 'log-update';
+import type { HistoryEntry } from '../../shared/domain/history.js';
+import type { OrqClient, SessionView } from '../client.js';
+import {
+  formatHistoryEntry,
+  formatLiveView,
+  formatOutcomeNotice,
+  LIVE_HISTORY_LINES,
+} from './format.js';
+import { ExitCode } from './run-cli.js';
+
+/**
+ * live: a frame redrawn in place (a terminal); lines: one readable line per history entry;
+ * jsonl: one history entry as JSON per line (for other programs).
+ */
+export type FollowMode = 'live' | 'lines' | 'jsonl';
+
+export interface FollowOptions {
+  mode: FollowMode;
+  out: NodeJS.WritableStream & { rows?: number; columns?: number };
+  /** Stops following early (Ctrl-C); the last frame is still drawn. */
+  signal?: AbortSignal;
+  /** Least time between two redraws of the live frame (ms). */
+  redrawMs?: number;
+}
+
+/** The live frame in a terminal, plain lines otherwise, JSON lines when asked for. */
+export function followMode(stream: { isTTY?: boolean }, json: boolean | undefined): FollowMode {
+  if (json) return 'jsonl';
+  return stream.isTTY ? 'live' : 'lines';
+}
+
+/**
+ * Follows a session until it finishes or blocks (or `signal` aborts) and returns its final view.
+ * In live mode the session is re-read at most every `redrawMs` while history entries arrive.
+ */
+export async function followSession(
+  client: OrqClient,
+  sessionId: string,
+  options: FollowOptions,
+): Promise<SessionView> {
+  const entries = client.watch(sessionId, {
+    until: 'settled',
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  if (options.mode !== 'live') {
+    for await (const { entry } of entries) {
+      const line = options.mode === 'jsonl' ? JSON.stringify(entry) : formatHistoryEntry(entry);
+      options.out.write(`${line}\n`);
+    }
+    return client.get(sessionId);
+  }
+
+  const { out } = options;
+  const render = createLogUpdate(out);
+  const recent: HistoryEntry[] = [];
+  const draw = (view: SessionView) =>
+    render(formatLiveView(view, recent, { rows: out.rows, columns: out.columns }));
+
+  // Redraws are throttled and serialized: a burst of entries costs one read of the session.
+  const redrawMs = options.redrawMs ?? 150;
+  let timer: NodeJS.Timeout | undefined;
+  let drawing: Promise<void> = Promise.resolve();
+  const scheduleRedraw = () => {
+    if (timer) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      drawing = drawing.then(async () => draw(await client.get(sessionId))).catch(() => undefined);
+    }, redrawMs);
+  };
+
+  try {
+    draw(await client.get(sessionId));
+    for await (const { entry } of entries) {
+      recent.push(entry);
+      if (recent.length > LIVE_HISTORY_LINES) recent.shift();
+      scheduleRedraw();
+    }
+    clearTimeout(timer);
+    await drawing;
+    const final = await client.get(sessionId);
+    draw(final);
+    return final;
+  } finally {
+    clearTimeout(timer);
+    await drawing;
+    // Keeps the last frame on screen and shows the cursor again, also after an error.
+    render.done();
+  }
+}
+
+/** An AbortSignal that fires on Ctrl-C or SIGTERM while following; dispose() removes the hooks. */
+export function stopOnSignals(): { signal: AbortSignal; interrupted(): boolean; dispose(): void } {
+  const controller = new AbortController();
+  const onSignal = () => controller.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return {
+    signal: controller.signal,
+    interrupted: () => controller.signal.aborted,
+    dispose() {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
+}
+
+/**
+ * The exit code of a command that followed a session: 0 only when it COMPLETED; otherwise
+ * what happened (blocked and how to resume, failed and why) is said on stderr.
+ */
+export function reportOutcome(view: SessionView, interrupted: boolean): ExitCode {
+  if (view.session.state === 'COMPLETED') return ExitCode.OK;
+  if (interrupted) return ExitCode.INTERRUPTED;
+  const notice = formatOutcomeNotice(view);
+  if (notice) process.stderr.write(`orq: ${notice}\n`);
+  return ExitCode.NOT_COMPLETED;
+}

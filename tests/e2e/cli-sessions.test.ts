@@ -1,0 +1,231 @@
+import { execFile } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { z } from 'zod';
+import { HistoryEntry } from '../../src/shared/domain/history.js';
+import { Session } from '../../src/shared/domain/session.js';
+import { Task } from '../../src/shared/domain/task.js';
+import { orq, root } from '../support/cli.js';
+import { startCluster, type TestCluster } from '../support/cluster.js';
+
+// The CLI as a user runs it: separate processes pointed at the roles (running in this test
+// process) through REDIS_URL and ORQ_PREFIX.
+
+const blockedScenario = resolve(root, 'examples/scenarios/blocked-task.yaml');
+const StatusJson = z.object({
+  session: Session,
+  tasks: z.array(Task),
+  counters: z.object({ open: z.number(), active: z.number() }),
+});
+
+let cluster: TestCluster;
+let env: Record<string, string>;
+const cli = (...args: string[]) => orq(args, { env });
+const jsonLines = (text: string) =>
+  text
+    .trim()
+    .split('\n')
+    .map((line) => HistoryEntry.parse(JSON.parse(line)));
+
+beforeAll(async () => {
+  cluster = await startCluster();
+  env = { REDIS_URL: inject('redisUrl'), ORQ_PREFIX: cluster.prefix };
+});
+afterAll(async () => {
+  await cluster?.close();
+});
+
+/** `orq submit` of the blocked-task scenario (seed 001): t2 blocks until a person resumes it. */
+async function submitBlocked(): Promise<string> {
+  const submit = await cli(
+    'submit',
+    'Deploy the service',
+    '--session-config',
+    JSON.stringify({ llm: { scenario: blockedScenario } }),
+  );
+  expect(submit.code, submit.stderr).toBe(0);
+  return submit.stdout.trim();
+}
+
+describe('a session driven through the CLI', () => {
+  let sessionId: string;
+
+  it('submit prints the new session id', async () => {
+    const submit = await cli('submit', 'Implement login, then add input validation');
+    expect(submit.code, submit.stderr).toBe(0);
+    sessionId = submit.stdout.trim();
+    expect(sessionId).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('watch without a terminal prints one plain line per entry, ends at COMPLETED, exits 0', async () => {
+    const watch = await cli('watch', sessionId);
+    expect(watch.code, watch.stderr).toBe(0);
+    const lines = watch.stdout.trim().split('\n');
+    expect(lines.length).toBe((await cluster.client.history(sessionId)).length);
+    expect(lines.at(-1)).toMatch(/session RUNNING → COMPLETED/);
+    expect(watch.stdout).not.toContain('\u001b[');
+  });
+
+  it('status --json prints the session and its tasks', async () => {
+    const status = await cli('status', sessionId, '--json');
+    expect(status.code, status.stderr).toBe(0);
+    const view = StatusJson.parse(JSON.parse(status.stdout));
+    expect(view.session).toMatchObject({ id: sessionId, state: 'COMPLETED' });
+    expect(view.tasks.length).toBeGreaterThan(1);
+    expect(view.tasks.every((t) => t.state === 'DONE')).toBe(true);
+  });
+
+  it('status prints a table with each task, its state and attempts', async () => {
+    const [status, view] = await Promise.all([
+      cli('status', sessionId),
+      cluster.client.get(sessionId),
+    ]);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toMatch(/TASK\s+STATE\s+ATTEMPTS/);
+    expect(status.stdout).toContain(`${view.tasks.length} tasks: ${view.tasks.length} DONE`);
+    for (const task of view.tasks) {
+      expect(status.stdout).toMatch(new RegExp(`^${task.id}\\s+DONE\\s+1\\s`, 'm'));
+    }
+  });
+
+  it('history --jsonl prints every entry as a HistoryEntry line, and --json as one array', async () => {
+    const [jsonl, json] = await Promise.all([
+      cli('history', sessionId, '--jsonl'),
+      cli('history', sessionId, '--json'),
+    ]);
+    expect(jsonl.code, jsonl.stderr).toBe(0);
+    const entries = jsonLines(jsonl.stdout);
+    expect(entries).toHaveLength((await cluster.client.history(sessionId)).length);
+    expect(entries.every((e) => e.sessionId === sessionId)).toBe(true);
+    expect(entries.at(-1)).toMatchObject({ type: 'state_change', to: 'COMPLETED' });
+    expect(json.code, json.stderr).toBe(0);
+    expect(z.array(HistoryEntry).parse(JSON.parse(json.stdout))).toEqual(entries);
+  });
+
+  it('watch --json prints the history as JSON lines', async () => {
+    const watch = await cli('watch', sessionId, '--json');
+    expect(watch.code, watch.stderr).toBe(0);
+    expect(jsonLines(watch.stdout).at(-1)).toMatchObject({ type: 'state_change', to: 'COMPLETED' });
+  });
+});
+
+describe('blocked sessions', () => {
+  it('watch exits 1 and says how to resume; after `orq resume` the session completes', async () => {
+    const sessionId = await submitBlocked();
+    const blocked = await cli('watch', sessionId);
+    expect(blocked.code).toBe(1);
+    expect(blocked.stderr).toContain(`orq: session ${sessionId} is BLOCKED (t2)`);
+    expect(blocked.stderr).toContain(`orq resume ${sessionId}`);
+
+    const status = await cli('status', sessionId);
+    expect(status.stdout).toMatch(/^t2\s+BLOCKED\s+1\s/m);
+
+    const resume = await cli('resume', sessionId);
+    expect(resume.code, resume.stderr).toBe(0);
+    expect(resume.stdout).toContain(`resume (retry) requested for ${sessionId}`);
+
+    const done = await cli('watch', sessionId);
+    expect(done.code, done.stderr).toBe(0);
+    expect(done.stdout.trim().split('\n').at(-1)).toMatch(/session RUNNING → COMPLETED/);
+    const { tasks } = await cluster.client.get(sessionId);
+    expect(tasks.find((t) => t.id === 't2')).toMatchObject({ state: 'DONE', attempts: 2 });
+  });
+
+  it('cancel turns a blocked session CANCELLED; cancelling it again exits 1', async () => {
+    const sessionId = await submitBlocked();
+    await cluster.client.wait(sessionId, { until: 'settled', timeoutMs: 30_000 });
+    const cancel = await cli('cancel', sessionId, '--reason', 'not needed any more');
+    expect(cancel.code, cancel.stderr).toBe(0);
+    const view = await cluster.client.wait(sessionId, { until: 'finished', timeoutMs: 30_000 });
+    expect(view.session.state).toBe('CANCELLED');
+    expect(view.tasks.find((t) => t.id === 't3')?.state).toBe('CANCELLED');
+
+    const again = await cli('cancel', sessionId);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/^orq: Session \S+ is already CANCELLED\./);
+  });
+});
+
+describe('errors and exit codes', () => {
+  it('an unknown session id exits 1 with "Session <id> not found" and a hint, in every command', async () => {
+    const id = 'no-such-session';
+    const results = await Promise.all(
+      [['status'], ['watch'], ['history', '--jsonl'], ['cancel'], ['resume']].map(
+        ([command, ...rest]) => cli(command!, id, ...rest),
+      ),
+    );
+    for (const result of results) {
+      expect(result.code).toBe(1);
+      expect(result.stdout).toBe('');
+      expect(result.stderr).toBe(
+        `orq: Session ${id} not found. List sessions with \`orq status\` or check the Redis prefix (ORQ_PREFIX).\n`,
+      );
+    }
+  });
+
+  it('bad usage exits 2 with one orq: line', async () => {
+    const [badId, badOption, both] = await Promise.all([
+      cli('status', 'not a session id!'),
+      cli('status', '--limit', '0'),
+      cli('history', 'whatever', '--json', '--jsonl'),
+    ]);
+    for (const result of [badId, badOption, both]) {
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr).toMatch(/^orq: .+\n$/);
+    }
+    expect(badOption.stderr).toContain('--limit');
+  });
+
+  it('an unreachable Redis exits 3 with a message naming Redis', async () => {
+    const port = await closedPort();
+    const status = await orq(['status'], {
+      env: { ...env, REDIS_URL: `redis://127.0.0.1:${port}` },
+    });
+    expect(status.code).toBe(3);
+    expect(status.stderr).toMatch(/^orq: .*Redis/);
+  });
+});
+
+describe('watch in a terminal', () => {
+  it('redraws a live view in place and leaves the final state on screen', async () => {
+    const submit = await cli('submit', 'Write the parser, then write the tests');
+    const sessionId = submit.stdout.trim();
+    // `script` gives the CLI a pseudo-terminal; its output is what the terminal received.
+    const main = join(root, 'src/producers/cli/main.ts');
+    const loader = pathToFileURL(join(root, 'node_modules/tsx/dist/loader.mjs')).href;
+    const command = `stty cols 120 rows 40; exec '${process.execPath}' --import '${loader}' '${main}' watch ${sessionId}`;
+    const tty = await new Promise<{ code: number; output: string }>((done) => {
+      execFile(
+        'script',
+        ['-qfec', command, '/dev/null'],
+        { cwd: root, env: { ...process.env, ...env, TERM: 'xterm' }, timeout: 60_000 },
+        (error, stdout) => done({ code: error ? Number(error.code ?? 1) : 0, output: stdout }),
+      );
+    });
+    expect(tty.code, tty.output).toBe(0);
+    const { output } = tty;
+    // log-update erases the previous frame line by line (erase line, cursor up) before redrawing.
+    expect(output).toContain('\u001b[2K\u001b[1A');
+    expect(output).toContain('\u001b[?25h'); // the cursor is shown again at the end
+    const lastFrame = output.slice(output.lastIndexOf('\u001b[G'));
+    expect(lastFrame).toContain(`session ${sessionId}  COMPLETED`);
+    expect(lastFrame).toMatch(/TASK\s+STATE\s+ATTEMPTS\s+TITLE/);
+    expect(lastFrame).toMatch(/recent:[\s\S]*session RUNNING → COMPLETED/);
+    const { tasks } = await cluster.client.get(sessionId);
+    for (const task of tasks) expect(lastFrame).toMatch(new RegExp(`${task.id}\\s+DONE\\s+1`));
+  });
+});
+
+/** A port nothing listens on: bound, then released. */
+function closedPort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => done(port));
+    });
+  });
+}

@@ -1,0 +1,127 @@
+import { describe, expect, it } from 'vitest';
+import type { SessionView } from '../../src/producers/client.js';
+import {
+  clipToWidth,
+  displayWidth,
+  formatLiveView,
+  formatSessionTable,
+  formatTaskCounts,
+} from '../../src/producers/cli/format.js';
+import { ExitCode, exitCodeFor } from '../../src/producers/cli/run-cli.js';
+import type { HistoryEntry } from '../../src/shared/domain/history.js';
+import { Session, type SessionState } from '../../src/shared/domain/session.js';
+import { Task, type TaskState } from '../../src/shared/domain/task.js';
+import { OrqError } from '../../src/shared/errors.js';
+import { usageFromHash } from '../../src/shared/store/usage-store.js';
+
+const now = '2026-01-02T03:04:05.000Z';
+
+function view(state: SessionState, tasks: [string, TaskState, string?][]): SessionView {
+  return {
+    session: Session.parse({
+      id: 's1',
+      instruction: '認証機能とバリデーションを実装して',
+      state,
+      createdAt: now,
+      updatedAt: now,
+      requiredTerms: { terms: [], source: 'user-input' },
+      config: {},
+      planning: {},
+    }),
+    tasks: tasks.map(([id, taskState, title]) =>
+      Task.parse({ id, title: title ?? `Task ${id}`, acceptance: 'done', state: taskState }),
+    ),
+    counters: { open: 0, active: 0 },
+    usage: usageFromHash({}),
+  };
+}
+
+const entry = (to: string): HistoryEntry => ({
+  type: 'state_change',
+  entity: 'session',
+  to,
+  timestamp: now,
+  sessionId: 's1',
+});
+
+describe('the live view of orq watch', () => {
+  it('shows the session state, counts by task state, the task table and recent history', () => {
+    const frame = formatLiveView(
+      view('RUNNING', [
+        ['t1', 'DONE'],
+        ['t2', 'RUNNING'],
+        ['t3', 'READY'],
+      ]),
+      [entry('PLANNING'), entry('RUNNING')],
+    );
+    expect(frame).toContain('session s1  RUNNING');
+    expect(frame).toContain('3 tasks: 1 READY · 1 RUNNING · 1 DONE');
+    expect(frame).toMatch(/TASK\s+STATE\s+ATTEMPTS\s+TITLE/);
+    expect(frame).toMatch(/^t2\s+RUNNING\s+0\s+Task t2$/m);
+    expect(frame).toMatch(/recent:\n.*PLANNING\n.*RUNNING$/);
+  });
+
+  it('never uses more rows than the terminal has, and keeps running and blocked tasks in view', () => {
+    const tasks: [string, TaskState][] = Array.from({ length: 200 }, (_, i) => [
+      `t${i}`,
+      i === 150 ? 'RUNNING' : i === 190 ? 'BLOCKED' : 'DONE',
+    ]);
+    const frame = formatLiveView(view('RUNNING', tasks), [entry('RUNNING')], { rows: 20 });
+    const lines = frame.split('\n');
+    expect(lines.length).toBeLessThan(20);
+    expect(frame).toMatch(/^t150\s+RUNNING/m);
+    expect(frame).toMatch(/^t190\s+BLOCKED/m);
+    const shown = lines.filter((l) => /^t\d+\s/.test(l)).length;
+    expect(frame).toContain(`… ${200 - shown} more`);
+  });
+
+  it('clips every line to the terminal width, counting wide characters as two columns', () => {
+    const title = 'ユーザー認証機能を実装してセッション管理とバリデーションも追加する'.repeat(3);
+    const frame = formatLiveView(view('RUNNING', [['t1', 'RUNNING', title]]), [], { columns: 40 });
+    for (const line of frame.split('\n')) expect(displayWidth(line)).toBeLessThan(40);
+    expect(frame).toContain('…');
+  });
+
+  it('tells a blocked session how to go on', () => {
+    const frame = formatLiveView(view('BLOCKED', [['t1', 'BLOCKED']]), []);
+    expect(frame).toContain('orq resume s1');
+  });
+});
+
+describe('text helpers', () => {
+  it('clipToWidth keeps short text and ends cut text with an ellipsis within the width', () => {
+    expect(clipToWidth('abc', 3)).toBe('abc');
+    expect(clipToWidth('abcdef', 4)).toBe('abc…');
+    expect(clipToWidth('認証認証', 5)).toBe('認証…');
+    expect(displayWidth('認証ab')).toBe(6);
+  });
+
+  it('counts tasks by state in the order of the task lifecycle', () => {
+    const { tasks } = view('RUNNING', [
+      ['a', 'DONE'],
+      ['b', 'READY'],
+      ['c', 'DONE'],
+    ]);
+    expect(formatTaskCounts(tasks)).toBe('3 tasks: 1 READY · 2 DONE');
+    expect(formatTaskCounts([])).toBe('0 tasks');
+  });
+
+  it('the status table lists each task with its state, attempts and dependencies', () => {
+    const table = formatSessionTable(view('COMPLETED', [['t1', 'DONE']]));
+    expect(table).toMatch(/^TASK\s+STATE\s+ATTEMPTS\s+DEPENDS ON\s.*TITLE$/m);
+    expect(table).toMatch(/^t1\s+DONE\s+0\s+-\s.*Task t1$/m);
+  });
+});
+
+describe('exit codes', () => {
+  it.each([
+    ['NOT_FOUND', ExitCode.NOT_COMPLETED],
+    ['INVALID_STATE', ExitCode.NOT_COMPLETED],
+    ['VALIDATION_FAILED', ExitCode.USAGE],
+    ['CONFIG_INVALID', ExitCode.USAGE],
+    ['REDIS_UNAVAILABLE', ExitCode.ENVIRONMENT],
+    ['REDIS_NOT_INSTALLED', ExitCode.ENVIRONMENT],
+  ] as const)('%s exits %i', (code, exit) => {
+    expect(exitCodeFor(new OrqError(code, 'x'))).toBe(exit);
+  });
+});

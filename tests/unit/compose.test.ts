@@ -1,0 +1,307 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { parse } from 'yaml';
+import { z } from 'zod';
+import { Role } from '../../src/shared/queues.js';
+import { root, stopProcess, waitForOutput } from '../support/cli.js';
+import { dryBuild, parseDockerfile, type ImageStage } from '../support/dockerfile.js';
+
+// No Docker engine runs where the tests run: the compose file is checked against the parts of
+// the Compose format orq relies on, the Dockerfile is replayed on the local disk
+// (tests/support/dockerfile.ts), and each service's command runs as a plain process with the
+// replayed image's ENTRYPOINT, against the test Redis.
+
+const run = promisify(execFile);
+const ROLE_SERVICES = Role.options;
+const REDIS_SERVICE = 'redis';
+
+const Command = z.array(z.string()).min(1);
+/** `KEY: value`; a null value passes the variable through from the host when it is set there. */
+const Environment = z.record(z.string(), z.union([z.string(), z.number(), z.null()]));
+
+/** `--flag value` pairs of an argv. */
+function flag(argv: readonly string[], name: string): string | undefined {
+  const index = argv.indexOf(name);
+  return index >= 0 ? argv[index + 1] : undefined;
+}
+
+const RedisService = z.object({
+  image: z.string().regex(/^redis:7(\.|-|$)/, 'the redis:7 image'),
+  command: Command.refine(
+    (c) => flag(c, '--appendonly') === 'yes',
+    'AOF on: --appendonly yes',
+  ).refine((c) => flag(c, '--maxmemory-policy') === 'noeviction', '--maxmemory-policy noeviction'),
+  volumes: z
+    .array(z.string())
+    .refine((v) => v.some((m) => m.endsWith(':/data')), 'a volume on /data keeps the AOF'),
+  healthcheck: z.object({
+    test: z
+      .array(z.string())
+      .refine((t) => t.includes('redis-cli') && t.includes('ping'), 'redis-cli ping'),
+  }),
+});
+
+const OrqService = z.object({
+  build: z.union([z.literal('.'), z.object({ context: z.literal('.') })]),
+  command: Command,
+  depends_on: z.object({
+    [REDIS_SERVICE]: z.object({ condition: z.literal('service_healthy') }),
+  }),
+  environment: Environment.refine((env) => {
+    const url = new URL(String(env.REDIS_URL));
+    return url.protocol === 'redis:' && url.hostname === REDIS_SERVICE && url.port === '6379';
+  }, `REDIS_URL points at the ${REDIS_SERVICE} service`),
+});
+
+/** `start --roles <role>` and nothing that pins a container (so `--scale` works). */
+const roleService = (role: Role) =>
+  OrqService.extend({
+    command: Command.refine(
+      (c) => c[0] === 'start' && flag(c, '--roles') === role,
+      `command starts the ${role} role`,
+    ),
+    // Longer than `orq start`'s default --shutdown-timeout (30 s), or Docker kills active jobs.
+    stop_grace_period: z
+      .string()
+      .regex(/^\d+s$/)
+      .refine((v) => Number.parseInt(v, 10) > 30, 'stop_grace_period above 30s'),
+    container_name: z.never({ error: 'a fixed container_name prevents --scale' }).optional(),
+    ports: z.never({ error: 'a published port prevents --scale' }).optional(),
+  });
+
+const DashboardService = OrqService.extend({
+  healthcheck: z.object({ test: z.array(z.string()).min(2) }),
+  command: Command.refine(
+    (c) => c[0] === 'dashboard' && flag(c, '--host') === '0.0.0.0' && flag(c, '--port') === '3000',
+    'dashboard --host 0.0.0.0 --port 3000',
+  ),
+  environment: OrqService.shape.environment.refine(
+    (env) => /^\$\{ORQ_API_TOKEN:\?.+\}$/.test(String(env.ORQ_API_TOKEN)),
+    'ORQ_API_TOKEN is required (${ORQ_API_TOKEN:?…}): the dashboard listens on 0.0.0.0',
+  ),
+  ports: z
+    .array(z.string())
+    .refine((p) => p.some((m) => m.endsWith(':3000')), 'publishes port 3000'),
+});
+
+const ComposeFile = z.object({
+  services: z.looseObject({
+    [REDIS_SERVICE]: RedisService,
+    planner: roleService('planner'),
+    judge: roleService('judge'),
+    worker: roleService('worker'),
+    replanner: roleService('replanner'),
+    coordinator: roleService('coordinator'),
+    dashboard: DashboardService,
+  }),
+  volumes: z.record(z.string(), z.unknown()),
+});
+type ComposeFile = z.infer<typeof ComposeFile>;
+
+const composeText = readFileSync(join(root, 'docker-compose.yml'), 'utf8');
+const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
+
+function loadCompose(): ComposeFile {
+  // Compose resolves YAML merge keys (`<<: *orq`), as the yaml package does with merge: true.
+  return ComposeFile.parse(parse(composeText, { merge: true }));
+}
+
+/** Compose's `${NAME:-default}` / `${NAME:?message}` / `${NAME}` with nothing set on the host. */
+function interpolate(value: string): string {
+  return value.replace(
+    /\$\{(\w+)(?::([-?])([^}]*))?\}/g,
+    (_, name: string, op?: string, arg?: string) =>
+      op === '-' ? (arg ?? '') : op === '?' ? `test-${name.toLowerCase()}` : '',
+  );
+}
+
+/** The environment a service's container gets, as plain strings (pass-through ones left out). */
+function containerEnv(environment: Record<string, string | number | null>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(environment).flatMap(([name, value]) =>
+      value === null ? [] : [[name, interpolate(String(value))]],
+    ),
+  );
+}
+
+describe('docker-compose.yml', () => {
+  it('has Redis with AOF and noeviction, one service per role, and the dashboard', () => {
+    const compose = loadCompose();
+    expect(Object.keys(compose.services)).toEqual(
+      expect.arrayContaining([REDIS_SERVICE, ...ROLE_SERVICES, 'dashboard']),
+    );
+    // The named volume the redis service mounts is declared.
+    const volume = compose.services.redis.volumes.find((m) => m.endsWith(':/data'))!.split(':')[0]!;
+    expect(compose.volumes).toHaveProperty(volume);
+  });
+
+  it('the worker concurrency variable is a real configuration key', () => {
+    const env = containerEnv(loadCompose().services.worker.environment);
+    expect(env.ORQ__concurrency__worker).toBe('4');
+  });
+
+  it('rejects a file where a role service loses its Redis dependency (the schema can fail)', () => {
+    const broken = parse(composeText, { merge: true }) as {
+      services: Record<string, Record<string, unknown>>;
+    };
+    delete broken.services.worker!.depends_on;
+    broken.services.judge!.command = ['start', '--roles', 'planner'];
+    const result = ComposeFile.safeParse(broken);
+    expect(result.success).toBe(false);
+    const paths = result.error!.issues.map((i) => i.path.join('.'));
+    expect(paths).toEqual(
+      expect.arrayContaining(['services.worker.depends_on', 'services.judge.command']),
+    );
+  });
+});
+
+describe('Dockerfile', () => {
+  const instructions = parseDockerfile(dockerfile);
+  const last = Math.max(...instructions.map((i) => i.stage));
+  const final = instructions.filter((i) => i.stage === last);
+
+  it('builds on node:20-slim in stages: npm ci, build, prune dev dependencies', () => {
+    const froms = instructions.filter((i) => i.keyword === 'FROM');
+    expect(froms.length).toBeGreaterThanOrEqual(2);
+    for (const from of froms) expect(from.args).toMatch(/^node:20-slim\b/);
+    const runs = instructions.filter((i) => i.keyword === 'RUN').map((i) => i.args);
+    expect(runs.some((r) => r.includes('npm ci'))).toBe(true);
+    expect(runs.some((r) => r.includes('npm run build'))).toBe(true);
+    expect(runs.some((r) => /npm prune --omit=dev/.test(r))).toBe(true);
+  });
+
+  it('runs as a non-root user, with the built CLI as ENTRYPOINT', () => {
+    const user = final.filter((i) => i.keyword === 'USER').at(-1);
+    expect(user?.args).toBeDefined();
+    expect(user!.args).not.toMatch(/^(root|0)(:|$)/);
+    expect(entrypoint()).toEqual(['node', 'dist/producers/cli/main.js']);
+  });
+
+  it('the image replayed from it (npm ci, npm run build, copies) holds the ENTRYPOINT', async () => {
+    const app = await image();
+    expect(existsSync(join(app, entrypoint()[1]!))).toBe(true);
+    // What the build writes besides tsc's output (the prompt templates) made it in too.
+    expect(existsSync(join(app, 'dist/shared/llm/prompts'))).toBe(true);
+    const { stdout } = await run(process.execPath, [...entrypoint().slice(1), 'start', '--help'], {
+      cwd: app,
+    });
+    expect(stdout).toMatch(/--roles <list>/);
+  }, 180_000);
+});
+
+describe('the compose commands, run with the image replayed from the Dockerfile', () => {
+  it('every role service starts with its command and stops on SIGTERM', async () => {
+    const compose = loadCompose();
+    const prefix = `c${randomUUID().slice(0, 8)}`;
+    await Promise.all(
+      ROLE_SERVICES.map(async (role) => {
+        const service = compose.services[role];
+        const child = await runInImage(service.command, {
+          ...containerEnv(service.environment),
+          REDIS_URL: inject('redisUrl'),
+          ORQ_PREFIX: prefix,
+          ORQ_LOG_LEVEL: 'info',
+        });
+        try {
+          await waitForOutput(child, 'roles started', 60_000);
+        } catch (error) {
+          await stopProcess(child);
+          throw error;
+        }
+        expect(await stopProcess(child), `${role} stops cleanly`).toBe(0);
+      }),
+    );
+  }, 120_000);
+
+  it('the dashboard starts with its command and token, and its healthcheck passes', async () => {
+    const { command, environment, healthcheck } = loadCompose().services.dashboard;
+    // Port 3000 may be taken on this machine: the same command on a free port.
+    const port = await freePort();
+    const argv = command.map((arg, i) => (command[i - 1] === '--port' ? String(port) : arg));
+    const child = await runInImage(argv, {
+      ...containerEnv(environment),
+      REDIS_URL: inject('redisUrl'),
+      ORQ_PREFIX: `c${randomUUID().slice(0, 8)}`,
+    });
+    try {
+      await waitForOutput(child, 'HTTP API on', 60_000);
+      const [kind, program, ...args] = healthcheck.test;
+      expect([kind, program]).toEqual(['CMD', 'node']);
+      const probe = await run(
+        process.execPath,
+        args.map((a) => a.replaceAll(':3000/', `:${port}/`)),
+      ).then(
+        () => 0,
+        (error: { code?: number }) => error.code ?? 1,
+      );
+      expect(probe).toBe(0);
+    } finally {
+      expect(await stopProcess(child)).toBe(0);
+    }
+  }, 90_000);
+});
+
+// --- the replayed image -------------------------------------------------------------------------
+
+let stages: ImageStage[] | undefined;
+let building: Promise<string> | undefined;
+
+function entrypoint(): string[] {
+  const line = parseDockerfile(dockerfile)
+    .filter((i) => i.keyword === 'ENTRYPOINT')
+    .at(-1);
+  return z
+    .array(z.string())
+    .min(2)
+    .parse(JSON.parse(line?.args ?? 'null'));
+}
+
+/** The final stage's WORKDIR on the local disk, built once per test file. */
+function image(): Promise<string> {
+  building ??= dryBuild({
+    context: root,
+    dockerfile: join(root, 'Dockerfile'),
+    dockerignore: join(root, '.dockerignore'),
+    nodeModules: join(root, 'node_modules'),
+  }).then((built) => {
+    stages = built;
+    const final = built.at(-1)!;
+    return join(final.root, final.workdir);
+  });
+  return building;
+}
+
+afterAll(() => {
+  for (const stage of stages ?? []) rmSync(stage.root, { recursive: true, force: true });
+});
+
+/** Runs the image's ENTRYPOINT with a service's command, as the container would. */
+async function runInImage(args: string[], env: Record<string, string>): Promise<ChildProcess> {
+  const app = await image();
+  const [program, ...entryArgs] = entrypoint();
+  expect(program).toBe('node');
+  const inherited = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith('ORQ') && name !== 'REDIS_URL'),
+  );
+  return spawn(process.execPath, [...entryArgs, ...args], {
+    cwd: app,
+    env: { ...inherited, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
