@@ -1,0 +1,264 @@
+import { defaultJobOptions, type Role } from '../../src/shared/queues.js';
+import { CommandTally } from '../lib/command-counter.js';
+import type { BenchContext, BenchScenario } from '../lib/context.js';
+import {
+  benchClient,
+  benchConfig,
+  runSession,
+  startInProcessRoles,
+  writePlanScenario,
+} from '../lib/orq.js';
+import { independentTasks } from '../lib/plans.js';
+import { RawPipeline } from '../lib/raw-bullmq.js';
+import { redisUsage, topCalls, usageDelta } from '../lib/redis.js';
+import { log } from '../lib/report.js';
+import { median } from '../lib/stats.js';
+import { cpuMsSince } from '../lib/timing.js';
+
+const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
+/** The session size of the headline `overhead_ratio`, the same in quick and full runs. */
+const HEADLINE_TASKS = 1000;
+
+interface Sample {
+  ms: number;
+  nodeCpuMs: number;
+  redisCpuMs: number;
+  redisCalls: number;
+  calls: Record<string, number>;
+}
+
+interface SizeResult {
+  tasks: number;
+  rounds: number;
+  orq: Sample[];
+  raw: Sample[];
+  orqCommands: Record<string, number>;
+  rawCommands: Record<string, number>;
+}
+
+const pick = (samples: Sample[], key: 'ms' | 'nodeCpuMs' | 'redisCpuMs' | 'redisCalls') =>
+  median(samples.map((s) => s[key]));
+
+/** Commands per task, sorted, with their total. */
+function perTask(counts: Record<string, number>, runs: number) {
+  const sorted = Object.entries(counts).sort((a, b) => b[1] - a[1]);
+  return {
+    total: sorted.reduce((a, [, n]) => a + n, 0) / runs,
+    byCommand: Object.fromEntries(sorted.map(([name, n]) => [name, n / runs])),
+  };
+}
+
+/**
+ * 1. Overhead: one session of N independent tasks through orq (every role in this process,
+ * zero-latency scripted builtin provider) against raw BullMQ moving the same 3 + 3N hops with
+ * no-op processors, same concurrency, same Redis, alternating rounds. The headline is N = 1000;
+ * a full run also measures 250 and 2,000 to show how the ratio moves with the session's size.
+ */
+async function run(ctx: BenchContext): Promise<void> {
+  const sizes = ctx.quick
+    ? [{ tasks: HEADLINE_TASKS, rounds: 3 }]
+    : [
+        { tasks: 250, rounds: 3 },
+        { tasks: HEADLINE_TASKS, rounds: 5 },
+        { tasks: 2000, rounds: 3 },
+      ];
+  const { url, admin } = ctx.redis;
+  const config = benchConfig('ovh-orq');
+  const prefix = config.redis.prefix;
+  const warmup = writePlanScenario(ctx.tmpDir, 'independent-50', independentTasks(50));
+
+  const roles = await startInProcessRoles(url, config, ALL_ROLES);
+  const client = await benchClient(url, config);
+  const raw = await RawPipeline.start({
+    url,
+    prefix: 'ovh-raw',
+    concurrency: {
+      plan: config.concurrency.planner,
+      judge: config.concurrency.judge,
+      work: config.concurrency.worker,
+      coordinator: config.concurrency.coordinator,
+    },
+    jobOptions: defaultJobOptions(config.queues),
+    workerOptions: {
+      lockDuration: config.queues.lockDurationMs,
+      stalledInterval: config.queues.stalledIntervalMs,
+      maxStalledCount: 3,
+    },
+  });
+
+  const measure = async (fn: () => Promise<number>): Promise<Sample> => {
+    const redisBefore = await redisUsage(admin);
+    const cpu = process.cpuUsage();
+    const ms = await fn();
+    const nodeCpuMs = cpuMsSince(cpu);
+    const delta = usageDelta(redisBefore, await redisUsage(admin));
+    return {
+      ms,
+      nodeCpuMs,
+      redisCpuMs: delta.cpuMs,
+      redisCalls: delta.totalCalls,
+      calls: delta.calls,
+    };
+  };
+
+  // Commands the processors send on the roles' shared connection (state reads, state writes,
+  // job adds); BullMQ's own fetch/finish commands go on each Worker's connection, alike for both.
+  const orqTally = new CommandTally();
+  const rawTally = new CommandTally();
+  orqTally.attach(roles.store.redis);
+  rawTally.attach(raw.sharedConnection());
+  const results: SizeResult[] = [];
+  try {
+    await runSession(client, admin, prefix, warmup);
+    await raw.run(50);
+    for (const { tasks, rounds } of sizes) {
+      const scenario = writePlanScenario(
+        ctx.tmpDir,
+        `independent-${tasks}`,
+        independentTasks(tasks),
+      );
+      const result: SizeResult = {
+        tasks,
+        rounds,
+        orq: [],
+        raw: [],
+        orqCommands: {},
+        rawCommands: {},
+      };
+      orqTally.take();
+      rawTally.take();
+      for (let round = 0; round < rounds; round += 1) {
+        const orq = await measure(
+          async () => (await runSession(client, admin, prefix, scenario)).ms,
+        );
+        const base = await measure(async () => (await raw.run(tasks)).ms);
+        result.orq.push(orq);
+        result.raw.push(base);
+        log(
+          `overhead ${tasks} tasks, round ${round + 1}/${rounds}: orq ${orq.ms} ms, raw ${base.ms} ms`,
+        );
+      }
+      result.orqCommands = orqTally.take();
+      result.rawCommands = rawTally.take();
+      results.push(result);
+    }
+  } finally {
+    await client.close();
+    await roles.close(5_000);
+    await raw.close();
+    await ctx.flush();
+  }
+
+  for (const result of results) report(ctx, config.concurrency, result);
+}
+
+function report(
+  ctx: BenchContext,
+  concurrency: Record<string, number>,
+  { tasks, rounds, orq, raw, orqCommands, rawCommands }: SizeResult,
+): void {
+  const headline = tasks === HEADLINE_TASKS;
+  const suffix = headline ? '' : `.tasks_${tasks}`;
+  const hops = 3 + 3 * tasks;
+  const orqHops = hops / (pick(orq, 'ms') / 1000);
+  const rawHops = hops / (pick(raw, 'ms') / 1000);
+  const common = {
+    tasks,
+    hops_per_run: hops,
+    rounds,
+    concurrency,
+    provider: 'builtin, scripted plan, zero latency',
+  };
+  ctx.reporter.record({
+    name: `overhead_ratio${suffix}`,
+    value: orqHops / rawHops,
+    unit: 'ratio',
+    goal: '>= 0.7',
+    orq_hops_per_s: orqHops,
+    raw_hops_per_s: rawHops,
+    orq_tasks_per_s: tasks / (pick(orq, 'ms') / 1000),
+    ...common,
+  });
+  if (!headline) return;
+
+  const per = (samples: Sample[], key: 'nodeCpuMs' | 'redisCpuMs' | 'redisCalls') =>
+    pick(samples, key) / tasks;
+  const orqClient = perTask(orqCommands, rounds * tasks);
+  const rawClient = perTask(rawCommands, rounds * tasks);
+  ctx.reporter.record({
+    name: 'overhead.orq_hops_per_s',
+    value: orqHops,
+    unit: 'hops/s',
+    ...common,
+  });
+  ctx.reporter.record({
+    name: 'overhead.raw_hops_per_s',
+    value: rawHops,
+    unit: 'hops/s',
+    ...common,
+  });
+  ctx.reporter.record({
+    name: 'overhead.orq_tasks_per_s',
+    value: tasks / (pick(orq, 'ms') / 1000),
+    unit: 'tasks/s',
+    run_ms: pick(orq, 'ms'),
+    ...common,
+  });
+  ctx.reporter.record({
+    name: 'overhead.raw_tasks_per_s',
+    value: tasks / (pick(raw, 'ms') / 1000),
+    unit: 'tasks/s',
+    run_ms: pick(raw, 'ms'),
+    ...common,
+  });
+  ctx.reporter.record({
+    name: 'overhead.orq_client_commands_per_task',
+    value: orqClient.total,
+    unit: 'commands/task',
+    note: "sent by the roles' processors on their shared connection (each one round trip)",
+    by_command: orqClient.byCommand,
+    tasks,
+  });
+  ctx.reporter.record({
+    name: 'overhead.raw_client_commands_per_task',
+    value: rawClient.total,
+    unit: 'commands/task',
+    by_command: rawClient.byCommand,
+    tasks,
+  });
+  ctx.reporter.record({
+    name: 'overhead.orq_redis_calls_per_task',
+    value: per(orq, 'redisCalls'),
+    unit: 'calls/task',
+    note: 'INFO commandstats: commands run inside Lua scripts are counted too',
+    top: topCalls(orq.at(-1)?.calls ?? {}, tasks),
+    tasks,
+  });
+  ctx.reporter.record({
+    name: 'overhead.raw_redis_calls_per_task',
+    value: per(raw, 'redisCalls'),
+    unit: 'calls/task',
+    top: topCalls(raw.at(-1)?.calls ?? {}, tasks),
+    tasks,
+  });
+  ctx.reporter.record({
+    name: 'overhead.orq_node_cpu_ms_per_task',
+    value: per(orq, 'nodeCpuMs'),
+    unit: 'ms/task',
+    redis_cpu_ms_per_task: per(orq, 'redisCpuMs'),
+    tasks,
+  });
+  ctx.reporter.record({
+    name: 'overhead.raw_node_cpu_ms_per_task',
+    value: per(raw, 'nodeCpuMs'),
+    unit: 'ms/task',
+    redis_cpu_ms_per_task: per(raw, 'redisCpuMs'),
+    tasks,
+  });
+}
+
+export const overhead: BenchScenario = {
+  name: 'overhead',
+  description: 'orq hop throughput vs raw BullMQ (same queues, concurrency, Redis)',
+  run,
+};
