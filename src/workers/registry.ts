@@ -1,19 +1,23 @@
-import { UnrecoverableError, Worker, type Job, type Processor } from 'bullmq';
+import { UnrecoverableError, WaitingError, Worker, type Job, type Processor } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { OrqConfig } from '../shared/config/schema.js';
 import { OrqError, ValidationError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
+import type { ZodType } from 'zod';
 import {
   bullPrefix,
   defaultJobOptions,
   jobIds,
+  JobFailedEvent,
+  JobSchemas,
   outboxJob,
   ROLE_QUEUE,
   type Role,
 } from '../shared/queues.js';
 import { checkEvictionPolicy, createConnection, type ConnectionInput } from '../shared/redis.js';
 import { SessionStore } from '../shared/store/session-store.js';
+import { UsageStore } from '../shared/store/usage-store.js';
 import { createCoordinatorProcessor } from './coordinator/coordinator.js';
 import { startOutboxSweeper } from './coordinator/outbox-sweeper.js';
 import { ModelResolver } from './models.js';
@@ -23,6 +27,7 @@ import { createPlannerProcessor } from './roles/planner.js';
 import { createReplannerProcessor } from './roles/replanner.js';
 import { createWorkerProcessor } from './roles/worker.js';
 import type { RoleModels } from '../shared/llm/types.js';
+import type { RoleMetrics } from './metrics.js';
 
 export interface StartRolesOptions {
   roles: readonly Role[];
@@ -37,6 +42,8 @@ export interface StartRolesOptions {
   outboxSweepIntervalMs?: number;
   /** Use these models for every session instead of resolving from session config (tests). */
   models?: RoleModels;
+  /** Job durations per role are observed here (`orq start --metrics-port`). */
+  metrics?: RoleMetrics;
 }
 
 export interface RunningRoles {
@@ -47,27 +54,58 @@ export interface RunningRoles {
   close(timeoutMs?: number): Promise<void>;
 }
 
-function failureInfo(
+/** The payload schema of a role's job by name; undefined for a name the queue does not have. */
+function jobSchema(role: Role, name: string): ZodType | undefined {
+  const schemas = JobSchemas[ROLE_QUEUE[role]] as Record<string, ZodType>;
+  return Object.hasOwn(schemas, name) ? schemas[name] : undefined;
+}
+
+/**
+ * The `job-failed` event for a role job's final failure, when the job names a session: the
+ * coordinator records it in that session's history. A job whose payload does not match its
+ * schema is flagged `malformed` (bad input, recorded but changing nothing); its attempt and
+ * task id are passed on only where they are valid.
+ */
+function failureEvent(
   role: Role,
   job: Job,
-): { sessionId: string; taskId?: string; attempt: number } | undefined {
-  const data = job.data as { sessionId?: unknown; taskId?: unknown; attempt?: unknown } | undefined;
-  if (!data || typeof data.sessionId !== 'string' || typeof data.attempt !== 'number')
-    return undefined;
-  const taskId = role === 'planner' || job.name === 'judge-plan' ? undefined : data.taskId;
-  return {
+  error: unknown,
+  message: string,
+): JobFailedEvent | undefined {
+  if (role === 'coordinator' || !job.id) return undefined;
+  const data = (job.data ?? {}) as { sessionId?: unknown; taskId?: unknown; attempt?: unknown };
+  const malformed = !jobSchema(role, job.name)?.safeParse(job.data).success;
+  const attempt = JobFailedEvent.shape.attempt.safeParse(data.attempt);
+  const taskId =
+    role === 'planner' || job.name === 'judge-plan'
+      ? undefined
+      : JobFailedEvent.shape.taskId.safeParse(data.taskId).data;
+  const event = JobFailedEvent.safeParse({
     sessionId: data.sessionId,
-    attempt: data.attempt,
-    ...(typeof taskId === 'string' ? { taskId } : {}),
-  };
+    role,
+    jobId: job.id,
+    error: message,
+    ...(attempt.success && attempt.data !== undefined ? { attempt: attempt.data } : {}),
+    ...(taskId !== undefined ? { taskId } : {}),
+    ...(error instanceof OrqError ? { code: error.code } : {}),
+    ...(malformed ? { malformed: true } : {}),
+  });
+  return event.success ? event.data : undefined;
 }
 
 /**
  * The same wrapper around every role: a child logger with the ids, and on the job's last try
  * (or an error no retry can fix) a `job-failed` event so the coordinator records the reason.
  */
-function wrapProcessor(role: Role, processor: Processor, ctx: RoleContext): Processor {
-  return async (job: Job) => {
+function wrapProcessor(
+  role: Role,
+  processor: Processor,
+  ctx: RoleContext,
+  shutdown: ShutdownState,
+  metrics?: RoleMetrics,
+): Processor {
+  // Three parameters: BullMQ then gives every job an abort signal (Worker.cancelAllJobs).
+  return async (job: Job, token?: string, signal?: AbortSignal) => {
     const data = job.data as { sessionId?: string; taskId?: string } | undefined;
     const log = ctx.logger.child({
       role,
@@ -77,24 +115,38 @@ function wrapProcessor(role: Role, processor: Processor, ctx: RoleContext): Proc
     });
     const started = Date.now();
     try {
-      const result: unknown = await processor(job);
+      if (!jobSchema(role, job.name)) {
+        throw new ValidationError(`${role} job`, [
+          { path: '(name)', message: `unknown job name "${job.name}"` },
+        ]);
+      }
+      const result: unknown = await processor(job, token, signal);
       log.debug({ ms: Date.now() - started, result }, 'job done');
+      metrics?.observeJob(role, 'completed', (Date.now() - started) / 1000);
       return result;
     } catch (error) {
-      const permanent = error instanceof ValidationError || error instanceof UnrecoverableError;
+      // Cancelled by close() past its timeout: not a failure of the job. Hand it back to its
+      // queue without spending an attempt, so another pod takes it now, not when its lock lapses.
+      if (signal?.aborted && shutdown.abandoning) {
+        log.warn('job handed back to its queue on shutdown');
+        await job.moveToWait(token).catch(() => undefined);
+        throw new WaitingError();
+      }
+      metrics?.observeJob(role, 'failed', (Date.now() - started) / 1000);
+      // A budget refusal is final too: a retry would be refused again (the refusal is sticky).
+      const permanent =
+        error instanceof ValidationError ||
+        error instanceof UnrecoverableError ||
+        // A session that does not exist never will: retrying an event for it only delays the failure.
+        (error instanceof OrqError &&
+          (error.code === 'BUDGET_EXHAUSTED' || error.code === 'NOT_FOUND'));
       const lastTry = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       const message = error instanceof Error ? error.message : String(error);
       log.warn({ err: message, attemptsMade: job.attemptsMade, permanent, lastTry }, 'job failed');
-      const info = role === 'coordinator' ? undefined : failureInfo(role, job);
-      if ((permanent || lastTry) && info && job.id) {
+      const failed = permanent || lastTry ? failureEvent(role, job, error, message) : undefined;
+      if (failed && job.id) {
         await ctx.queues.add(
-          outboxJob('coordinator', 'job-failed', jobIds.jobFailed(job.id), {
-            ...info,
-            role,
-            jobId: job.id,
-            error: message,
-            ...(error instanceof OrqError ? { code: error.code } : {}),
-          }),
+          outboxJob('coordinator', 'job-failed', jobIds.jobFailed(job.id), failed),
         );
       }
       if (permanent && !(error instanceof UnrecoverableError))
@@ -103,6 +155,20 @@ function wrapProcessor(role: Role, processor: Processor, ctx: RoleContext): Proc
     }
   };
 }
+
+/** Set when close() gives up waiting: the active jobs are being cancelled, not failing. */
+interface ShutdownState {
+  abandoning: boolean;
+}
+
+/** How long cancelled jobs get to hand themselves back before the connections are closed. */
+const ABANDON_GRACE_MS = 2_000;
+
+const settlesWithin = (promise: Promise<unknown>, ms: number): Promise<boolean> =>
+  Promise.race([
+    promise.then(() => true),
+    new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref()),
+  ]);
 
 export async function startRoles(options: StartRolesOptions): Promise<RunningRoles> {
   const { config, logger } = options;
@@ -113,6 +179,9 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
   const models = new ModelResolver({
     ...(options.latencyMs !== undefined ? { latencyMs: options.latencyMs } : {}),
     ...(options.models ? { override: options.models } : {}),
+    usageStore: new UsageStore(redis, config.redis.prefix),
+    // Real-model calls of a session cancelled meanwhile are aborted (issue 4).
+    sessionState: async (sessionId) => (await store.loadSession(sessionId))?.session.state,
   });
   const ctx: RoleContext = { store, queues, models, logger };
   const coordinatorCtx = { store, queues, logger: logger.child({ role: 'coordinator' }) };
@@ -125,18 +194,23 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
     coordinator: createCoordinatorProcessor(coordinatorCtx),
   };
 
+  const shutdown: ShutdownState = { abandoning: false };
   const connections: Redis[] = [redis];
   const workers = options.roles.map((role) => {
     const connection = createConnection(options.connection, 'consumer', logger);
     connections.push(connection);
-    const worker = new Worker(ROLE_QUEUE[role], wrapProcessor(role, processors[role], ctx), {
-      connection,
-      prefix: bullPrefix(config.redis.prefix),
-      concurrency: options.concurrency ?? config.concurrency[role],
-      lockDuration: config.queues.lockDurationMs,
-      stalledInterval: config.queues.stalledIntervalMs,
-      maxStalledCount: 3,
-    });
+    const worker = new Worker(
+      ROLE_QUEUE[role],
+      wrapProcessor(role, processors[role], ctx, shutdown, options.metrics),
+      {
+        connection,
+        prefix: bullPrefix(config.redis.prefix),
+        concurrency: options.concurrency ?? config.concurrency[role],
+        lockDuration: config.queues.lockDurationMs,
+        stalledInterval: config.queues.stalledIntervalMs,
+        maxStalledCount: 3,
+      },
+    );
     worker.on('error', (error) => logger.error({ role, err: error.message }, 'worker error'));
     return worker;
   });
@@ -153,13 +227,14 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
     async close(timeoutMs = 30_000) {
       stopSweeper();
       const graceful = Promise.all(workers.map((w) => w.close()));
-      const timedOut = await Promise.race([
-        graceful.then(() => false),
-        new Promise<boolean>((r) => setTimeout(() => r(true), timeoutMs).unref()),
-      ]);
-      if (timedOut) {
-        logger.warn({ timeoutMs }, 'active jobs did not finish in time; they will be redelivered');
-        await Promise.all(workers.map((w) => w.close(true)));
+      if (!(await settlesWithin(graceful, timeoutMs))) {
+        logger.warn({ timeoutMs }, 'active jobs did not finish in time; handing them back');
+        // Worker.close(true) after close() only returns the pending graceful close, so it cannot
+        // bound the wait: abort the active jobs instead (their processors get the signal). One
+        // that ignores it is left behind; its lock lapses and the job is redelivered.
+        shutdown.abandoning = true;
+        for (const w of workers) w.cancelAllJobs('shutdown timeout');
+        await settlesWithin(graceful, ABANDON_GRACE_MS);
       }
       await queues.close();
       for (const c of connections) c.disconnect();

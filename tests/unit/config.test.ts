@@ -107,7 +107,15 @@ describe('parseConfig fills the defaults of every seed', () => {
       replanner: 2,
       coordinator: 8,
     });
-    expect(config.execution).toEqual({ maxContinuations: 3, defaultExecutor: 'llm' });
+    expect(config.execution).toEqual({
+      maxContinuations: 3,
+      defaultExecutor: 'llm',
+      maxAgentActions: 30,
+      workspaceRoot: '.orq/workspaces',
+      toolTimeoutSeconds: 60,
+      toolMaxOutputBytes: 65_536,
+      mcpServers: [],
+    });
     expect(config.llm.default.provider).toBe('builtin');
     expect(config.llm.maxRepairAttempts).toBe(1);
     expect(config.logLevel).toBe('info');

@@ -121,6 +121,67 @@ export const ReplanningConfig = z.strictObject({
 });
 export type ReplanningConfig = z.infer<typeof ReplanningConfig>;
 
+const ServerName = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,32}$/, 'letters, digits, _ and - only (at most 32)')
+  .describe("Prefix of the server's tools as the agent sees them: <name>__<tool>.");
+
+/** An MCP server the agent executor connects to (issue 5), through the official MCP SDK. */
+export const McpServerConfig = z.discriminatedUnion('transport', [
+  z.strictObject({
+    name: ServerName,
+    transport: z.literal('stdio'),
+    command: z.string().min(1).describe('Program that speaks MCP on its stdin/stdout.'),
+    args: z.array(z.string()).default([]),
+    env: z
+      .record(z.string(), z.string())
+      .default({})
+      .describe('Added to a minimal environment (PATH, HOME, ...).'),
+  }),
+  z.strictObject({
+    name: ServerName,
+    transport: z.literal('http'),
+    url: z.url().describe('Streamable HTTP endpoint of the server.'),
+    headers: z.record(z.string(), z.string()).default({}),
+  }),
+]);
+export type McpServerConfig = z.infer<typeof McpServerConfig>;
+
+/** A check run after the coding agent: block fails the task, warn only logs, retry reruns once. */
+export const CommandCheckConfig = z.strictObject({
+  name: z.string().min(1),
+  command: z.array(z.string()).min(1).describe('argv, run without a shell in the worktree.'),
+  mode: z.enum(['block', 'warn', 'retry']).default('block'),
+  timeoutSeconds: z.number().int().min(1).max(86_400).optional(),
+});
+export type CommandCheckConfig = z.infer<typeof CommandCheckConfig>;
+
+/** The command executor: a coding-agent CLI in a git worktree on its own branch per task. */
+export const CommandExecutorConfig = z.strictObject({
+  template: z
+    .array(z.string())
+    .min(1)
+    .describe(
+      'argv of the agent CLI, no shell; {{prompt}}, {{taskId}}, {{title}}, {{sessionId}}, {{branch}}, {{workdir}}, {{attempt}} are replaced.',
+    ),
+  repository: z.string().min(1).describe('Path of the git repository the tasks work on.'),
+  baseBranch: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('Branch new task branches start from; HEAD when unset.'),
+  timeoutSeconds: z.number().int().min(1).max(86_400).default(1800),
+  maxOutputBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .max(104_857_600)
+    .default(1_048_576)
+    .describe('Cap on the captured output of the agent and of each check (the tail is kept).'),
+  checks: z.array(CommandCheckConfig).default([]),
+});
+export type CommandExecutorConfig = z.infer<typeof CommandExecutorConfig>;
+
 export const ExecutionConfig = z.strictObject({
   maxContinuations: z
     .number()
@@ -133,7 +194,46 @@ export const ExecutionConfig = z.strictObject({
     .string()
     .min(1)
     .default('llm')
-    .describe('Executor a worker uses when the task names none.'),
+    .describe('Executor a worker uses when the task names none: llm, agent or command.'),
+  maxAgentActions: z
+    .number()
+    .int()
+    .min(1)
+    .max(1000)
+    .default(30)
+    .describe('Tool calls one agent run may make before it stops (the agent executor).'),
+  workspaceRoot: z
+    .string()
+    .min(1)
+    .default('.orq/workspaces')
+    .describe(
+      'Directory holding one workspace per session and task (agent and command executors).',
+    ),
+  commandAllowlist: z
+    .array(z.string().min(1))
+    .optional()
+    .describe("Programs (argv[0]) the agent's run_command tool may start; any when unset."),
+  toolTimeoutSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(3600)
+    .default(60)
+    .describe('Time limit of one agent tool call (run_command, MCP tools).'),
+  toolMaxOutputBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .max(10_485_760)
+    .default(65_536)
+    .describe('Cap on the output of one agent tool call; the rest is cut off.'),
+  mcpServers: z
+    .array(McpServerConfig)
+    .default([])
+    .describe('MCP servers whose tools the agent executor may call.'),
+  command: CommandExecutorConfig.optional().describe(
+    'The command executor: a coding-agent CLI run in a git worktree per task.',
+  ),
 });
 export type ExecutionConfig = z.infer<typeof ExecutionConfig>;
 
@@ -176,10 +276,39 @@ const llmRoleShape = {
   provider: LlmProviderName.describe('builtin is deterministic and offline (tests, demo).'),
   model: z.string().min(1),
   temperature: z.number().min(0).max(2),
-  timeoutSeconds: z.number().min(1).max(3600),
+  timeoutSeconds: z
+    .number()
+    .min(1)
+    .max(3600)
+    .describe(
+      'Time limit of one model call, retries included. The replanner uses replanning.timeoutSeconds (seed 001), or llm.replanner.timeoutSeconds when that is lower.',
+    ),
   baseUrl: z.url().describe('OpenAI-compatible servers: Ollama, vLLM, LM Studio.'),
-  apiKeyEnv: z.string().min(1).describe('Name of the environment variable holding the API key.'),
-  maxRetries: z.number().int().min(0).max(10),
+  apiKeyEnv: z
+    .string()
+    .min(1)
+    .describe(
+      'Environment variable holding the API key (default OPENAI_API_KEY or ANTHROPIC_API_KEY; none needed with a baseUrl such as Ollama).',
+    ),
+  maxRetries: z
+    .number()
+    .int()
+    .min(0)
+    .max(10)
+    .describe('Retries with backoff on rate limits (429), server errors (5xx) and timeouts.'),
+  maxOutputTokens: z
+    .number()
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .describe(
+      'Cap on the tokens of one reply (Anthropic max_tokens, default 8192; OpenAI max_completion_tokens, sent only when set).',
+    ),
+  structuredOutput: z
+    .enum(['native', 'json', 'prompt'])
+    .describe(
+      'native: the provider enforces the JSON Schema (OpenAI json_schema, Anthropic forced tool); json: JSON mode only; prompt: the schema is in the prompt only, for servers without either.',
+    ),
 };
 
 export const LlmRoleConfig = z.strictObject({
@@ -190,6 +319,8 @@ export const LlmRoleConfig = z.strictObject({
   baseUrl: llmRoleShape.baseUrl.optional(),
   apiKeyEnv: llmRoleShape.apiKeyEnv.optional(),
   maxRetries: llmRoleShape.maxRetries.default(2),
+  maxOutputTokens: llmRoleShape.maxOutputTokens.optional(),
+  structuredOutput: llmRoleShape.structuredOutput.default('native'),
 });
 export type LlmRoleConfig = z.infer<typeof LlmRoleConfig>;
 
@@ -201,7 +332,43 @@ const LlmRoleOverride = z.strictObject({
   baseUrl: llmRoleShape.baseUrl.optional(),
   apiKeyEnv: llmRoleShape.apiKeyEnv.optional(),
   maxRetries: llmRoleShape.maxRetries.optional(),
+  maxOutputTokens: llmRoleShape.maxOutputTokens.optional(),
+  structuredOutput: llmRoleShape.structuredOutput.optional(),
 });
+
+/** Record every model request/response pair, or answer from such a recording (record-replay.ts). */
+export const LlmRecordConfig = z.strictObject({
+  mode: z
+    .enum(['off', 'record', 'replay'])
+    .default('off')
+    .describe(
+      'record: call the model and save each request/response pair; replay: answer from the saved pairs only (no network, no key).',
+    ),
+  path: z
+    .string()
+    .min(1)
+    .default('.orq/llm-recordings')
+    .describe('Directory of the recording (one JSON file per request hash).'),
+});
+export type LlmRecordConfig = z.infer<typeof LlmRecordConfig>;
+
+/** Judge noise (issue 4): sample the plan judge k times and decide on the median score. */
+export const JudgeSamplesConfig = z.strictObject({
+  k: z
+    .number()
+    .int()
+    .min(1)
+    .max(15)
+    .default(1)
+    .describe('Plan judge calls per plan; 1 turns sampling off. An odd k avoids vote ties.'),
+  aggregate: z
+    .enum(['median'])
+    .default('median')
+    .describe(
+      'median: the median score decides, isAcceptable by majority, the spread goes to history.',
+    ),
+});
+export type JudgeSamplesConfig = z.infer<typeof JudgeSamplesConfig>;
 
 export const LlmConfig = z.strictObject({
   default: LlmRoleConfig.prefault({}),
@@ -221,8 +388,50 @@ export const LlmConfig = z.strictObject({
     .max(5)
     .default(1)
     .describe('Repair retries for a reply that fails its schema.'),
+  record: LlmRecordConfig.prefault({}),
+  judgeSamples: JudgeSamplesConfig.prefault({}),
 });
 export type LlmConfig = z.infer<typeof LlmConfig>;
+
+/** USD per million tokens of one model, for the cost estimate and the maxUsd budget. */
+export const ModelPrice = z.strictObject({
+  inputPerMTok: z.number().min(0).describe('USD per million input tokens.'),
+  outputPerMTok: z.number().min(0).describe('USD per million output tokens.'),
+});
+export type ModelPrice = z.infer<typeof ModelPrice>;
+
+/**
+ * Cost control (issue 4): every call's tokens are counted per session, role and task; with a
+ * limit set, each call first reserves an estimate atomically and the session stops in
+ * BUDGET_EXHAUSTED when a reservation would cross the limit.
+ */
+export const BudgetConfig = z.strictObject({
+  maxTokens: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .describe('Input + output tokens the session may use over all roles; no limit when unset.'),
+  maxUsd: z
+    .number()
+    .positive()
+    .optional()
+    .describe('USD the session may spend, priced with `prices`; no limit when unset.'),
+  reserveTokensPerCall: z
+    .number()
+    .int()
+    .min(1)
+    .max(10_000_000)
+    .default(4000)
+    .describe(
+      'Tokens reserved before each model call; a call that uses more can overspend by the excess.',
+    ),
+  prices: z
+    .record(z.string().min(1), ModelPrice)
+    .default({})
+    .describe('Price per model name (llm.*.model), e.g. {"gpt-4o-mini": {...}}.'),
+});
+export type BudgetConfig = z.infer<typeof BudgetConfig>;
 
 /** The part of the configuration that travels with a session, so every pod decides alike. */
 export const SessionConfig = z.strictObject({
@@ -231,6 +440,7 @@ export const SessionConfig = z.strictObject({
   execution: ExecutionConfig.prefault({}),
   planning: PlanningConfig.prefault({}),
   llm: LlmConfig.prefault({}),
+  budget: BudgetConfig.prefault({}),
 });
 export type SessionConfig = z.infer<typeof SessionConfig>;
 
@@ -285,6 +495,20 @@ export const ConcurrencyConfig = z.strictObject({
   coordinator: z.number().int().min(1).max(1000).default(8),
 });
 
+/** `orq dashboard`: the HTTP API and Bull Board. The token comes from ORQ_API_TOKEN only. */
+export const HttpConfig = z.strictObject({
+  host: z
+    .string()
+    .min(1)
+    .default('127.0.0.1')
+    .describe('Address to listen on; a non-loopback address requires ORQ_API_TOKEN.'),
+  port: z.number().int().min(0).max(65_535).default(3000).describe('Port (0 picks a free one).'),
+  readOnlyBoard: z
+    .boolean()
+    .default(false)
+    .describe('Bull Board in read-only mode: no retry, clean, promote or remove from the UI.'),
+});
+
 /** The whole configuration file. */
 export const OrqConfig = z.strictObject({
   $schema: z.string().optional(),
@@ -292,6 +516,7 @@ export const OrqConfig = z.strictObject({
   redis: RedisConfig.prefault({}),
   queues: QueuesConfig.prefault({}),
   concurrency: ConcurrencyConfig.prefault({}),
+  http: HttpConfig.prefault({}),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 export type OrqConfig = z.infer<typeof OrqConfig>;
