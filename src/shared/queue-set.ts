@@ -34,13 +34,30 @@ export class QueueSet {
 
   /** Adds a job under its deterministic id: adding the same id again is a no-op in BullMQ. */
   async add(job: OutboxJob): Promise<void> {
-    await this.get(job.queue).add(job.name, job.data, {
+    await this.get(job.queue).add(job.name, job.data, this.optionsFor(job));
+  }
+
+  /** Adds many jobs with one round trip per queue (same dedup by id as `add`). */
+  async addAll(jobs: readonly OutboxJob[]): Promise<void> {
+    const byQueue = new Map<QueueName, OutboxJob[]>();
+    for (const job of jobs) byQueue.set(job.queue, [...(byQueue.get(job.queue) ?? []), job]);
+    await Promise.all(
+      [...byQueue].map(([name, group]) =>
+        this.get(name).addBulk(
+          group.map((job) => ({ name: job.name, data: job.data, opts: this.optionsFor(job) })),
+        ),
+      ),
+    );
+  }
+
+  private optionsFor(job: OutboxJob): JobsOptions {
+    return {
       jobId: job.jobId,
       // A dropped coordinator event would stall its session: give events more tries than role jobs.
       ...(job.queue === 'coordinator'
         ? { attempts: Math.max(this.jobOptions.attempts ?? 1, COORDINATOR_MIN_ATTEMPTS) }
         : {}),
-    });
+    };
   }
 
   async close(): Promise<void> {
@@ -49,19 +66,23 @@ export class QueueSet {
 }
 
 /**
- * Moves a session's outbox into the queues. Called after every applied transition and again
- * when an event is redelivered, so a crash between the state write and the enqueue loses nothing.
+ * Moves jobs from a session's outbox into their queues, then off the outbox. With `jobs`, only
+ * those (what one transition just wrote); without, the whole outbox (a redelivered event, the
+ * sweeper). Draining only one's own jobs matters: coordinators flushing concurrently would
+ * otherwise re-add each other's entries many times over. Jobs go in one addBulk per queue.
  */
 export async function flushOutbox(
   store: SessionStore,
   queues: QueueSet,
   sessionId: string,
+  jobs?: readonly OutboxJob[],
 ): Promise<number> {
-  const jobs = await store.readOutbox(sessionId);
-  for (const job of jobs) await queues.add(job);
+  const pending = jobs ?? (await store.readOutbox(sessionId));
+  if (pending.length === 0) return 0;
+  await queues.addAll(pending);
   await store.removeFromOutbox(
     sessionId,
-    jobs.map((j) => j.jobId),
+    pending.map((j) => j.jobId),
   );
-  return jobs.length;
+  return pending.length;
 }

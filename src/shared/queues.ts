@@ -113,10 +113,13 @@ export const JobFailedEvent = z.object({
   sessionId: SessionId,
   role: Role,
   taskId: TaskId.optional(),
-  attempt,
+  /** Absent only for a malformed job whose own attempt was not a valid number. */
+  attempt: attempt.optional(),
   jobId: z.string(),
   error: z.string(),
   code: z.string().optional(),
+  /** The job's payload did not match its schema: bad input to record, not a step of the session. */
+  malformed: z.boolean().optional(),
 });
 export type JobFailedEvent = z.infer<typeof JobFailedEvent>;
 
@@ -168,7 +171,8 @@ export const jobIds = {
     `ev-task-replanned|${sid}|${tid}|${attempt}`,
   cancel: (sid: string) => `ev-cancel|${sid}`,
   resume: (sid: string, requestId: string) => `ev-resume|${sid}|${requestId}`,
-  jobFailed: (failedJobId: string) => `ev-failed|${failedJobId}`,
+  /** Per queue: jobs added without an id of ours get BullMQ's per-queue counter ids, 1, 2, ... */
+  jobFailed: (queue: QueueName, failedJobId: string) => `ev-failed|${queue}|${failedJobId}`,
 };
 
 export function outboxJob<Q extends QueueName, N extends JobName<Q>>(

@@ -1,6 +1,6 @@
 import type { Redis, Result } from 'ioredis';
 import { HistoryEntry, type HistoryEntryDraft } from '../domain/history.js';
-import { Session, type SessionState } from '../domain/session.js';
+import { Session, SessionState } from '../domain/session.js';
 import { Task } from '../domain/task.js';
 import { OrqError } from '../errors.js';
 import { OutboxJob } from '../queues.js';
@@ -83,6 +83,9 @@ declare module 'ioredis' {
 
 /** Reads and writes orq's session state in Redis. Only the coordinator and producers write. */
 export class SessionStore {
+  /** Sessions as first read: only their submit-time parts are used (loadSessionForTask). */
+  private readonly fixedParts = new Map<string, Session>();
+
   constructor(
     readonly redis: Redis,
     readonly prefix: string,
@@ -119,12 +122,47 @@ export class SessionStore {
 
   async requireSession(sessionId: string): Promise<SessionSnapshot> {
     const snapshot = await this.loadSession(sessionId);
-    if (!snapshot) {
-      throw new OrqError('NOT_FOUND', `Session ${sessionId} not found`, {
-        details: { sessionId },
-        hint: 'List sessions with `orq status` or check the Redis prefix (ORQ_PREFIX).',
-      });
+    if (!snapshot) throw sessionNotFound(sessionId);
+    return snapshot;
+  }
+
+  /**
+   * The session for task-level work, without reading and parsing the whole record each time
+   * (it grows with the session: taskIds, plans). `state`, `version` and `counters` are current;
+   * every other mutable field (planning, taskIds, updatedAt) may be stale — only what is fixed
+   * at submit (id, instruction, config, requiredTerms) is safe to use. Session-level
+   * transitions must use loadSession.
+   */
+  async loadSessionForTask(sessionId: string): Promise<SessionSnapshot | undefined> {
+    const [state, version, open, active] = await this.redis.hmget(
+      this.keys(sessionId).meta,
+      'state',
+      'version',
+      'open',
+      'active',
+    );
+    if (!state) return undefined;
+    let fixed = this.fixedParts.get(sessionId);
+    if (!fixed) {
+      const data = await this.redis.hget(this.keys(sessionId).meta, 'data');
+      if (!data) return undefined;
+      fixed = Session.parse(JSON.parse(data));
+      if (this.fixedParts.size >= FIXED_PARTS_CACHE_SIZE) {
+        const oldest = this.fixedParts.keys().next().value;
+        if (oldest !== undefined) this.fixedParts.delete(oldest);
+      }
+      this.fixedParts.set(sessionId, fixed);
     }
+    return {
+      session: { ...fixed, state: SessionState.parse(state) },
+      version: Number(version ?? 0),
+      counters: { open: Number(open ?? 0), active: Number(active ?? 0) },
+    };
+  }
+
+  async requireSessionForTask(sessionId: string): Promise<SessionSnapshot> {
+    const snapshot = await this.loadSessionForTask(sessionId);
+    if (!snapshot) throw sessionNotFound(sessionId);
     return snapshot;
   }
 
@@ -306,6 +344,16 @@ export class SessionStore {
   sessionKeyList(sessionId: string): string[] {
     return sessionKeyList(this.keys(sessionId));
   }
+}
+
+/** Sessions whose fixed parts one process keeps parsed (a few MB at most). */
+const FIXED_PARTS_CACHE_SIZE = 1000;
+
+function sessionNotFound(sessionId: string): OrqError {
+  return new OrqError('NOT_FOUND', `Session ${sessionId} not found`, {
+    details: { sessionId },
+    hint: 'List sessions with `orq status` or check the Redis prefix (ORQ_PREFIX).',
+  });
 }
 
 export function parseHistoryFields(fields: string[]): HistoryEntry {

@@ -8,7 +8,9 @@ import { onPlanJudged } from './plan-judged.js';
 import { finalizeSession, onCancel, onJobFailed, onResume } from './session-events.js';
 import { onTaskJudged } from './task-judged.js';
 import { onTaskReplanned } from './task-replanned.js';
-import { parseOrThrow } from '../../shared/errors.js';
+import { ValidationError } from '../../shared/errors.js';
+import { SessionId } from '../../shared/domain/session.js';
+import { faultAfterStateWrite } from './fault-injection.js';
 
 /** Retries of a transition whose snapshot was changed by a concurrent coordinator. */
 const MAX_CONFLICT_RETRIES = 50;
@@ -40,10 +42,20 @@ export async function applyEvent(
   eventId: string,
 ): Promise<CoordinatorOutcome> {
   const schemas = JobSchemas.coordinator as Record<string, ZodType>;
-  const schema = schemas[name];
+  const schema = Object.hasOwn(schemas, name) ? schemas[name] : undefined;
   const handler = handlers[name as CoordinatorEventName];
-  if (!schema || !handler) throw new Error(`unknown coordinator event ${name}`);
-  const event = parseOrThrow(schema, data, `coordinator event ${name}`) as { sessionId: string };
+  const parsed = schema?.safeParse(data);
+  if (!schema || !handler || !parsed?.success) {
+    // A ValidationError is permanent: the job fails once, and the session's history says why.
+    const error = parsed?.error
+      ? ValidationError.fromZod(`coordinator event ${name}`, parsed.error)
+      : new ValidationError('coordinator event', [
+          { path: '(name)', message: `unknown event "${name}"` },
+        ]);
+    await recordRejectedEvent(ctx, name, data, eventId, error);
+    throw error;
+  }
+  const event = parsed.data as { sessionId: string };
   const log = ctx.logger.child({ sessionId: event.sessionId, event: name, eventId });
 
   for (let tries = 0; tries < MAX_CONFLICT_RETRIES; tries += 1) {
@@ -62,10 +74,16 @@ export async function applyEvent(
           },
         ],
       });
-      await flushOutbox(ctx.store, ctx.queues, event.sessionId);
+      if (result.status === 'OK') faultAfterStateWrite();
+      // DUPLICATE: this event was applied before a crash; its jobs may still sit in the outbox.
+      if (result.status === 'DUPLICATE') await flushOutbox(ctx.store, ctx.queues, event.sessionId);
+      // A redelivery after a crash between the apply and finalize finds the event stale, yet the
+      // session may still be due to complete or block: settle it here too, or it stays RUNNING.
+      await finalize(ctx, event.sessionId, result);
       return { status: 'IGNORED', reason: transition.ignore };
     }
     result = await ctx.store.apply(event.sessionId, transition.changeset);
+    if (result.status === 'OK') faultAfterStateWrite();
     if (result.status === 'CONFLICT') {
       await new Promise((r) => setTimeout(r, Math.random() * 5 * (tries + 1)));
       continue;
@@ -74,8 +92,14 @@ export async function applyEvent(
       log.debug('session state changed under the event; nothing to do');
       return { status: 'STATE' };
     }
-    // OK, or DUPLICATE (a redelivery after a crash): either way drain the outbox and finalize.
-    await flushOutbox(ctx.store, ctx.queues, event.sessionId);
+    // OK: enqueue what this transition wrote. DUPLICATE (a redelivery after a crash): drain
+    // whatever the first delivery left in the outbox. Either way, then finalize.
+    await flushOutbox(
+      ctx.store,
+      ctx.queues,
+      event.sessionId,
+      result.status === 'OK' ? (transition.changeset.outbox ?? []) : undefined,
+    );
     await finalize(ctx, event.sessionId, result);
     log.debug({ status: result.status, counters: result.counters }, 'event applied');
     return { status: result.status };
@@ -101,6 +125,33 @@ async function finalize(
     if (applied.status !== 'CONFLICT') return;
     counters = applied.counters;
   }
+}
+
+/**
+ * A malformed event cannot be applied. When it names an existing session, an `error` entry in
+ * that session's history records why, once per event (its own event id, so a later valid event
+ * under the same job id is not taken for a duplicate). Unknown sessions get nothing written.
+ */
+async function recordRejectedEvent(
+  ctx: CoordinatorContext,
+  name: string,
+  data: unknown,
+  eventId: string,
+  error: ValidationError,
+): Promise<void> {
+  const sessionId = SessionId.safeParse((data as { sessionId?: unknown } | null)?.sessionId);
+  if (!sessionId.success || !(await ctx.store.loadSession(sessionId.data))) return;
+  await ctx.store.apply(sessionId.data, {
+    eventId: `rejected|${eventId}`,
+    history: [
+      {
+        type: 'error',
+        role: 'coordinator',
+        code: error.code,
+        message: `rejected ${name} event ${eventId}: ${error.message}`,
+      },
+    ],
+  });
 }
 
 export function createCoordinatorProcessor(ctx: CoordinatorContext & { queues: QueueSet }) {

@@ -20,8 +20,8 @@ import { TaskEdits } from './task-edits.js';
 /** Problems of a plan on its own: cycles, dangling dependencies, duplicate ids. */
 function ownStructureProblems(plan: PlanBreakdown): string[] {
   const problems: string[] = [];
-  const ids = plan.tasks.map((t) => t.id);
-  const duplicates = ids.filter((id, i) => ids.indexOf(id) !== i);
+  const seen = new Set<string>();
+  const duplicates = plan.tasks.map((t) => t.id).filter((id) => seen.has(id) || !seen.add(id));
   if (duplicates.length > 0)
     problems.push(`duplicate task ids: ${[...new Set(duplicates)].join(', ')}`);
   for (const d of findDanglingDependencies(plan.tasks)) {

@@ -10,9 +10,11 @@ export async function onTaskJudged(
   event: TaskJudgedEvent,
   eventId: string,
 ): Promise<Transition> {
-  const { session } = await ctx.store.requireSession(event.sessionId);
+  const [{ session }, snapshot] = await Promise.all([
+    ctx.store.requireSessionForTask(event.sessionId),
+    ctx.store.loadTask(event.sessionId, event.taskId),
+  ]);
   if (session.state !== 'RUNNING') return ignore(eventId, `session is ${session.state}`);
-  const snapshot = await ctx.store.loadTask(event.sessionId, event.taskId);
   if (!snapshot) return ignore(eventId, `task ${event.taskId} is unknown`);
   const task = snapshot.task;
   // Out-of-order or duplicated verdicts (an older attempt, a task already moved on) change nothing.

@@ -16,7 +16,7 @@ export async function onTaskReplanned(
   event: TaskReplannedEvent,
   eventId: string,
 ): Promise<Transition> {
-  const { session } = await ctx.store.requireSession(event.sessionId);
+  const { session } = await ctx.store.requireSessionForTask(event.sessionId);
   if (session.state !== 'RUNNING') return ignore(eventId, `session is ${session.state}`);
   const snapshot = await ctx.store.loadTask(event.sessionId, event.taskId);
   if (!snapshot) return ignore(eventId, `task ${event.taskId} is unknown`);

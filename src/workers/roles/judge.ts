@@ -41,9 +41,11 @@ export function createJudgeProcessor(ctx: RoleContext) {
       return `plan score ${judgement.score ?? 'n/a'}`;
     }
     const data = parseOrThrow(JudgeTaskJob, job.data, 'judge-task job');
-    const snapshot = await ctx.store.loadSession(data.sessionId);
+    const [snapshot, task] = await Promise.all([
+      ctx.store.loadSessionForTask(data.sessionId),
+      ctx.store.loadTask(data.sessionId, data.taskId),
+    ]);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
-    const task = await ctx.store.loadTask(data.sessionId, data.taskId);
     if (!task || task.task.attempts !== data.attempt) return 'stale';
     const reply = await (
       await ctx.models.forSession(snapshot.session, 'judge')

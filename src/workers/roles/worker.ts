@@ -14,9 +14,12 @@ export function createWorkerProcessor(
 ) {
   return async (job: Job, _token?: string, signal?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(ExecuteJob, job.data, 'execute job');
-    const snapshot = await ctx.store.loadSession(data.sessionId);
+    // Both reads in one round trip: the hot path of every task.
+    const [snapshot, current] = await Promise.all([
+      ctx.store.loadSessionForTask(data.sessionId),
+      ctx.store.loadTask(data.sessionId, data.taskId),
+    ]);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
-    const current = await ctx.store.loadTask(data.sessionId, data.taskId);
     if (!current || current.task.attempts !== data.attempt) return 'stale';
     const task = current.task;
     const deps = await ctx.store.loadTasks(data.sessionId, task.dependencies);
