@@ -37,3 +37,22 @@ export {
   type CreateClientOptions,
   type SessionView,
 } from './producers/client.js';
+
+// HTTP API with Bull Board.
+export {
+  createHttpServer,
+  startHttpServer,
+  type HttpServerOptions,
+  type StartHttpServerOptions,
+  type RunningHttpServer,
+} from './producers/http/server.js';
+
+// Executors and real model providers, for embedding orq's roles in another process.
+export {
+  createExecutorRegistry,
+  type ExecutorRegistry,
+  type ExecutorRegistryOptions,
+} from './workers/executors/registry.js';
+export type { Executor, ExecutorContext } from './workers/executors/types.js';
+export { createLlmModels, createChatProvider } from './shared/llm/llm-models.js';
+export type { ChatProvider, ChatRequest, ChatCompletion } from './shared/llm/chat.js';
