@@ -146,7 +146,12 @@ function wrapProcessor(
       const failed = permanent || lastTry ? failureEvent(role, job, error, message) : undefined;
       if (failed && job.id) {
         await ctx.queues.add(
-          outboxJob('coordinator', 'job-failed', jobIds.jobFailed(job.id), failed),
+          outboxJob(
+            'coordinator',
+            'job-failed',
+            jobIds.jobFailed(ROLE_QUEUE[role], job.id),
+            failed,
+          ),
         );
       }
       if (permanent && !(error instanceof UnrecoverableError))
@@ -184,7 +189,12 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
     sessionState: async (sessionId) => (await store.loadSession(sessionId))?.session.state,
   });
   const ctx: RoleContext = { store, queues, models, logger };
-  const coordinatorCtx = { store, queues, logger: logger.child({ role: 'coordinator' }) };
+  const coordinatorCtx = {
+    store,
+    queues,
+    logger: logger.child({ role: 'coordinator' }),
+    ...(options.metrics ? { metrics: options.metrics } : {}),
+  };
 
   const processors: Record<Role, Processor> = {
     planner: createPlannerProcessor(ctx),

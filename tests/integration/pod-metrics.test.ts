@@ -54,6 +54,13 @@ describe('pod metrics (orq start --metrics-port)', () => {
     // The judge judged the plan and every task.
     expect(count('judge')).toBeGreaterThanOrEqual(view.tasks.length + 1);
     expect(count('coordinator')).toBeGreaterThanOrEqual(view.tasks.length + 1);
+    const decisions = (kind: string) =>
+      Number(
+        new RegExp(`^orq_decisions_total\\{decision="${kind}"\\} (\\d+)$`, 'm').exec(text)?.[1] ??
+          0,
+      );
+    expect(decisions('refinement:accept')).toBe(1);
+    expect(decisions('task:done')).toBe(view.tasks.length);
     expect((await fetch(server.url.replace('/metrics', '/other'))).status).toBe(404);
   });
 });

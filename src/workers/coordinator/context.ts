@@ -1,9 +1,12 @@
 import type { Logger } from '../../shared/logger.js';
+import type { RoleMetrics } from '../metrics.js';
 import type { Changeset, SessionStore } from '../../shared/store/session-store.js';
 
 export interface CoordinatorContext {
   store: SessionStore;
   logger: Logger;
+  /** Counts applied decisions by kind, when the pod serves metrics. */
+  metrics?: Pick<RoleMetrics, 'countDecision'>;
 }
 
 /** What a handler concluded: a changeset to apply, or why the event changes nothing. */

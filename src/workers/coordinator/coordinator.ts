@@ -83,7 +83,12 @@ export async function applyEvent(
       return { status: 'IGNORED', reason: transition.ignore };
     }
     result = await ctx.store.apply(event.sessionId, transition.changeset);
-    if (result.status === 'OK') faultAfterStateWrite();
+    if (result.status === 'OK') {
+      faultAfterStateWrite();
+      for (const entry of transition.changeset.history ?? []) {
+        if (entry.type === 'decision') ctx.metrics?.countDecision(entry.decision);
+      }
+    }
     if (result.status === 'CONFLICT') {
       await new Promise((r) => setTimeout(r, Math.random() * 5 * (tries + 1)));
       continue;
