@@ -17,6 +17,11 @@ export interface SessionKeys {
   history: string;
   /** Hash: token usage, USD estimate and budget reservations (usage-store.ts). */
   usage: string;
+  /**
+   * Hash of the agent executor's steps: field `<taskId>|<attempt>` counts an attempt's steps,
+   * `<taskId>|<attempt>|<step>` holds each one. Task ids never contain `|`.
+   */
+  steps: string;
 }
 
 export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
@@ -29,6 +34,7 @@ export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
     applied: `${base}:applied`,
     history: `${base}:history`,
     usage: `${base}:usage`,
+    steps: `${base}:steps`,
   };
 }
 
@@ -41,6 +47,7 @@ export function sessionKeyList(keys: SessionKeys): string[] {
     keys.applied,
     keys.history,
     keys.usage,
+    keys.steps,
   ];
 }
 

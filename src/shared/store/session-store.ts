@@ -307,7 +307,7 @@ export class SessionStore {
       ...(plan === undefined ? {} : { plan }),
     };
     const status = await this.redis.orqAppendStep(
-      taskStepsKey(this.prefix, sessionId),
+      this.keys(sessionId).steps,
       this.keys(sessionId).history,
       stepCountField(taskId, attempt),
       step,
@@ -329,7 +329,7 @@ export class SessionStore {
     taskId: string,
     attempt: number,
   ): Promise<TaskStepRecord[]> {
-    const key = taskStepsKey(this.prefix, sessionId);
+    const key = this.keys(sessionId).steps;
     const field = stepCountField(taskId, attempt);
     const count = Number((await this.redis.hget(key, field)) ?? 0);
     if (count === 0) return [];
@@ -368,14 +368,6 @@ export interface TaskStepRecord {
   entry: HistoryEntry;
   /** The plan in force after this step, recorded on plan and revision steps. */
   plan?: unknown;
-}
-
-/**
- * Hash of the session's agent steps: field `<taskId>|<attempt>` counts an attempt's steps,
- * `<taskId>|<attempt>|<step>` holds each one. Task ids never contain `|`.
- */
-function taskStepsKey(prefix: string, sessionId: string): string {
-  return `${prefix}:s:{${sessionId}}:steps`;
 }
 
 const stepCountField = (taskId: string, attempt: number) => `${taskId}|${attempt}`;
