@@ -1,10 +1,10 @@
 import type { LlmConfig, LlmRoleConfig } from '../shared/config/schema.js';
 import type { Session } from '../shared/domain/session.js';
 import { createBuiltinModels } from '../shared/llm/builtin.js';
-import type { ModelRole } from '../shared/llm/chat.js';
+import type { ChatProvider, ModelRole } from '../shared/llm/chat.js';
 import { createLlmModels, type LlmRoleConfigs } from '../shared/llm/llm-models.js';
 import { canonicalJson } from '../shared/llm/record-replay.js';
-import { meteredModels } from '../shared/llm/metered.js';
+import { meteredChat, meteredModels } from '../shared/llm/metered.js';
 import { sampledJudge } from '../shared/llm/sampled-judge.js';
 import { loadScenarioFile } from '../shared/llm/scenario.js';
 import type { RoleModels } from '../shared/llm/types.js';
@@ -52,6 +52,21 @@ export interface ModelResolverOptions {
   usageStore?: UsageStore;
 }
 
+/**
+ * What one execution of a task gets besides the worker's models: one signal that stops it, and
+ * the metering of model calls the executor makes on its own (the agent executor's chat calls).
+ */
+export interface ExecutionControls {
+  /** Aborts when the job's signal does, or the session finishes (cancelled, failed, budget). */
+  signal: AbortSignal;
+  /** The session was seen finished: whatever the execution does now is moot. */
+  sessionFinished(): boolean;
+  /** The provider with every request reserved and counted for the worker role and the task. */
+  meterChat(provider: ChatProvider): ChatProvider;
+  /** Stops watching the session; call it when the execution ends. */
+  release(): void;
+}
+
 /** Distinct LLM configurations kept ready; the oldest is dropped beyond this. */
 const MAX_CACHED_CONFIGS = 64;
 
@@ -82,6 +97,27 @@ export class ModelResolver {
     // Sampling outside metering: each judge sample reserves and counts as a call of its own.
     const metered = usageStore ? meteredModels(base, { usageStore, session, role }) : base;
     return role === 'judge' ? sampledJudge(metered, session.config.llm.judgeSamples.k) : metered;
+  }
+
+  /**
+   * The controls of one execution of `taskId`. The session is watched through the same shared
+   * SessionCancellation as the real-model calls (one poll per session with work in flight), so
+   * cancelling a session also stops a running agent loop or coding-agent command.
+   */
+  forExecution(session: Session, taskId: string, jobSignal?: AbortSignal): ExecutionControls {
+    const lease = this.cancellation?.watch(session.id);
+    const signals = [jobSignal, lease?.signal].filter((s): s is AbortSignal => s !== undefined);
+    const signal = AbortSignal.any(signals);
+    const { usageStore } = this.options;
+    return {
+      signal,
+      sessionFinished: () => lease?.signal.aborted === true,
+      meterChat: (provider) =>
+        usageStore
+          ? meteredChat(provider, { usageStore, session, role: 'worker', taskId })
+          : provider,
+      release: () => lease?.release(),
+    };
   }
 
   private llmFor(session: Session): RoleModels {

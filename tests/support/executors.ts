@@ -53,6 +53,8 @@ export function executorContext(
     dependencyResults: [],
     ...(options.feedback ? { feedback: options.feedback } : {}),
     models: createBuiltinModels(),
+    // Unmetered: executor-level tests have no usage store (the worker role meters).
+    meterChat: (provider) => provider,
     history: storeStepHistory(store, session, parsed.id, attempt),
     signal: options.signal ?? new AbortController().signal,
     logger: silentLogger,

@@ -4,6 +4,7 @@ import type { TokenUsage } from '../domain/task.js';
 import { OrqError } from '../errors.js';
 import type { Role } from '../queues.js';
 import type { BudgetLimits, Reservation, UsageStore } from '../store/usage-store.js';
+import type { ChatProvider } from './chat.js';
 import type { RoleModels } from './types.js';
 
 /**
@@ -86,15 +87,35 @@ export function unpricedModels(config: SessionConfig): string[] {
   return [...new Set(missing)];
 }
 
-export interface MeteredModelsOptions {
+export interface MeterOptions {
   usageStore: UsageStore;
   session: Pick<Session, 'id' | 'config'>;
-  /** The role the models were resolved for: its model prices the calls, and names the usage. */
+  /** The role the calls are made for: its model prices the calls, and names the usage. */
   role: ModelRole;
 }
 
-/** Wraps `models` so every call is reserved (with a budget), then counted. */
-export function meteredModels(models: RoleModels, options: MeteredModelsOptions): RoleModels {
+export type MeteredModelsOptions = MeterOptions;
+
+/** One metered call: what it is, in errors, and the task its usage is counted for. */
+export interface MeteredCall {
+  method: string;
+  taskId?: string | undefined;
+}
+
+/**
+ * The one accounting path of every metered call, whatever it calls (RoleModels or a bare
+ * ChatProvider): reserve the estimate (with a budget), run the call, settle its real usage.
+ */
+export interface Meter {
+  withReservation<T>(
+    call: MeteredCall,
+    run: () => Promise<T>,
+    usageOf: (reply: T) => TokenUsage | undefined,
+  ): Promise<T>;
+}
+
+/** The meter of a session's calls for one role. */
+export function createMeter(options: MeterOptions): Meter {
   const { usageStore, session, role } = options;
   const budget = session.config.budget;
   const { provider, model } = roleModel(session.config.llm, role);
@@ -103,7 +124,7 @@ export function meteredModels(models: RoleModels, options: MeteredModelsOptions)
   const estimate = reservationFor(budget, price);
   const none: Reservation = { tokens: 0, usdMicros: 0 };
 
-  async function reserve(method: string, taskId: string | undefined): Promise<Reservation> {
+  async function reserve({ method, taskId }: MeteredCall): Promise<Reservation> {
     if (!limits) return none;
     if (limits.maxUsdMicros !== undefined && !price) {
       throw new OrqError('CONFIG_INVALID', `No price for model ${model} under budget.maxUsd`, {
@@ -129,17 +150,16 @@ export function meteredModels(models: RoleModels, options: MeteredModelsOptions)
     );
   }
 
-  async function metered<T>(
-    method: string,
-    taskId: string | undefined,
-    call: () => Promise<T>,
+  async function withReservation<T>(
+    call: MeteredCall,
+    run: () => Promise<T>,
     usageOf: (reply: T) => TokenUsage | undefined,
   ): Promise<T> {
-    const reserved = await reserve(method, taskId);
-    const base = { reserved, role, ...(taskId !== undefined ? { taskId } : {}) };
+    const reserved = await reserve(call);
+    const base = { reserved, role, ...(call.taskId !== undefined ? { taskId: call.taskId } : {}) };
     let reply: T;
     try {
-      reply = await call();
+      reply = await run();
     } catch (error) {
       // A failed call reports no usage: release its reservation and count the failure.
       await usageStore.settle(session.id, {
@@ -159,6 +179,19 @@ export function meteredModels(models: RoleModels, options: MeteredModelsOptions)
     });
     return reply;
   }
+
+  return { withReservation };
+}
+
+/** Wraps `models` so every call is reserved (with a budget), then counted. */
+export function meteredModels(models: RoleModels, options: MeteredModelsOptions): RoleModels {
+  const meter = createMeter(options);
+  const metered = <T>(
+    method: string,
+    taskId: string | undefined,
+    run: () => Promise<T>,
+    usageOf: (reply: T) => TokenUsage | undefined,
+  ) => meter.withReservation({ method, taskId }, run, usageOf);
 
   return {
     label: models.label,
@@ -195,6 +228,28 @@ export function meteredModels(models: RoleModels, options: MeteredModelsOptions)
         'replan',
         request.task.id,
         () => models.replan(request),
+        (r) => r.usage,
+      ),
+  };
+}
+
+export interface MeteredChatOptions extends MeterOptions {
+  /** The task the calls work on (the agent executor's), so its usage counts for that task. */
+  taskId?: string;
+}
+
+/**
+ * Wraps a ChatProvider a caller builds itself (the agent executor's model) so each request,
+ * repair turns included, is reserved and counted like a call of the role's models.
+ */
+export function meteredChat(provider: ChatProvider, options: MeteredChatOptions): ChatProvider {
+  const meter = createMeter(options);
+  return {
+    label: provider.label,
+    complete: (request) =>
+      meter.withReservation(
+        { method: request.schemaName, taskId: options.taskId },
+        () => provider.complete(request),
         (r) => r.usage,
       ),
   };

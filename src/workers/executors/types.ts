@@ -1,6 +1,7 @@
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { Session } from '../../shared/domain/session.js';
 import type { Task, TaskResult } from '../../shared/domain/task.js';
+import type { ChatProvider } from '../../shared/llm/chat.js';
 import type { DependencyResult, RoleModels } from '../../shared/llm/types.js';
 import type { Logger } from '../../shared/logger.js';
 import type { TaskStepRecord } from '../../shared/store/session-store.js';
@@ -26,10 +27,18 @@ export interface ExecutorContext {
   dependencyResults: DependencyResult[];
   /** The judge's feedback (continue) or a user's note (resume). */
   feedback?: string;
-  /** The worker role's models for this session. */
+  /** The worker role's models for this session, metered already. */
   models: RoleModels;
+  /**
+   * Wraps a ChatProvider the executor builds itself, so its calls are counted per session,
+   * role and task and reserved against the budget like `models` (BUDGET_EXHAUSTED when refused).
+   */
+  meterChat(provider: ChatProvider): ChatProvider;
   history: StepHistory;
-  /** Aborted when the job is cancelled; executors stop their processes and calls. */
+  /**
+   * Aborted when the job is cancelled or the session finishes (cancelled, failed, out of
+   * budget); executors stop their loops, processes and calls.
+   */
   signal: AbortSignal;
   /** Child logger with sessionId, taskId and executor bound. */
   logger: Logger;

@@ -29,23 +29,41 @@ export function createWorkerProcessor(
     });
     const started = Date.now();
     const executor = executors.resolve(task, snapshot.session);
-    const reply = await executor.execute({
-      session: snapshot.session,
-      task,
-      attempt: data.attempt,
-      dependencyResults,
-      ...(task.feedback ? { feedback: task.feedback } : {}),
-      models: await ctx.models.forSession(snapshot.session, 'worker'),
-      history: storeStepHistory(ctx.store, snapshot.session, data.taskId, data.attempt),
-      signal: signal ?? new AbortController().signal,
-      logger: ctx.logger.child({
-        role: 'worker',
-        sessionId: data.sessionId,
-        taskId: data.taskId,
-        executor: executor.name,
-      }),
-      jobAttempt: job.attemptsMade,
+    const logger = ctx.logger.child({
+      role: 'worker',
+      sessionId: data.sessionId,
+      taskId: data.taskId,
+      executor: executor.name,
     });
+    // One signal for the whole execution: BullMQ's (shutdown) or the session finishing.
+    const controls = ctx.models.forExecution(snapshot.session, data.taskId, signal);
+    let reply: unknown;
+    try {
+      reply = await executor.execute({
+        session: snapshot.session,
+        task,
+        attempt: data.attempt,
+        dependencyResults,
+        ...(task.feedback ? { feedback: task.feedback } : {}),
+        models: await ctx.models.forSession(snapshot.session, 'worker'),
+        meterChat: controls.meterChat,
+        history: storeStepHistory(ctx.store, snapshot.session, data.taskId, data.attempt),
+        signal: controls.signal,
+        logger,
+        jobAttempt: job.attemptsMade,
+      });
+    } catch (error) {
+      // Stopped because the session finished: nothing failed that the coordinator must hear of.
+      if (!controls.sessionFinished()) throw error;
+      logger.info(
+        { err: error instanceof Error ? error.message : String(error) },
+        'execution stopped: the session finished',
+      );
+      return 'session not running';
+    } finally {
+      controls.release();
+    }
+    if (controls.sessionFinished()) return 'session not running';
     const result = checkReply(TaskResult, reply, 'execution result', {
       sessionId: data.sessionId,
       taskId: data.taskId,

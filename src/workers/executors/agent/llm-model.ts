@@ -245,7 +245,8 @@ export function llmAgentModel(
           inner: () => createChatProvider('worker', config, env),
         });
   return createChatAgentModel({
-    provider,
+    // Metered outermost: a replayed call counts what the recording says it used.
+    provider: ctx.meterChat(provider),
     config,
     maxRepairAttempts: ctx.session.config.llm.maxRepairAttempts,
   });

@@ -147,9 +147,11 @@ export async function runAgentLoop(
     logger.info({ step: at, revisions: counters.revisions }, 'agent revised its plan');
   };
 
+  signal.throwIfAborted();
   if (!resumed.planned && planning.enabled) {
     const reply = await model.plan({ ...request, signal });
     count(reply.usage);
+    signal.throwIfAborted();
     plan = boundPlan(
       checkModelReply(AgentPlan, reply.value, 'plan', request),
       planning.max_subtasks,
@@ -167,6 +169,7 @@ export async function runAgentLoop(
   }
 
   for (;;) {
+    // Between steps: a cancelled job or a finished session stops the run here.
     signal.throwIfAborted();
     if (pendingReflection) {
       const reply = await model.reflect({
@@ -179,6 +182,7 @@ export async function runAgentLoop(
         revisionsLeft: Math.max(0, planning.revision.max_revisions - counters.revisions),
       });
       count(reply.usage);
+      signal.throwIfAborted();
       const reflection = checkModelReply(AgentReflection, reply.value, 'reflection', request);
       const revise = reflection.plan_revision_needed && canRevise(counters, planning);
       const evaluation: ReflectionRecord = {
@@ -223,6 +227,8 @@ export async function runAgentLoop(
       actionsLeft: maxActions - counters.actions,
     });
     count(reply.usage);
+    // A model that ignores the signal still gets no tool run once the run is cancelled.
+    signal.throwIfAborted();
     const decision = AgentDecision.safeParse(reply.value);
     let tool: string;
     let input: unknown;
