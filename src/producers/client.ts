@@ -70,7 +70,16 @@ export interface OrqClient {
   ): Promise<StoredHistoryEntry[]>;
   historyJsonl(sessionId: string): Promise<string>;
   cancel(sessionId: string, reason?: string): Promise<void>;
-  resume(sessionId: string, request?: ResumeRequest): Promise<string>;
+  /**
+   * Asks the coordinator to resume blocked tasks and waits up to `waitMs` (default 5 s; 0: don't
+   * wait) until it has applied the request, so a `wait` right after sees the resumed session.
+   * Returns the request id.
+   */
+  resume(
+    sessionId: string,
+    request?: ResumeRequest,
+    options?: { waitMs?: number },
+  ): Promise<string>;
   watch(sessionId: string, options?: WatchOptions): AsyncGenerator<StoredHistoryEntry>;
   wait(
     sessionId: string,
@@ -285,7 +294,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
         );
       }),
 
-    resume: (sessionId, request = {}) =>
+    resume: (sessionId, request = {}, resumeOptions = {}) =>
       guard(async () => {
         const parsed = parseOrThrow(ResumeRequest, request, 'resume request');
         const { session } = await store.requireSession(sessionId);
@@ -296,8 +305,10 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
           });
         }
         const requestId = randomUUID();
+        const eventId = jobIds.resume(sessionId, requestId);
+        const [last] = await redis.xrevrange(store.keys(sessionId).history, '+', '-', 'COUNT', 1);
         await queues.add(
-          outboxJob('coordinator', 'resume', jobIds.resume(sessionId, requestId), {
+          outboxJob('coordinator', 'resume', eventId, {
             sessionId,
             mode: parsed.mode,
             requestId,
@@ -305,6 +316,19 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
             ...(parsed.note ? { note: parsed.note } : {}),
           }),
         );
+        const waitMs = resumeOptions.waitMs ?? 5_000;
+        if (waitMs > 0) {
+          // Without a running coordinator the request stays queued: that is not an error.
+          const signal = AbortSignal.timeout(waitMs);
+          for await (const { entry } of watch(sessionId, {
+            ...(last ? { after: last[0] } : {}),
+            signal,
+            blockMs: Math.min(waitMs, 500),
+          })) {
+            const inputs = entry.type === 'decision' ? entry.inputs : undefined;
+            if (inputs?.requestId === requestId || inputs?.eventId === eventId) break;
+          }
+        }
         return requestId;
       }),
 

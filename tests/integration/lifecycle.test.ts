@@ -20,3 +20,28 @@ describe('a session end to end with the builtin provider', () => {
     expect(view.counters).toEqual({ open: 0, active: 0 });
   });
 });
+
+describe('resume then wait', () => {
+  it('sees the resumed session, not the BLOCKED state from before the resume', async () => {
+    cluster = await startCluster({ roles: ['planner', 'judge', 'worker', 'replanner'] });
+    const coordinator = await cluster.startPod(['coordinator']);
+    const scenario = new URL('../../examples/scenarios/blocked-task.yaml', import.meta.url)
+      .pathname;
+    const session = await cluster.client.submit({
+      instruction: 'blocked then fixed',
+      config: { llm: { scenario } },
+    });
+    const blocked = await cluster.client.wait(session.id, { timeoutMs: 20_000 });
+    expect(blocked.session.state).toBe('BLOCKED');
+
+    // The coordinator is away when the resume is requested and back a moment later: a resume
+    // that returned before the coordinator applied it would leave `wait` looking at BLOCKED.
+    await coordinator.close(5_000);
+    const c = cluster;
+    const back = new Promise((r) => setTimeout(r, 1_000)).then(() => c.startPod(['coordinator']));
+    await cluster.client.resume(session.id, { mode: 'retry' });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 20_000 });
+    await back;
+    expect(view.session.state).toBe('COMPLETED');
+  });
+});

@@ -70,7 +70,7 @@ export async function applyEvent(
             type: 'decision',
             decision: 'event:ignored',
             reason: `${name}: ${transition.ignore}`,
-            inputs: {},
+            inputs: { eventId },
           },
         ],
       });

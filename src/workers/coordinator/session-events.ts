@@ -84,7 +84,11 @@ export async function onResume(
       type: 'decision' as const,
       decision: `resume:${event.mode}`,
       reason,
-      inputs: { taskIds: targets.map((t) => t.task.id), note: event.note },
+      inputs: {
+        taskIds: targets.map((t) => t.task.id),
+        note: event.note,
+        requestId: event.requestId,
+      },
     },
     ...edits.history,
   ];

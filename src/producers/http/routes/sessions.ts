@@ -110,7 +110,8 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
       },
     },
     async (request, reply) => {
-      const requestId = await client.resume(request.params.id, request.body ?? {});
+      // 202 Accepted: the coordinator applies it asynchronously; don't hold the request open.
+      const requestId = await client.resume(request.params.id, request.body ?? {}, { waitMs: 0 });
       metrics.sessionActions.inc({ action: 'resume' });
       return reply.code(202).send({ sessionId: request.params.id, requestId, accepted: true });
     },
