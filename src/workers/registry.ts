@@ -115,7 +115,8 @@ function wrapProcessor(
     });
     const started = Date.now();
     try {
-      if (!jobSchema(role, job.name)) {
+      // (The coordinator checks its events itself, recording bad ones in their session.)
+      if (role !== 'coordinator' && !jobSchema(role, job.name)) {
         throw new ValidationError(`${role} job`, [
           { path: '(name)', message: `unknown job name "${job.name}"` },
         ]);
@@ -159,6 +160,31 @@ function wrapProcessor(
       throw error;
     }
   };
+}
+
+/**
+ * A job whose processes were killed more than maxStalledCount times is failed by BullMQ itself
+ * (a deferred failure) without running the processor, so wrapProcessor never reports it: report
+ * it here, or its session would wait for it for ever. (Coordinator events carry no role job to
+ * block; such a loss is logged.)
+ */
+async function reportDeferredFailure(
+  role: Role,
+  job: Job | undefined,
+  error: Error,
+  ctx: RoleContext,
+): Promise<void> {
+  if (!job?.deferredFailure || !job.id) return;
+  const failed = failureEvent(role, job, error, error.message);
+  ctx.logger.error({ role, jobId: job.id, err: error.message }, 'job failed by BullMQ');
+  if (!failed) return;
+  try {
+    await ctx.queues.add(
+      outboxJob('coordinator', 'job-failed', jobIds.jobFailed(ROLE_QUEUE[role], job.id), failed),
+    );
+  } catch (cause) {
+    ctx.logger.error({ role, jobId: job.id, err: (cause as Error).message }, 'cannot report');
+  }
 }
 
 /** Set when close() gives up waiting: the active jobs are being cancelled, not failing. */
@@ -222,6 +248,7 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
       },
     );
     worker.on('error', (error) => logger.error({ role, err: error.message }, 'worker error'));
+    worker.on('failed', (job, error) => void reportDeferredFailure(role, job, error, ctx));
     return worker;
   });
   await Promise.all(workers.map((w) => w.waitUntilReady()));

@@ -52,7 +52,10 @@ export async function applyEvent(
       : new ValidationError('coordinator event', [
           { path: '(name)', message: `unknown event "${name}"` },
         ]);
-    await recordRejectedEvent(ctx, name, data, eventId, error);
+    // Best effort: a failure to record must not turn the refusal into a retried error.
+    await recordRejectedEvent(ctx, name, data, eventId, error).catch((cause: unknown) =>
+      ctx.logger.warn({ eventId, err: (cause as Error).message }, 'cannot record a bad event'),
+    );
     throw error;
   }
   const event = parsed.data as { sessionId: string };

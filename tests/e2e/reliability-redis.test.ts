@@ -1,0 +1,123 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createClient, type OrqClient } from '../../src/producers/client.js';
+import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
+import { OrqError } from '../../src/shared/errors.js';
+import { freePort, startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
+import { root } from '../support/cli.js';
+import { bullQueue, Pods } from '../support/pods.js';
+import { eventually, executionsOf } from '../support/scenarios.js';
+
+const diamond = resolve(root, 'examples/scenarios/diamond.yaml');
+
+let redis: PrivateRedis | undefined;
+let pods: Pods | undefined;
+let client: OrqClient | undefined;
+let server: RunningHttpServer | undefined;
+const dirs: string[] = [];
+afterEach(async () => {
+  await server?.close();
+  await client?.close();
+  await pods?.stopAll();
+  await redis?.stop();
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+  server = client = pods = redis = undefined;
+});
+
+/** How a promise settles, and how long it took. */
+async function settle<T>(promise: Promise<T>): Promise<{ error?: unknown; ms: number }> {
+  const started = Date.now();
+  try {
+    await promise;
+    return { ms: Date.now() - started };
+  } catch (error) {
+    return { error, ms: Date.now() - started };
+  }
+}
+
+describe('Redis restarted mid-session with AOF on', () => {
+  it('every consumer reconnects and the session completes; while down, producers fail fast', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orq-aof-'));
+    dirs.push(dir);
+    // A port of our own, so the restarted server comes back where every process expects it.
+    const port = await freePort();
+    redis = await startPrivateRedis({ dir, port, appendonly: true });
+    const prefix = `r${randomUUID().slice(0, 8)}`;
+    pods = new Pods({ REDIS_URL: redis.url, ORQ_PREFIX: prefix });
+    await pods.start('planner,judge,replanner,coordinator');
+    // Slow executions keep the session mid-flight while Redis is down.
+    await pods.start('worker', ['--latency', '1500']);
+    client = await createClient({ connection: redis.url, prefix });
+    server = await startHttpServer({ client, host: '127.0.0.1', port: 0 });
+
+    const first = await client.submit({
+      instruction: 'diamond',
+      config: { llm: { scenario: diamond } },
+    });
+    const work = bullQueue(client.store.redis, prefix, 'work');
+    await eventually(
+      async () => ((await work.getActiveCount()) > 0 ? true : undefined),
+      'a task to be executing',
+      20_000,
+    );
+    await work.close();
+
+    await redis.stop();
+    // With Redis down: a prompt, typed error from the client, 503 from the HTTP API.
+    const submit = await settle(client.submit({ instruction: 'while down' }));
+    expect(submit.error).toBeInstanceOf(OrqError);
+    expect((submit.error as OrqError).code).toBe('REDIS_UNAVAILABLE');
+    expect((submit.error as OrqError).message).toMatch(/Redis is unreachable/);
+    expect(submit.ms).toBeLessThan(5_000);
+    const ready = await fetch(`${server.url}/readyz`);
+    expect(ready.status).toBe(503);
+    const created = await fetch(`${server.url}/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ instruction: 'while down' }),
+    });
+    expect(created.status).toBe(503);
+    expect(await created.json()).toMatchObject({ error: 'REDIS_UNAVAILABLE' });
+    // Stay down past the consumers' first reconnect attempts (they back off and retry).
+    await new Promise((r) => setTimeout(r, 2_000));
+
+    redis = await startPrivateRedis({ dir, port, appendonly: true });
+    await eventually(
+      async () => ((await fetch(`${server!.url}/readyz`)).status === 200 ? true : undefined),
+      'the API to be ready again',
+      20_000,
+    );
+    // The session acknowledged before the restart survived it (AOF) and completes.
+    const view = await client.wait(first.id, { timeoutMs: 60_000 });
+    expect(view.session.state).toBe('COMPLETED');
+    const h = (await client.history(first.id)).map((e) => e.entry);
+    for (const task of view.tasks) expect(executionsOf(h, task.id)).toHaveLength(1);
+
+    // Consumers that were idle in a blocking read during the restart take new work too: a
+    // session submitted now passes through the planner, judge, worker and coordinator.
+    const second = await client.submit({
+      instruction: 'after the restart',
+      config: { llm: { scenario: diamond } },
+    });
+    expect((await client.wait(second.id, { timeoutMs: 60_000 })).session.state).toBe('COMPLETED');
+    const viaHttp = await fetch(`${server.url}/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ instruction: 'over http after the restart' }),
+    });
+    expect(viaHttp.status).toBe(201);
+    const { id } = (await viaHttp.json()) as { id: string };
+    expect((await client.wait(id, { timeoutMs: 60_000 })).session.state).toBe('COMPLETED');
+  }, 150_000);
+
+  it('createClient fails fast with REDIS_UNAVAILABLE when no Redis answers', async () => {
+    const port = await freePort();
+    const attempt = await settle(createClient({ connection: `redis://127.0.0.1:${port}` }));
+    expect(attempt.error).toBeInstanceOf(OrqError);
+    expect((attempt.error as OrqError).code).toBe('REDIS_UNAVAILABLE');
+    expect(attempt.ms).toBeLessThan(10_000);
+  });
+});
