@@ -97,8 +97,11 @@ export async function applyEvent(
       continue;
     }
     if (result.status === 'STATE') {
-      log.debug('session state changed under the event; nothing to do');
-      return { status: 'STATE' };
+      // The session left the state this transition required (cancelled, completed by a
+      // concurrent finalize) between our read and the write: decide again from the new state,
+      // which records the event as ignored, with its reason, in the history.
+      log.debug('session state changed under the event; deciding again');
+      continue;
     }
     // OK: enqueue what this transition wrote. DUPLICATE (a redelivery after a crash): drain
     // whatever the first delivery left in the outbox. Either way, then finalize.
