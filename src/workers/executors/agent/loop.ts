@@ -1,7 +1,7 @@
-import type { z } from 'zod';
 import type { HistoryEntryDraft } from '../../../shared/domain/history.js';
 import type { TokenUsage } from '../../../shared/domain/task.js';
-import { describeZodIssues, OrqError } from '../../../shared/errors.js';
+import { describeZodIssues } from '../../../shared/errors.js';
+import { checkReply } from '../../../shared/llm/check-reply.js';
 import type { Logger } from '../../../shared/logger.js';
 import type { StepHistory } from '../types.js';
 import type { AgentRunState, ReflectionRecord } from './journal.js';
@@ -62,27 +62,9 @@ function clipStrings(value: unknown): unknown {
   return value;
 }
 
-function checkModelReply<T extends z.ZodType>(
-  schema: T,
-  value: unknown,
-  what: string,
-  request: Omit<AgentRunRequest, 'tools'>,
-): z.infer<T> {
-  const result = schema.safeParse(value);
-  if (result.success) return result.data;
-  const issues = describeZodIssues(result.error);
-  throw new OrqError(
-    'LLM_OUTPUT_INVALID',
-    `The agent model's ${what} does not match its schema: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`,
-    {
-      details: {
-        sessionId: request.sessionId,
-        taskId: request.task.id,
-        attempt: request.attempt,
-        issues,
-      },
-    },
-  );
+/** The ids an off-schema agent reply is reported with. */
+function replyDetails(request: Omit<AgentRunRequest, 'tools'>): Record<string, unknown> {
+  return { sessionId: request.sessionId, taskId: request.task.id, attempt: request.attempt };
 }
 
 /** Keeps at most max_subtasks subtasks (seed 004's planning.max_subtasks). */
@@ -153,7 +135,7 @@ export async function runAgentLoop(
     count(reply.usage);
     signal.throwIfAborted();
     plan = boundPlan(
-      checkModelReply(AgentPlan, reply.value, 'plan', request),
+      checkReply(AgentPlan, reply.value, 'agent plan', replyDetails(request)),
       planning.max_subtasks,
     );
     await record(
@@ -183,7 +165,12 @@ export async function runAgentLoop(
       });
       count(reply.usage);
       signal.throwIfAborted();
-      const reflection = checkModelReply(AgentReflection, reply.value, 'reflection', request);
+      const reflection = checkReply(
+        AgentReflection,
+        reply.value,
+        'agent reflection',
+        replyDetails(request),
+      );
       const revise = reflection.plan_revision_needed && canRevise(counters, planning);
       const evaluation: ReflectionRecord = {
         ...reflection,
