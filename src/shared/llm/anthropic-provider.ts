@@ -8,6 +8,7 @@ import type { LlmRoleConfig } from '../config/schema.js';
 import {
   callFailure,
   callSignal,
+  sdkCallFailure,
   resolveApiKey,
   tokenCount,
   type CallTarget,
@@ -17,6 +18,13 @@ import {
   type ModelRole,
 } from './chat.js';
 import { replyJsonSchema } from './structured.js';
+
+const SDK_ERRORS = {
+  APIError,
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIUserAbortError,
+};
 
 /** Anthropic's messages API requires max_tokens; this is used when maxOutputTokens is unset. */
 export const DEFAULT_ANTHROPIC_MAX_TOKENS = 8192;
@@ -64,24 +72,7 @@ export function createAnthropicProvider(
           maxRetries: config.maxRetries,
         });
       } catch (error) {
-        if (call.timedOut() || error instanceof APIConnectionTimeoutError) {
-          throw callFailure('timeout', target, { message: '', cause: error });
-        }
-        if (call.cancelled() || error instanceof APIUserAbortError) {
-          throw callFailure('cancelled', target, { message: '', cause: error });
-        }
-        if (error instanceof APIConnectionError) {
-          const cause = error.cause instanceof Error ? error.cause.message : error.message;
-          throw callFailure('connection', target, { message: cause, cause: error });
-        }
-        if (error instanceof APIError) {
-          throw callFailure('http', target, {
-            message: error.message,
-            cause: error,
-            ...(typeof error.status === 'number' ? { status: error.status } : {}),
-          });
-        }
-        throw error;
+        throw sdkCallFailure(error, call, target, SDK_ERRORS);
       }
       if (message.stop_reason === 'max_tokens') {
         // A cut-off JSON reply cannot be repaired by asking again with the same limit.

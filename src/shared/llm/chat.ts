@@ -138,6 +138,45 @@ export interface CallTarget {
   apiKeyEnv?: string | undefined;
 }
 
+/** The error classes both official SDKs (openai, @anthropic-ai/sdk) export under these names. */
+export interface SdkErrorClasses {
+  APIError: abstract new (...args: never[]) => Error & { status?: number | undefined };
+  APIConnectionError: abstract new (...args: never[]) => Error;
+  APIConnectionTimeoutError: abstract new (...args: never[]) => Error;
+  APIUserAbortError: abstract new (...args: never[]) => Error;
+}
+
+/**
+ * Translates what an SDK call threw into callFailure's kinds (checked from the most specific:
+ * our own deadline or the caller's abort first); anything else is returned unchanged.
+ */
+export function sdkCallFailure(
+  error: unknown,
+  call: Pick<ReturnType<typeof callSignal>, 'timedOut' | 'cancelled'>,
+  target: CallTarget,
+  sdk: SdkErrorClasses,
+): unknown {
+  if (call.timedOut() || error instanceof sdk.APIConnectionTimeoutError) {
+    return callFailure('timeout', target, { message: '', cause: error });
+  }
+  if (call.cancelled() || error instanceof sdk.APIUserAbortError) {
+    return callFailure('cancelled', target, { message: '', cause: error });
+  }
+  if (error instanceof sdk.APIConnectionError) {
+    const cause =
+      error.cause instanceof Error && error.cause.message ? error.cause.message : error.message;
+    return callFailure('connection', target, { message: cause, cause: error });
+  }
+  if (error instanceof sdk.APIError) {
+    return callFailure('http', target, {
+      message: error.message,
+      cause: error,
+      ...(typeof error.status === 'number' ? { status: error.status } : {}),
+    });
+  }
+  return error;
+}
+
 export type CallFailureKind = 'cancelled' | 'timeout' | 'connection' | 'http' | 'reply';
 
 /** A provider failure as an OrqError with the role, the model and what the user can do. */

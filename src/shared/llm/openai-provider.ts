@@ -9,6 +9,7 @@ import type { LlmRoleConfig } from '../config/schema.js';
 import {
   callFailure,
   callSignal,
+  sdkCallFailure,
   resolveApiKey,
   tokenCount,
   type CallTarget,
@@ -18,6 +19,13 @@ import {
   type ModelRole,
 } from './chat.js';
 import { replyJsonSchema } from './structured.js';
+
+const SDK_ERRORS = {
+  APIError,
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIUserAbortError,
+};
 
 /**
  * OpenAI and every server that speaks its chat-completions protocol (Ollama, vLLM, LM Studio)
@@ -61,23 +69,7 @@ export function createOpenAiProvider(
           maxRetries: config.maxRetries,
         });
       } catch (error) {
-        if (call.timedOut() || error instanceof APIConnectionTimeoutError) {
-          throw callFailure('timeout', target, { message: '', cause: error });
-        }
-        if (call.cancelled() || error instanceof APIUserAbortError) {
-          throw callFailure('cancelled', target, { message: '', cause: error });
-        }
-        if (error instanceof APIConnectionError) {
-          throw callFailure('connection', target, { message: causeMessage(error), cause: error });
-        }
-        if (error instanceof APIError) {
-          throw callFailure('http', target, {
-            message: error.message,
-            cause: error,
-            ...(typeof error.status === 'number' ? { status: error.status } : {}),
-          });
-        }
-        throw error;
+        throw sdkCallFailure(error, call, target, SDK_ERRORS);
       }
       const choice = completion.choices?.[0];
       const message = choice?.message;
@@ -151,9 +143,4 @@ function responseFormat(
     case 'prompt':
       return {};
   }
-}
-
-function causeMessage(error: Error): string {
-  const cause = error.cause;
-  return cause instanceof Error && cause.message ? cause.message : error.message;
 }
