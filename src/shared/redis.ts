@@ -37,25 +37,35 @@ export function createConnection(
 export async function ensureConnected(redis: Redis, timeoutMs = 5_000): Promise<void> {
   if (redis.status === 'ready') return;
   const where = `${redis.options.host ?? '?'}:${redis.options.port ?? '?'}`;
+  const unavailable = (reason: string) =>
+    new OrqError('REDIS_UNAVAILABLE', `Redis at ${where} is unreachable (${reason})`, {
+      hint: 'Start Redis or set REDIS_URL to a reachable server.',
+      details: { address: where },
+    });
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => {
       cleanup();
-      reject(
-        new OrqError('REDIS_UNAVAILABLE', `Redis at ${where} is unreachable`, {
-          hint: 'Start Redis or set REDIS_URL to a reachable server.',
-          details: { address: where },
-        }),
-      );
+      reject(unavailable(`no answer within ${timeoutMs} ms`));
     }, timeoutMs);
     const onReady = () => {
       cleanup();
       resolve();
     };
+    // Nothing listens or the name does not resolve: no retry will help within the timeout.
+    const onError = (error: Error & { code?: string }) => {
+      if (!['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'].includes(error.code ?? '')) {
+        return;
+      }
+      cleanup();
+      reject(unavailable(error.code ?? error.message));
+    };
     const cleanup = () => {
       clearTimeout(timer);
       redis.off('ready', onReady);
+      redis.off('error', onError);
     };
     redis.on('ready', onReady);
+    redis.on('error', onError);
   });
 }
 

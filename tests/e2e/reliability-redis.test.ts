@@ -118,6 +118,8 @@ describe('Redis restarted mid-session with AOF on', () => {
     const attempt = await settle(createClient({ connection: `redis://127.0.0.1:${port}` }));
     expect(attempt.error).toBeInstanceOf(OrqError);
     expect((attempt.error as OrqError).code).toBe('REDIS_UNAVAILABLE');
+    // Refused at once, not left to the connect timeout.
+    expect((attempt.error as OrqError).message).toMatch(/ECONNREFUSED/);
     expect(attempt.ms).toBeLessThan(10_000);
   });
 });
