@@ -1,5 +1,7 @@
 import { Queue, Worker, type Job, type JobsOptions } from 'bullmq';
 import { Redis } from 'ioredis';
+import type { OrqConfig } from '../../src/shared/config/schema.js';
+import { defaultJobOptions } from '../../src/shared/queues.js';
 
 /**
  * The baseline: raw BullMQ moving jobs through the same queues, in the same order and with
@@ -51,6 +53,26 @@ export class RawPipeline {
     private readonly workers: Worker[],
     private readonly connections: Redis[],
   ) {}
+
+  /** The baseline for an orq run: same queues' concurrency, job and worker options as `config`. */
+  static startLike(url: string, prefix: string, config: OrqConfig): Promise<RawPipeline> {
+    return RawPipeline.start({
+      url,
+      prefix,
+      concurrency: {
+        plan: config.concurrency.planner,
+        judge: config.concurrency.judge,
+        work: config.concurrency.worker,
+        coordinator: config.concurrency.coordinator,
+      },
+      jobOptions: defaultJobOptions(config.queues),
+      workerOptions: {
+        lockDuration: config.queues.lockDurationMs,
+        stalledInterval: config.queues.stalledIntervalMs,
+        maxStalledCount: 3,
+      },
+    });
+  }
 
   static async start(options: RawPipelineOptions): Promise<RawPipeline> {
     const shared = new Redis(options.url, { maxRetriesPerRequest: null });

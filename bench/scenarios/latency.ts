@@ -1,5 +1,5 @@
 import type { Job, Worker } from 'bullmq';
-import { defaultJobOptions, type Role } from '../../src/shared/queues.js';
+import type { Role } from '../../src/shared/queues.js';
 import type { BenchContext, BenchScenario } from '../lib/context.js';
 import {
   benchClient,
@@ -69,22 +69,7 @@ async function run(ctx: BenchContext): Promise<void> {
   const prefix = config.redis.prefix;
   const roles = await startInProcessRoles(url, config, ALL_ROLES);
   const client = await benchClient(url, config);
-  const raw = await RawPipeline.start({
-    url,
-    prefix: 'lat-raw',
-    concurrency: {
-      plan: config.concurrency.planner,
-      judge: config.concurrency.judge,
-      work: config.concurrency.worker,
-      coordinator: config.concurrency.coordinator,
-    },
-    jobOptions: defaultJobOptions(config.queues),
-    workerOptions: {
-      lockDuration: config.queues.lockDurationMs,
-      stalledInterval: config.queues.stalledIntervalMs,
-      maxStalledCount: 3,
-    },
-  });
+  const raw = await RawPipeline.startLike(url, 'lat-raw', config);
   let orqGaps: number[] = [];
   let rawGaps: number[] = [];
   try {

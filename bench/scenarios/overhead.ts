@@ -1,4 +1,4 @@
-import { defaultJobOptions, type Role } from '../../src/shared/queues.js';
+import type { Role } from '../../src/shared/queues.js';
 import { CommandTally } from '../lib/command-counter.js';
 import type { BenchContext, BenchScenario } from '../lib/context.js';
 import {
@@ -69,22 +69,7 @@ async function run(ctx: BenchContext): Promise<void> {
 
   const roles = await startInProcessRoles(url, config, ALL_ROLES);
   const client = await benchClient(url, config);
-  const raw = await RawPipeline.start({
-    url,
-    prefix: 'ovh-raw',
-    concurrency: {
-      plan: config.concurrency.planner,
-      judge: config.concurrency.judge,
-      work: config.concurrency.worker,
-      coordinator: config.concurrency.coordinator,
-    },
-    jobOptions: defaultJobOptions(config.queues),
-    workerOptions: {
-      lockDuration: config.queues.lockDurationMs,
-      stalledInterval: config.queues.stalledIntervalMs,
-      maxStalledCount: 3,
-    },
-  });
+  const raw = await RawPipeline.startLike(url, 'ovh-raw', config);
 
   const measure = async (fn: () => Promise<number>): Promise<Sample> => {
     const redisBefore = await redisUsage(admin);
