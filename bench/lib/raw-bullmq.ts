@@ -1,6 +1,8 @@
 import { Queue, Worker, type Job, type JobsOptions } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { OrqConfig } from '../../src/shared/config/schema.js';
+import { chunked } from '../../src/shared/chunked.js';
+import { ADD_BULK_CHUNK } from '../../src/shared/queue-set.js';
 import { defaultJobOptions } from '../../src/shared/queues.js';
 
 /**
@@ -11,7 +13,7 @@ import { defaultJobOptions } from '../../src/shared/queues.js';
  *
  * `chain` mode adds only the first work job and lets the coordinator hop of task i add the
  * work job of task i+1 (the latency benchmark's chain); `independent` adds all N at once with
- * addBulk, as a raw BullMQ user would.
+ * addBulk, in orq's chunk size, as a careful raw BullMQ user would.
  */
 
 export type RawQueue = 'plan' | 'judge' | 'work' | 'coordinator';
@@ -129,12 +131,12 @@ export class RawPipeline {
           if (state.mode === 'chain') {
             await this.queues.work.add('execute', { run, kind: 'task', i: 0 });
           } else {
-            await this.queues.work.addBulk(
-              Array.from({ length: state.tasks }, (_, n) => ({
-                name: 'execute',
-                data: { run, kind: 'task' as const, i: n },
-              })),
-            );
+            // In orq's chunks (ADD_BULK_CHUNK): one huge pipeline can stall on TCP for 200 ms.
+            const all = Array.from({ length: state.tasks }, (_, n) => ({
+              name: 'execute',
+              data: { run, kind: 'task' as const, i: n },
+            }));
+            for (const slice of chunked(all, ADD_BULK_CHUNK)) await this.queues.work.addBulk(slice);
           }
           return;
         }

@@ -2,8 +2,16 @@ import { Queue, type JobsOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { ALL_QUEUES, bullPrefix, type OutboxJob, type QueueName } from './queues.js';
 import type { SessionStore } from './store/session-store.js';
+import { chunked } from './chunked.js';
 
 const COORDINATOR_MIN_ATTEMPTS = 10;
+
+/**
+ * Jobs per addBulk call. One pipeline of thousands of jobs is a write of megabytes: it fills
+ * Redis's receive window, and Linux then waits for a window probe (200 ms or more) before it
+ * sends on. Chunks sent one after another keep every write small.
+ */
+export const ADD_BULK_CHUNK = 100;
 
 /** One BullMQ Queue per orq queue, sharing a connection, with orq's default job options. */
 export class QueueSet {
@@ -37,16 +45,22 @@ export class QueueSet {
     await this.get(job.queue).add(job.name, job.data, this.optionsFor(job));
   }
 
-  /** Adds many jobs with one round trip per queue (same dedup by id as `add`). */
+  /** Adds many jobs with one addBulk per queue and ADD_BULK_CHUNK jobs (same dedup by id as `add`). */
   async addAll(jobs: readonly OutboxJob[]): Promise<void> {
     const byQueue = new Map<QueueName, OutboxJob[]>();
-    for (const job of jobs) byQueue.set(job.queue, [...(byQueue.get(job.queue) ?? []), job]);
+    for (const job of jobs) {
+      const group = byQueue.get(job.queue);
+      if (group) group.push(job);
+      else byQueue.set(job.queue, [job]);
+    }
     await Promise.all(
-      [...byQueue].map(([name, group]) =>
-        this.get(name).addBulk(
-          group.map((job) => ({ name: job.name, data: job.data, opts: this.optionsFor(job) })),
-        ),
-      ),
+      [...byQueue].map(async ([name, group]) => {
+        for (const slice of chunked(group, ADD_BULK_CHUNK)) {
+          await this.get(name).addBulk(
+            slice.map((job) => ({ name: job.name, data: job.data, opts: this.optionsFor(job) })),
+          );
+        }
+      }),
     );
   }
 
@@ -69,7 +83,7 @@ export class QueueSet {
  * Moves jobs from a session's outbox into their queues, then off the outbox. With `jobs`, only
  * those (what one transition just wrote); without, the whole outbox (a redelivered event, the
  * sweeper). Draining only one's own jobs matters: coordinators flushing concurrently would
- * otherwise re-add each other's entries many times over. Jobs go in one addBulk per queue.
+ * otherwise re-add each other's entries many times over. Jobs go in addBulk calls per queue.
  */
 export async function flushOutbox(
   store: SessionStore,

@@ -107,7 +107,8 @@ export class ModelResolver {
   forExecution(session: Session, taskId: string, jobSignal?: AbortSignal): ExecutionControls {
     const lease = this.cancellation?.watch(session.id);
     const signals = [jobSignal, lease?.signal].filter((s): s is AbortSignal => s !== undefined);
-    const signal = AbortSignal.any(signals);
+    // AbortSignal.any only when there are two to combine: it is not free on every task.
+    const signal = signals.length === 1 ? (signals[0] as AbortSignal) : AbortSignal.any(signals);
     const { usageStore } = this.options;
     return {
       signal,

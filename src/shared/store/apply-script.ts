@@ -4,11 +4,21 @@
  * versions, counters) and then writes everything at once: records, counters, outbox jobs,
  * history entries and the applied mark.
  *
- * KEYS: meta, tasks, taskVersions, outbox, applied, history. ARGV[1]: the changeset JSON.
+ * The changeset comes as flat arguments, not one JSON document: records and history entries
+ * are JSON already, and passing them as they are spares Node an escaping pass and Lua a decode.
+ *
+ * KEYS: meta, tasks, taskVersions, outbox, applied, history.
+ * ARGV (see ApplyArgs in session-store.ts):
+ *   1 eventId              2 required states, comma-separated ('' = any)
+ *   3 expected session version ('' = no session write)
+ *   4 session record JSON   5 session state
+ *   6 required open ('' = any)   7 required active ('' = any)
+ *   8 open delta            9 active delta       10 history max length
+ *   11..14 counts: expected versions E, task writes T, outbox jobs O, history entries H
+ *   then E × (taskId, version), T × (taskId, record, new version), O × (jobId, job), H × entry
  * Returns {status, open, active}; status is OK, DUPLICATE, STATE, CONFLICT or COUNTERS.
  */
 export const APPLY_SCRIPT = `
-local cs = cjson.decode(ARGV[1])
 local function counters()
   local r = redis.call('HMGET', KEYS[1], 'open', 'active')
   return tonumber(r[1] or '0') or 0, tonumber(r[2] or '0') or 0
@@ -18,50 +28,55 @@ local function reply(status)
   return {status, o, a}
 end
 
-if redis.call('SISMEMBER', KEYS[5], cs.eventId) == 1 then return reply('DUPLICATE') end
+if redis.call('SISMEMBER', KEYS[5], ARGV[1]) == 1 then return reply('DUPLICATE') end
 
-if cs.requireStates then
+if ARGV[2] ~= '' then
   local state = redis.call('HGET', KEYS[1], 'state')
   local ok = false
-  for _, s in ipairs(cs.requireStates) do
+  for s in string.gmatch(ARGV[2], '[^,]+') do
     if s == state then ok = true end
   end
   if not ok then return reply('STATE') end
 end
 
-if cs.sessionVersion then
+local sessionVersion = tonumber(ARGV[3])
+if sessionVersion then
   local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0') or 0
-  if v ~= cs.sessionVersion then return reply('CONFLICT') end
+  if v ~= sessionVersion then return reply('CONFLICT') end
 end
 
-for _, e in ipairs(cs.expect) do
-  local v = tonumber(redis.call('HGET', KEYS[3], e[1]) or '0') or 0
-  if v ~= e[2] then return reply('CONFLICT') end
+local nExpect, nTasks, nOutbox, nHistory = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local at = 15
+for _ = 1, nExpect do
+  local v = tonumber(redis.call('HGET', KEYS[3], ARGV[at]) or '0') or 0
+  if v ~= tonumber(ARGV[at + 1]) then return reply('CONFLICT') end
+  at = at + 2
 end
 
-if cs.requireCounters then
+if ARGV[6] ~= '' or ARGV[7] ~= '' then
   local o, a = counters()
-  if cs.requireCounters.open and cs.requireCounters.open ~= o then return reply('COUNTERS') end
-  if cs.requireCounters.active and cs.requireCounters.active ~= a then return reply('COUNTERS') end
+  if ARGV[6] ~= '' and tonumber(ARGV[6]) ~= o then return reply('COUNTERS') end
+  if ARGV[7] ~= '' and tonumber(ARGV[7]) ~= a then return reply('COUNTERS') end
 end
 
-if cs.session then
-  redis.call('HSET', KEYS[1], 'data', cs.session, 'version', cs.sessionVersion + 1, 'state', cs.sessionState)
+if sessionVersion then
+  redis.call('HSET', KEYS[1], 'data', ARGV[4], 'version', sessionVersion + 1, 'state', ARGV[5])
 end
-for _, w in ipairs(cs.tasks) do
-  redis.call('HSET', KEYS[2], w[1], w[2])
-  redis.call('HSET', KEYS[3], w[1], w[3])
+for _ = 1, nTasks do
+  redis.call('HSET', KEYS[2], ARGV[at], ARGV[at + 1])
+  redis.call('HSET', KEYS[3], ARGV[at], ARGV[at + 2])
+  at = at + 3
 end
-if cs.counters then
-  if cs.counters.open and cs.counters.open ~= 0 then redis.call('HINCRBY', KEYS[1], 'open', cs.counters.open) end
-  if cs.counters.active and cs.counters.active ~= 0 then redis.call('HINCRBY', KEYS[1], 'active', cs.counters.active) end
+if ARGV[8] ~= '0' then redis.call('HINCRBY', KEYS[1], 'open', ARGV[8]) end
+if ARGV[9] ~= '0' then redis.call('HINCRBY', KEYS[1], 'active', ARGV[9]) end
+for _ = 1, nOutbox do
+  redis.call('HSET', KEYS[4], ARGV[at], ARGV[at + 1])
+  at = at + 2
 end
-for _, j in ipairs(cs.outbox) do
-  redis.call('HSET', KEYS[4], j[1], j[2])
+for _ = 1, nHistory do
+  redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[10], '*', 'e', ARGV[at])
+  at = at + 1
 end
-for _, h in ipairs(cs.history) do
-  redis.call('XADD', KEYS[6], 'MAXLEN', '~', cs.historyMaxLength, '*', 'e', h)
-end
-redis.call('SADD', KEYS[5], cs.eventId)
+redis.call('SADD', KEYS[5], ARGV[1])
 return reply('OK')
 `;

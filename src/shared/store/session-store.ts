@@ -5,6 +5,7 @@ import { Task } from '../domain/task.js';
 import { OrqError } from '../errors.js';
 import { OutboxJob } from '../queues.js';
 import { APPLY_SCRIPT } from './apply-script.js';
+import { chunked } from '../chunked.js';
 import { idempotencyKey, sessionIndexKey, sessionKeyList, sessionKeys } from './keys.js';
 
 export interface Counters {
@@ -66,8 +67,15 @@ declare module 'ioredis' {
       outbox: string,
       applied: string,
       history: string,
-      changeset: string,
+      ...args: (string | number)[]
     ): Result<[string, number, number], Context>;
+    orqReadTasks(
+      meta: string,
+      tasks: string,
+      taskVersions: string,
+      withData: string,
+      ...taskIds: string[]
+    ): Result<(string | null)[], Context>;
     orqAppendStep(
       steps: string,
       history: string,
@@ -94,6 +102,9 @@ export class SessionStore {
   ) {
     if (typeof (redis as unknown as Record<string, unknown>).orqApply !== 'function') {
       redis.defineCommand('orqApply', { numberOfKeys: 6, lua: APPLY_SCRIPT });
+    }
+    if (typeof (redis as unknown as Record<string, unknown>).orqReadTasks !== 'function') {
+      redis.defineCommand('orqReadTasks', { numberOfKeys: 3, lua: READ_TASKS_SCRIPT });
     }
     if (typeof (redis as unknown as Record<string, unknown>).orqAppendStep !== 'function') {
       redis.defineCommand('orqAppendStep', { numberOfKeys: 2, lua: APPEND_STEP_SCRIPT });
@@ -127,60 +138,82 @@ export class SessionStore {
   }
 
   /**
-   * The session for task-level work, without reading and parsing the whole record each time
-   * (it grows with the session: taskIds, plans). `state`, `version` and `counters` are current;
-   * every other mutable field (planning, taskIds, updatedAt) may be stale — only what is fixed
-   * at submit (id, instruction, config, requiredTerms) is safe to use. Session-level
-   * transitions must use loadSession.
+   * The session and some of its tasks for task-level work, in one round trip (the hot path of
+   * every role), without reading and parsing the whole session record each time (it grows with
+   * the session: taskIds, plans). `state`, `version` and `counters` are current; every other
+   * mutable field (planning, taskIds, updatedAt) may be stale: only what is fixed at submit (id,
+   * instruction, config, requiredTerms) is safe to use. Session-level transitions must use
+   * loadSession.
    */
-  async loadSessionForTask(sessionId: string): Promise<SessionSnapshot | undefined> {
-    const [state, version, open, active] = await this.redis.hmget(
-      this.keys(sessionId).meta,
-      'state',
-      'version',
-      'open',
-      'active',
+  async loadForTask(
+    sessionId: string,
+    taskIds: readonly string[] = [],
+  ): Promise<{ snapshot: SessionSnapshot | undefined; tasks: Map<string, TaskSnapshot> }> {
+    const keys = this.keys(sessionId);
+    const cached = this.fixedParts.get(sessionId);
+    const reply = await this.redis.orqReadTasks(
+      keys.meta,
+      keys.tasks,
+      keys.taskVersions,
+      cached ? '0' : '1',
+      ...taskIds,
     );
-    if (!state) return undefined;
-    let fixed = this.fixedParts.get(sessionId);
-    if (!fixed) {
-      const data = await this.redis.hget(this.keys(sessionId).meta, 'data');
-      if (!data) return undefined;
-      fixed = Session.parse(JSON.parse(data));
-      if (this.fixedParts.size >= FIXED_PARTS_CACHE_SIZE) {
-        const oldest = this.fixedParts.keys().next().value;
-        if (oldest !== undefined) this.fixedParts.delete(oldest);
-      }
-      this.fixedParts.set(sessionId, fixed);
-    }
+    const [state, version, open, active, data] = reply;
+    const tasks = tasksFromReply(taskIds, reply.slice(5));
+    if (!state) return { snapshot: undefined, tasks };
+    const fixed = cached ?? (data ? this.remember(sessionId, data) : undefined);
+    if (!fixed) return { snapshot: undefined, tasks };
     return {
-      session: { ...fixed, state: SessionState.parse(state) },
-      version: Number(version ?? 0),
-      counters: { open: Number(open ?? 0), active: Number(active ?? 0) },
+      snapshot: {
+        session: { ...fixed, state: SessionState.parse(state) },
+        version: Number(version ?? 0),
+        counters: { open: Number(open ?? 0), active: Number(active ?? 0) },
+      },
+      tasks,
     };
   }
 
-  async requireSessionForTask(sessionId: string): Promise<SessionSnapshot> {
-    const snapshot = await this.loadSessionForTask(sessionId);
+  /** loadForTask for a session that must exist (NOT_FOUND otherwise). */
+  async requireForTask(
+    sessionId: string,
+    taskIds: readonly string[] = [],
+  ): Promise<{ snapshot: SessionSnapshot; tasks: Map<string, TaskSnapshot> }> {
+    const { snapshot, tasks } = await this.loadForTask(sessionId, taskIds);
     if (!snapshot) throw sessionNotFound(sessionId);
-    return snapshot;
+    return { snapshot, tasks };
+  }
+
+  /** The session for task-level work (see loadForTask): only its submit-time parts are current. */
+  async loadSessionForTask(sessionId: string): Promise<SessionSnapshot | undefined> {
+    return (await this.loadForTask(sessionId)).snapshot;
+  }
+
+  private remember(sessionId: string, data: string): Session {
+    const fixed = Session.parse(JSON.parse(data));
+    if (this.fixedParts.size >= FIXED_PARTS_CACHE_SIZE) {
+      const oldest = this.fixedParts.keys().next().value;
+      if (oldest !== undefined) this.fixedParts.delete(oldest);
+    }
+    this.fixedParts.set(sessionId, fixed);
+    return fixed;
   }
 
   async loadTasks(
     sessionId: string,
     taskIds: readonly string[],
   ): Promise<Map<string, TaskSnapshot>> {
-    const result = new Map<string, TaskSnapshot>();
-    if (taskIds.length === 0) return result;
+    if (taskIds.length === 0) return new Map();
     const keys = this.keys(sessionId);
-    const [records, versions] = await Promise.all([
-      this.redis.hmget(keys.tasks, ...taskIds),
-      this.redis.hmget(keys.taskVersions, ...taskIds),
-    ]);
-    taskIds.forEach((id, i) => {
-      const raw = records[i];
-      if (raw)
-        result.set(id, { task: Task.parse(JSON.parse(raw)), version: Number(versions[i] ?? 0) });
+    // Chunked: Lua's unpack() has a stack limit of a few thousand values.
+    const chunks = chunked(taskIds, READ_CHUNK);
+    const replies = await Promise.all(
+      chunks.map((ids) =>
+        this.redis.orqReadTasks(keys.meta, keys.tasks, keys.taskVersions, '0', ...ids),
+      ),
+    );
+    const result = new Map<string, TaskSnapshot>();
+    replies.forEach((reply, i) => {
+      for (const [id, t] of tasksFromReply(chunks[i] ?? [], reply.slice(5))) result.set(id, t);
     });
     return result;
   }
@@ -202,30 +235,6 @@ export class SessionStore {
 
   async apply(sessionId: string, changeset: Changeset): Promise<ApplyResult> {
     const keys = this.keys(sessionId);
-    const timestamp = this.now().toISOString();
-    const written = new Set((changeset.tasks ?? []).map((t) => t.task.id));
-    const expect: [string, number][] = [
-      ...(changeset.tasks ?? []).map((t): [string, number] => [t.task.id, t.version]),
-      ...(changeset.readTasks ?? [])
-        .filter((t) => !written.has(t.task.id))
-        .map((t): [string, number] => [t.task.id, t.version]),
-    ];
-    const payload = {
-      eventId: changeset.eventId,
-      requireStates: changeset.requireStates,
-      sessionVersion: changeset.session?.expectedVersion,
-      session: changeset.session ? JSON.stringify(changeset.session.record) : undefined,
-      sessionState: changeset.session?.record.state,
-      expect,
-      tasks: (changeset.tasks ?? []).map((t) => [t.task.id, JSON.stringify(t.task), t.version + 1]),
-      requireCounters: changeset.requireCounters,
-      counters: changeset.counters,
-      outbox: (changeset.outbox ?? []).map((j) => [j.jobId, JSON.stringify(j)]),
-      history: (changeset.history ?? []).map((h) =>
-        JSON.stringify({ ...h, timestamp, sessionId } satisfies Record<string, unknown>),
-      ),
-      historyMaxLength: this.historyMaxLength,
-    };
     const [status, open, active] = await this.redis.orqApply(
       keys.meta,
       keys.tasks,
@@ -233,7 +242,11 @@ export class SessionStore {
       keys.outbox,
       keys.applied,
       keys.history,
-      JSON.stringify(payload),
+      ...applyArgs(changeset, {
+        sessionId,
+        timestamp: this.now().toISOString(),
+        historyMaxLength: this.historyMaxLength,
+      }),
     );
     return {
       status: status as ApplyStatus,
@@ -247,7 +260,10 @@ export class SessionStore {
   }
 
   async removeFromOutbox(sessionId: string, jobIds: string[]): Promise<void> {
-    if (jobIds.length > 0) await this.redis.hdel(this.keys(sessionId).outbox, ...jobIds);
+    // In slices: one HDEL of ten thousand ids is a write large enough to stall (ADD_BULK_CHUNK).
+    for (const slice of chunked(jobIds, 1000)) {
+      await this.redis.hdel(this.keys(sessionId).outbox, ...slice);
+    }
   }
 
   async history(
@@ -345,6 +361,83 @@ export class SessionStore {
     return sessionKeyList(this.keys(sessionId));
   }
 }
+
+/** APPLY_SCRIPT's arguments for a changeset (the layout is documented with the script). */
+export function applyArgs(
+  changeset: Changeset,
+  stamp: { sessionId: string; timestamp: string; historyMaxLength: number },
+): (string | number)[] {
+  const tasks = changeset.tasks ?? [];
+  const written = new Set(tasks.map((t) => t.task.id));
+  const expect = [...tasks, ...(changeset.readTasks ?? []).filter((t) => !written.has(t.task.id))];
+  const outbox = changeset.outbox ?? [];
+  const history = changeset.history ?? [];
+  const { session, requireCounters, counters } = changeset;
+  const args: (string | number)[] = [
+    changeset.eventId,
+    (changeset.requireStates ?? []).join(','),
+    session ? session.expectedVersion : '',
+    session ? JSON.stringify(session.record) : '',
+    session ? session.record.state : '',
+    requireCounters?.open ?? '',
+    requireCounters?.active ?? '',
+    counters?.open ?? 0,
+    counters?.active ?? 0,
+    stamp.historyMaxLength,
+    expect.length,
+    tasks.length,
+    outbox.length,
+    history.length,
+  ];
+  for (const t of expect) args.push(t.task.id, t.version);
+  for (const t of tasks) args.push(t.task.id, JSON.stringify(t.task), t.version + 1);
+  for (const j of outbox) args.push(j.jobId, JSON.stringify(j));
+  for (const h of history) {
+    args.push(
+      JSON.stringify({
+        ...h,
+        timestamp: stamp.timestamp,
+        sessionId: stamp.sessionId,
+      } satisfies Record<string, unknown>),
+    );
+  }
+  return args;
+}
+
+/** Task ids per read script call. */
+const READ_CHUNK = 1000;
+
+/** Records then versions of `taskIds`, as READ_TASKS_SCRIPT returns them; absent ones left out. */
+function tasksFromReply(taskIds: readonly string[], values: (string | null)[]) {
+  const result = new Map<string, TaskSnapshot>();
+  taskIds.forEach((id, i) => {
+    const raw = values[i];
+    if (raw) {
+      const version = Number(values[taskIds.length + i] ?? 0);
+      result.set(id, { task: Task.parse(JSON.parse(raw)), version });
+    }
+  });
+  return result;
+}
+
+/**
+ * KEYS: meta, tasks, taskVersions. ARGV[1]: '1' to include the session record; ARGV[2..]: task
+ * ids. Returns state, version, open, active, data (or false), then the tasks' records, then
+ * their versions: one consistent snapshot in one round trip.
+ */
+const READ_TASKS_SCRIPT = `
+local meta = redis.call('HMGET', KEYS[1], 'state', 'version', 'open', 'active')
+local reply = {meta[1], meta[2], meta[3], meta[4], false}
+if ARGV[1] == '1' then reply[5] = redis.call('HGET', KEYS[1], 'data') end
+if #ARGV > 1 then
+  local ids = {unpack(ARGV, 2)}
+  local records = redis.call('HMGET', KEYS[2], unpack(ids))
+  local versions = redis.call('HMGET', KEYS[3], unpack(ids))
+  for i = 1, #ids do reply[5 + i] = records[i] end
+  for i = 1, #ids do reply[5 + #ids + i] = versions[i] end
+end
+return reply
+`;
 
 /** Sessions whose fixed parts one process keeps parsed (a few MB at most). */
 const FIXED_PARTS_CACHE_SIZE = 1000;

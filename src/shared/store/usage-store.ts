@@ -109,10 +109,11 @@ if failed then
   redis.call('HINCRBY', key, 'failed_calls', 1)
   return 1
 end
+-- Zero amounts are not written (a missing field reads as 0): free models add no USD.
 local function add(scope)
-  redis.call('HINCRBY', key, scope .. 'in', inT)
-  redis.call('HINCRBY', key, scope .. 'out', outT)
-  redis.call('HINCRBY', key, scope .. 'usd_micros', usd)
+  if inT ~= 0 then redis.call('HINCRBY', key, scope .. 'in', inT) end
+  if outT ~= 0 then redis.call('HINCRBY', key, scope .. 'out', outT) end
+  if usd ~= 0 then redis.call('HINCRBY', key, scope .. 'usd_micros', usd) end
   redis.call('HINCRBY', key, scope .. 'calls', 1)
 end
 add('')

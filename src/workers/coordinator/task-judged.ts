@@ -10,10 +10,9 @@ export async function onTaskJudged(
   event: TaskJudgedEvent,
   eventId: string,
 ): Promise<Transition> {
-  const [{ session }, snapshot] = await Promise.all([
-    ctx.store.requireSessionForTask(event.sessionId),
-    ctx.store.loadTask(event.sessionId, event.taskId),
-  ]);
+  const read = await ctx.store.requireForTask(event.sessionId, [event.taskId]);
+  const { session } = read.snapshot;
+  const snapshot = read.tasks.get(event.taskId);
   if (session.state !== 'RUNNING') return ignore(eventId, `session is ${session.state}`);
   if (!snapshot) return ignore(eventId, `task ${event.taskId} is unknown`);
   const task = snapshot.task;

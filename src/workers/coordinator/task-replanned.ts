@@ -16,9 +16,10 @@ export async function onTaskReplanned(
   event: TaskReplannedEvent,
   eventId: string,
 ): Promise<Transition> {
-  const { session } = await ctx.store.requireSessionForTask(event.sessionId);
+  const read = await ctx.store.requireForTask(event.sessionId, [event.taskId]);
+  const { session } = read.snapshot;
   if (session.state !== 'RUNNING') return ignore(eventId, `session is ${session.state}`);
-  const snapshot = await ctx.store.loadTask(event.sessionId, event.taskId);
+  const snapshot = read.tasks.get(event.taskId);
   if (!snapshot) return ignore(eventId, `task ${event.taskId} is unknown`);
   const original = snapshot.task;
   if (!original.replanPending || original.attempts !== event.attempt) {

@@ -41,10 +41,8 @@ export function createJudgeProcessor(ctx: RoleContext) {
       return `plan score ${judgement.score ?? 'n/a'}`;
     }
     const data = parseOrThrow(JudgeTaskJob, job.data, 'judge-task job');
-    const [snapshot, task] = await Promise.all([
-      ctx.store.loadSessionForTask(data.sessionId),
-      ctx.store.loadTask(data.sessionId, data.taskId),
-    ]);
+    const { snapshot, tasks } = await ctx.store.loadForTask(data.sessionId, [data.taskId]);
+    const task = tasks.get(data.taskId);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
     if (!task || task.task.attempts !== data.attempt) return 'stale';
     const reply = await (

@@ -9,9 +9,9 @@ export function createReplannerProcessor(ctx: RoleContext) {
   // The signal aborts the model call when a pod shuts down past its timeout (registry close()).
   return async (job: Job, _token?: string, shutdown?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(ReplanJob, job.data, 'replan job');
-    const snapshot = await ctx.store.loadSessionForTask(data.sessionId);
+    const { snapshot, tasks } = await ctx.store.loadForTask(data.sessionId, [data.taskId]);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
-    const current = await ctx.store.loadTask(data.sessionId, data.taskId);
+    const current = tasks.get(data.taskId);
     if (!current || !current.task.replanPending || current.task.attempts !== data.attempt)
       return 'stale';
     const task = current.task;

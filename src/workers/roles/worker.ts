@@ -14,11 +14,8 @@ export function createWorkerProcessor(
 ) {
   return async (job: Job, _token?: string, signal?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(ExecuteJob, job.data, 'execute job');
-    // Both reads in one round trip: the hot path of every task.
-    const [snapshot, current] = await Promise.all([
-      ctx.store.loadSessionForTask(data.sessionId),
-      ctx.store.loadTask(data.sessionId, data.taskId),
-    ]);
+    const { snapshot, tasks } = await ctx.store.loadForTask(data.sessionId, [data.taskId]);
+    const current = tasks.get(data.taskId);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
     if (!current || current.task.attempts !== data.attempt) return 'stale';
     const task = current.task;

@@ -1,0 +1,292 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { Queue } from 'bullmq';
+import { SessionConfig } from '../../src/shared/config/schema.js';
+import { Session } from '../../src/shared/domain/session.js';
+import { Task } from '../../src/shared/domain/task.js';
+import { QueueSet } from '../../src/shared/queue-set.js';
+import { bullPrefix, outboxJob } from '../../src/shared/queues.js';
+import { CommandTally } from '../../bench/lib/command-counter.js';
+import { applyArgs, SessionStore, type Changeset } from '../../src/shared/store/session-store.js';
+
+const prefix = `ss${randomUUID().slice(0, 8)}`;
+let redis: Redis;
+let admin: Redis;
+let store: SessionStore;
+
+beforeAll(() => {
+  redis = new Redis(inject('redisUrl'));
+  admin = new Redis(inject('redisUrl'));
+  store = new SessionStore(redis, prefix, 1000, () => new Date('2026-01-02T03:04:05.000Z'));
+});
+afterAll(() => {
+  redis.disconnect();
+  admin.disconnect();
+});
+
+const task = (id: string, extra: Partial<Task> = {}): Task =>
+  Task.parse({ id, title: `Task ${id}`, acceptance: `${id} is done`, ...extra });
+
+function sessionRecord(id: string): Session {
+  const now = new Date().toISOString();
+  return Session.parse({
+    id,
+    instruction: 'write docs and add tests',
+    state: 'RUNNING',
+    createdAt: now,
+    updatedAt: now,
+    requiredTerms: { terms: ['docs'], source: 'user-input' },
+    config: SessionConfig.parse({}),
+    planning: {},
+  });
+}
+
+/** A RUNNING session with `tasks`, all written by one apply. */
+async function seed(tasks: Task[]): Promise<string> {
+  const id = randomUUID();
+  const result = await store.apply(id, {
+    eventId: `seed|${id}`,
+    session: { record: sessionRecord(id), expectedVersion: 0 },
+    tasks: tasks.map((t) => ({ task: t, version: 0 })),
+    counters: { open: tasks.length, active: 1 },
+  });
+  expect(result).toEqual({ status: 'OK', counters: { open: tasks.length, active: 1 } });
+  return id;
+}
+
+/** The commands `connection` sends while `fn` runs, by name (scripts by their name). */
+async function commandsDuring(
+  connection: Redis,
+  fn: () => Promise<unknown>,
+): Promise<Record<string, number>> {
+  const tally = new CommandTally();
+  tally.attach(connection);
+  tally.take();
+  await fn();
+  return tally.take();
+}
+
+describe('SessionStore.loadForTask', () => {
+  it('reads the session state, counters and tasks with their versions in one script call', async () => {
+    const id = await seed([task('a'), task('b')]);
+    const connection = new Redis(inject('redisUrl'));
+    const fresh = new SessionStore(connection, prefix);
+    await fresh.loadForTask(randomUUID()); // connects and loads the script
+    let read: Awaited<ReturnType<SessionStore['loadForTask']>> | undefined;
+    const sent = await commandsDuring(connection, async () => {
+      read = await fresh.loadForTask(id, ['a', 'missing', 'b']);
+    });
+    connection.disconnect();
+    expect(sent).toEqual({ 'script:orqReadTasks': 1 });
+    expect(read?.snapshot?.session.state).toBe('RUNNING');
+    expect(read?.snapshot?.session.instruction).toBe('write docs and add tests');
+    expect(read?.snapshot?.version).toBe(1);
+    expect(read?.snapshot?.counters).toEqual({ open: 2, active: 1 });
+    expect([...(read?.tasks.keys() ?? [])]).toEqual(['a', 'b']);
+    expect(read?.tasks.get('a')).toEqual({ task: task('a'), version: 1 });
+  });
+
+  it('keeps the submit-time parts after the first read but always returns the current state', async () => {
+    const id = await seed([task('a')]);
+    expect((await store.loadForTask(id)).snapshot?.session.state).toBe('RUNNING');
+    await admin.hset(store.keys(id).meta, 'state', 'CANCELLED');
+    // The second read asks the script for the state only, not for the record again.
+    const asked: string[] = [];
+    const script = redis.orqReadTasks.bind(redis);
+    redis.orqReadTasks = ((...args: Parameters<typeof script>) => {
+      asked.push(String(args[3]));
+      return script(...args);
+    }) as typeof script;
+    try {
+      expect((await store.loadForTask(id)).snapshot?.session.state).toBe('CANCELLED');
+    } finally {
+      redis.orqReadTasks = script;
+    }
+    expect(asked).toEqual(['0']);
+  });
+
+  it('finds no session for an unknown id, and requireForTask says NOT_FOUND', async () => {
+    expect((await store.loadForTask(randomUUID(), ['a'])).snapshot).toBeUndefined();
+    await expect(store.requireForTask(randomUUID())).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
+  it('loads thousands of tasks (more than one script call can unpack) in order', async () => {
+    const ids = Array.from({ length: 10_000 }, (_, i) => `t${String(i).padStart(5, '0')}`);
+    const id = await seed(ids.map((t) => task(t)));
+    const tasks = await store.loadTasks(id, ids);
+    expect(tasks.size).toBe(10_000);
+    expect([...tasks.keys()]).toEqual(ids);
+    expect(tasks.get('t09999')?.task.title).toBe('Task t09999');
+  });
+});
+
+describe('SessionStore.apply', () => {
+  it('writes tasks, counters, outbox and history in order and marks the event applied', async () => {
+    const id = await seed([task('a')]);
+    const job = outboxJob('work', 'execute', `x|${id}`, { sessionId: id, taskId: 'a', attempt: 1 });
+    const changeset: Changeset = {
+      eventId: 'e1',
+      requireStates: ['PLANNING', 'RUNNING'],
+      tasks: [{ task: task('a', { state: 'RUNNING', attempts: 1 }), version: 1 }],
+      counters: { active: 1 },
+      outbox: [job],
+      history: [
+        {
+          type: 'state_change',
+          entity: 'task',
+          taskId: 'a',
+          from: 'READY',
+          to: 'RUNNING',
+          reason: 'r1',
+        },
+        { type: 'decision', decision: 'd', reason: 'r2', inputs: {} },
+      ],
+    };
+    expect(await store.apply(id, changeset)).toEqual({
+      status: 'OK',
+      counters: { open: 1, active: 2 },
+    });
+    expect((await store.loadTask(id, 'a'))?.version).toBe(2);
+    expect((await store.loadTask(id, 'a'))?.task.state).toBe('RUNNING');
+    expect(await store.readOutbox(id)).toEqual([job]);
+    const history = (await store.history(id)).map((h) => h.entry);
+    expect(history.slice(-2)).toMatchObject([
+      { type: 'state_change', reason: 'r1', sessionId: id, timestamp: '2026-01-02T03:04:05.000Z' },
+      { type: 'decision', reason: 'r2', sessionId: id },
+    ]);
+    // The same event again changes nothing.
+    expect((await store.apply(id, changeset)).status).toBe('DUPLICATE');
+    expect((await store.loadTask(id, 'a'))?.version).toBe(2);
+  });
+
+  it('refuses a stale task version, a wrong state, unexpected counters and a stale session', async () => {
+    const id = await seed([task('a'), task('b')]);
+    const stale = await store.apply(id, {
+      eventId: 'stale-task',
+      tasks: [{ task: task('a', { attempts: 1 }), version: 0 }],
+    });
+    expect(stale.status).toBe('CONFLICT');
+    const staleRead = await store.apply(id, {
+      eventId: 'stale-read',
+      tasks: [{ task: task('a', { attempts: 1 }), version: 1 }],
+      readTasks: [{ task: task('b'), version: 7 }],
+    });
+    expect(staleRead.status).toBe('CONFLICT');
+    expect((await store.apply(id, { eventId: 'state', requireStates: ['PLANNING'] })).status).toBe(
+      'STATE',
+    );
+    expect(
+      (await store.apply(id, { eventId: 'counters', requireCounters: { open: 0 } })).status,
+    ).toBe('COUNTERS');
+    expect(
+      (await store.apply(id, { eventId: 'counters-ok', requireCounters: { open: 2, active: 1 } }))
+        .status,
+    ).toBe('OK');
+    const session = await store.apply(id, {
+      eventId: 'session',
+      session: { record: sessionRecord(id), expectedVersion: 0 },
+    });
+    expect(session.status).toBe('CONFLICT');
+    // None of the refused ones wrote anything.
+    expect((await store.loadTask(id, 'a'))?.version).toBe(1);
+    expect((await store.loadSession(id))?.version).toBe(1);
+  });
+
+  it('passes records and entries as they are: quotes, newlines and non-ASCII survive', async () => {
+    const id = await seed([task('a')]);
+    const title = 'say "hi"\n\tto 認証 and ,commas, and \\backslashes\\';
+    expect(
+      (
+        await store.apply(id, {
+          eventId: 'odd',
+          tasks: [{ task: task('a', { title }), version: 1 }],
+          history: [{ type: 'decision', decision: 'odd', reason: title, inputs: {} }],
+        })
+      ).status,
+    ).toBe('OK');
+    expect((await store.loadTask(id, 'a'))?.task.title).toBe(title);
+    expect((await store.history(id)).at(-1)?.entry).toMatchObject({ reason: title });
+  });
+});
+
+describe('applyArgs', () => {
+  it('lays out the changeset as the script reads it', () => {
+    const args = applyArgs(
+      {
+        eventId: 'e',
+        requireStates: ['RUNNING', 'PLANNING'],
+        tasks: [{ task: task('a'), version: 3 }],
+        readTasks: [
+          { task: task('a'), version: 3 },
+          { task: task('b'), version: 5 },
+        ],
+        requireCounters: { open: 0 },
+        counters: { open: -1 },
+        history: [{ type: 'decision', decision: 'd', reason: 'r', inputs: {} }],
+      },
+      { sessionId: 's', timestamp: 'T', historyMaxLength: 9 },
+    );
+    expect(args.slice(0, 14)).toEqual([
+      'e',
+      'RUNNING,PLANNING',
+      '',
+      '',
+      '',
+      0,
+      '',
+      -1,
+      0,
+      9,
+      2,
+      1,
+      0,
+      1,
+    ]);
+    // Expected versions: the written task once, then the read-only one.
+    expect(args.slice(14, 18)).toEqual(['a', 3, 'b', 5]);
+    expect(args.slice(18, 21)).toEqual(['a', JSON.stringify(task('a')), 4]);
+    expect(JSON.parse(String(args[21]))).toEqual({
+      type: 'decision',
+      decision: 'd',
+      reason: 'r',
+      inputs: {},
+      timestamp: 'T',
+      sessionId: 's',
+    });
+    expect(args).toHaveLength(22);
+  });
+});
+
+describe('outbox in chunks', () => {
+  it('adds and removes more jobs than one chunk holds', async () => {
+    const id = await seed([task('a')]);
+    const jobs = Array.from({ length: 2_345 }, (_, i) =>
+      outboxJob('work', 'execute', `chunk|${id}|${i}`, {
+        sessionId: id,
+        taskId: 'a',
+        attempt: i + 1,
+      }),
+    );
+    const queues = new QueueSet(redis, prefix, {});
+    try {
+      await queues.addAll(jobs);
+      const work = new Queue('work', { connection: admin, prefix: bullPrefix(prefix) });
+      const waiting = await work.getJobCounts('waiting');
+      expect(waiting.waiting).toBe(2_345);
+      expect(await work.getJob(`chunk|${id}|2344`)).toMatchObject({ name: 'execute' });
+      await work.close();
+    } finally {
+      await queues.close();
+    }
+    await admin.hset(
+      store.keys(id).outbox,
+      Object.fromEntries(jobs.map((j) => [j.jobId, JSON.stringify(j)])),
+    );
+    await store.removeFromOutbox(
+      id,
+      jobs.map((j) => j.jobId),
+    );
+    expect(await admin.hlen(store.keys(id).outbox)).toBe(0);
+  });
+});
