@@ -65,7 +65,14 @@ async function run(ctx: BenchContext): Promise<void> {
   const { url, admin } = ctx.redis;
   const config = benchConfig('ovh-orq');
   const prefix = config.redis.prefix;
-  const warmup = writePlanScenario(ctx.tmpDir, 'independent-50', independentTasks(50));
+  // Warm-up at the first measured size, both sides, discarded: the first session of a size
+  // pays for JIT compilation of its paths (the 1,000-task plan acceptance, say).
+  const warmupTasks = sizes[0]?.tasks ?? HEADLINE_TASKS;
+  const warmup = writePlanScenario(
+    ctx.tmpDir,
+    `warmup-${warmupTasks}`,
+    independentTasks(warmupTasks),
+  );
 
   const roles = await startInProcessRoles(url, config, ALL_ROLES);
   const client = await benchClient(url, config);
@@ -95,7 +102,7 @@ async function run(ctx: BenchContext): Promise<void> {
   const results: SizeResult[] = [];
   try {
     await runSession(client, admin, prefix, warmup);
-    await raw.run(50);
+    await raw.run(warmupTasks);
     for (const { tasks, rounds } of sizes) {
       const scenario = writePlanScenario(
         ctx.tmpDir,
