@@ -18,6 +18,8 @@ import { cpuMsSince } from '../lib/timing.js';
 const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
 /** The session size of the headline `overhead_ratio`, the same in quick and full runs. */
 const HEADLINE_TASKS = 1000;
+/** Discarded sessions per side before the first measured round. */
+const WARMUP_SESSIONS = 3;
 
 interface Sample {
   ms: number;
@@ -65,8 +67,8 @@ async function run(ctx: BenchContext): Promise<void> {
   const { url, admin } = ctx.redis;
   const config = benchConfig('ovh-orq');
   const prefix = config.redis.prefix;
-  // Warm-up at the first measured size, both sides, discarded: the first session of a size
-  // pays for JIT compilation of its paths (the 1,000-task plan acceptance, say).
+  // Warm-up at the first measured size, both sides, discarded: the first sessions of a size
+  // pay for JIT compilation of its paths (orq's still got faster in the second).
   const warmupTasks = sizes[0]?.tasks ?? HEADLINE_TASKS;
   const warmup = writePlanScenario(
     ctx.tmpDir,
@@ -101,8 +103,10 @@ async function run(ctx: BenchContext): Promise<void> {
   rawTally.attach(raw.sharedConnection());
   const results: SizeResult[] = [];
   try {
-    await runSession(client, admin, prefix, warmup);
-    await raw.run(warmupTasks);
+    for (let i = 0; i < WARMUP_SESSIONS; i += 1) {
+      await runSession(client, admin, prefix, warmup);
+      await raw.run(warmupTasks);
+    }
     for (const { tasks, rounds } of sizes) {
       const scenario = writePlanScenario(
         ctx.tmpDir,
