@@ -1,5 +1,5 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import { describe, expect, it } from 'vitest';
+import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import {
   exampleScenario,
   executionsOf,
@@ -9,10 +9,7 @@ import {
 } from '../support/scenarios.js';
 
 let cluster: TestCluster | undefined;
-afterEach(async () => {
-  await cluster?.close();
-  cluster = undefined;
-});
+const startCluster = clusterPerTest();
 
 describe('several coordinators and workers at once', () => {
   it('runs 10 diamond sessions on 3 pods, every task exactly once and in order', async () => {

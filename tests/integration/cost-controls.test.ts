@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import type { TokenUsage } from '../../src/shared/domain/task.js';
 import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
@@ -7,15 +7,12 @@ import type { RoleModels } from '../../src/shared/llm/types.js';
 import { formatSessionTable } from '../../src/producers/cli/format.js';
 import { UsageStore } from '../../src/shared/store/usage-store.js';
 import { orq } from '../support/cli.js';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { decisions, deferred, eventually, historyOf, scenarioDir } from '../support/scenarios.js';
 
 let cluster: TestCluster | undefined;
+const startCluster = clusterPerTest();
 const scenarios = scenarioDir();
-afterEach(async () => {
-  await cluster?.close();
-  cluster = undefined;
-});
 afterAll(() => scenarios.cleanup());
 
 const TIMEOUT = 20_000;

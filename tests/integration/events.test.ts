@@ -1,9 +1,9 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/shared/errors.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { jobIds, type TaskJudgedEvent } from '../../src/shared/queues.js';
 import { applyEvent } from '../../src/workers/coordinator/coordinator.js';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import {
   decisions,
   deferred,
@@ -16,11 +16,8 @@ import {
 } from '../support/scenarios.js';
 
 let cluster: TestCluster | undefined;
+const startCluster = clusterPerTest();
 const scenarios = scenarioDir();
-afterEach(async () => {
-  await cluster?.close();
-  cluster = undefined;
-});
 afterAll(() => scenarios.cleanup());
 
 const TIMEOUT = 15_000;

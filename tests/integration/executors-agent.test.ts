@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import { OrqError } from '../../src/shared/errors.js';
@@ -17,7 +17,7 @@ import {
   type AgentScript,
 } from '../../src/workers/executors/agent/scripted-model.js';
 import type { AgentPlan } from '../../src/workers/executors/agent/types.js';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { FAKE_USAGE, startFakeLlmServer } from '../support/fake-llm-server.js';
 import { executorContext, historyOf, makeSession, openStore } from '../support/executors.js';
 
@@ -406,10 +406,7 @@ describe('MCP tools', () => {
 
 describe('a session whose tasks run through the builtin agent', () => {
   let cluster: TestCluster | undefined;
-  afterEach(async () => {
-    await cluster?.close();
-    cluster = undefined;
-  });
+  const startCluster = clusterPerTest();
 
   it('completes, with every agent step in the history and the deliverables in the workspaces', async () => {
     const workspaceRoot = join(tmp, 'cluster-ws');

@@ -3,13 +3,13 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import type { CommandExecutorConfig } from '../../src/shared/config/schema.js';
 import { ValidationError } from '../../src/shared/errors.js';
 import { createCommandExecutor } from '../../src/workers/executors/command.js';
 import { taskBranchName } from '../../src/workers/executors/git-worktree.js';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { executorContext, makeSession, openStore } from '../support/executors.js';
 
 const FAKE_AGENT = fileURLToPath(new URL('../fixtures/fake-coding-agent.mjs', import.meta.url));
@@ -232,10 +232,7 @@ describe('the command executor', () => {
 
 describe('a session whose tasks run through the command executor', () => {
   let cluster: TestCluster | undefined;
-  afterEach(async () => {
-    await cluster?.close();
-    cluster = undefined;
-  });
+  const startCluster = clusterPerTest();
 
   it('ends with one branch per task and the judge verdicts in the history', async () => {
     const repo = makeRepo();

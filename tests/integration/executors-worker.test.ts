@@ -1,11 +1,8 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import { describe, expect, it } from 'vitest';
+import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 
 let cluster: TestCluster | undefined;
-afterEach(async () => {
-  await cluster?.close();
-  cluster = undefined;
-});
+const startCluster = clusterPerTest();
 
 describe('the worker chooses the executor', () => {
   it('blocks a task whose executor is unknown, with the reason in the history, without retrying', async () => {

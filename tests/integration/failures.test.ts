@@ -1,7 +1,7 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { OrqConfigInput } from '../../src/shared/config/schema.js';
 import type { RoleModels } from '../../src/shared/llm/types.js';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import {
   decisions,
   deferred,
@@ -15,11 +15,8 @@ import {
 } from '../support/scenarios.js';
 
 let cluster: TestCluster | undefined;
+const startCluster = clusterPerTest();
 const scenarios = scenarioDir();
-afterEach(async () => {
-  await cluster?.close();
-  cluster = undefined;
-});
 afterAll(() => scenarios.cleanup());
 
 const TIMEOUT = 15_000;

@@ -1,14 +1,11 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SessionConfig } from '../../src/shared/config/schema.js';
 import { Session } from '../../src/shared/domain/session.js';
 import { jobIds, outboxJob } from '../../src/shared/queues.js';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 
 let cluster: TestCluster | undefined;
-afterEach(async () => {
-  await cluster?.close();
-  cluster = undefined;
-});
+const startCluster = clusterPerTest();
 
 describe('outbox sweeper', () => {
   it('enqueues the first plan job of a session whose producer died before flushing', async () => {

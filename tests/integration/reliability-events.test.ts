@@ -1,4 +1,4 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import type { TaskJudgement } from '../../src/shared/domain/task.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
@@ -12,7 +12,7 @@ import {
 import { applyEvent } from '../../src/workers/coordinator/coordinator.js';
 import { onTaskJudged } from '../../src/workers/coordinator/task-judged.js';
 import type { RunningRoles } from '../../src/workers/registry.js';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { bullQueue } from '../support/pods.js';
 import {
   decisions,
@@ -27,11 +27,8 @@ import {
 } from '../support/scenarios.js';
 
 let cluster: TestCluster | undefined;
+const startCluster = clusterPerTest();
 const scenarios = scenarioDir();
-afterEach(async () => {
-  await cluster?.close();
-  cluster = undefined;
-});
 afterAll(() => scenarios.cleanup());
 
 const TIMEOUT = 15_000;

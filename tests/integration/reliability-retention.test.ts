@@ -1,13 +1,10 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { eventually, scenarioDir } from '../support/scenarios.js';
 
 let cluster: TestCluster | undefined;
+const startCluster = clusterPerTest();
 const scenarios = scenarioDir();
-afterEach(async () => {
-  await cluster?.close();
-  cluster = undefined;
-});
 afterAll(() => scenarios.cleanup());
 
 const TASKS = 60;

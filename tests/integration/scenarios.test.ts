@@ -1,10 +1,10 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { OrqConfigInput } from '../../src/shared/config/schema.js';
 import type { Task } from '../../src/shared/domain/task.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import type { RoleModels } from '../../src/shared/llm/types.js';
 import { jobIds } from '../../src/shared/queues.js';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import {
   decisions,
   deferred,
@@ -18,11 +18,8 @@ import {
 } from '../support/scenarios.js';
 
 let cluster: TestCluster | undefined;
+const startCluster = clusterPerTest();
 const scenarios = scenarioDir();
-afterEach(async () => {
-  await cluster?.close();
-  cluster = undefined;
-});
 afterAll(() => scenarios.cleanup());
 
 const TIMEOUT = 15_000;

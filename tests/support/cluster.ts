@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { inject } from 'vitest';
+import { afterEach, inject } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
 import type { OrqConfig, OrqConfigInput } from '../../src/shared/config/schema.js';
 import { silentLogger } from '../../src/shared/logger.js';
@@ -59,5 +59,24 @@ export async function startCluster(
       await client.close();
       await Promise.all(pods.map((p) => p.close(5_000)));
     },
+  };
+}
+
+/**
+ * For files whose tests each start their own cluster: `const startCluster = clusterPerTest();`
+ * at the top of the file (or of a describe) starts clusters like startCluster, and closes the
+ * ones a test started after that test. Files that share one cluster start it in beforeAll and
+ * close it in afterAll instead.
+ */
+export function clusterPerTest(): typeof startCluster {
+  const started: TestCluster[] = [];
+  afterEach(async () => {
+    const closing = started.splice(0);
+    await Promise.all(closing.map((cluster) => cluster.close()));
+  });
+  return async (options) => {
+    const cluster = await startCluster(options);
+    started.push(cluster);
+    return cluster;
   };
 }
