@@ -1,25 +1,14 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { orq as runOrq } from '../support/cli.js';
+import { tempFilesPerFile } from '../support/temp-files.js';
 
 /** `orq ARGS` as a process, with only the given orq variables in its environment. */
 const orq = (args: string[], env: Record<string, string> = {}) => runOrq(args, { env });
 
-let dir: string;
-beforeAll(() => {
-  dir = mkdtempSync(join(tmpdir(), 'orq-cli-config-'));
-});
-afterAll(() => {
-  rmSync(dir, { recursive: true, force: true });
-});
-
-function writeTemp(name: string, text: string): string {
-  const path = join(dir, name);
-  writeFileSync(path, text);
-  return path;
-}
+const temp = tempFilesPerFile('orq-cli-config-');
+const writeTemp = (name: string, text: string) => temp.write(name, text);
 
 describe('orq config check', () => {
   it('accepts a valid file with exit code 0', async () => {
@@ -78,7 +67,7 @@ describe('orq config check', () => {
   });
 
   it('reports a missing file with exit code 2', async () => {
-    const result = await orq(['config', 'check', join(dir, 'missing.yaml')]);
+    const result = await orq(['config', 'check', join(temp.dir, 'missing.yaml')]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('missing.yaml not found');
   });
@@ -94,7 +83,7 @@ describe('orq config schema', () => {
   });
 
   it('writes it to a file with --out', async () => {
-    const out = join(dir, 'out', 'orq.schema.json');
+    const out = join(temp.dir, 'out', 'orq.schema.json');
     const result = await orq(['config', 'schema', '--out', out]);
     expect(result.code).toBe(0);
     expect(JSON.parse(readFileSync(out, 'utf8'))).toHaveProperty('$id', 'urn:orq:config');

@@ -1,7 +1,6 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   applyEnvOverrides,
   configWarnings,
@@ -12,6 +11,7 @@ import {
   readConfigFile,
 } from '../../src/shared/config/load.js';
 import { ConfigError, OrqError } from '../../src/shared/errors.js';
+import { tempFilesPerFile } from '../support/temp-files.js';
 
 /** The ConfigError a call throws, so its issues can be inspected. */
 function configErrorOf(run: () => unknown): ConfigError {
@@ -34,19 +34,8 @@ function orqErrorOf(run: () => unknown): OrqError {
   throw new Error('expected an OrqError');
 }
 
-let dir: string;
-beforeAll(() => {
-  dir = mkdtempSync(join(tmpdir(), 'orq-config-test-'));
-});
-afterAll(() => {
-  rmSync(dir, { recursive: true, force: true });
-});
-
-function writeTemp(name: string, text: string): string {
-  const path = join(dir, name);
-  writeFileSync(path, text);
-  return path;
-}
+const temp = tempFilesPerFile('orq-config-test-');
+const writeTemp = (name: string, text: string) => temp.write(name, text);
 
 describe('parseConfig fills the defaults of every seed', () => {
   const config = parseConfig({});
@@ -254,7 +243,7 @@ describe('readConfigFile', () => {
   });
 
   it('a missing file is CONFIG_NOT_FOUND with its path', () => {
-    const path = join(dir, 'missing.yaml');
+    const path = join(temp.dir, 'missing.yaml');
     const error = orqErrorOf(() => readConfigFile(path));
     expect(error.code).toBe('CONFIG_NOT_FOUND');
     expect(error.message).toContain(path);
@@ -379,26 +368,28 @@ describe('loadConfig', () => {
   });
 
   it('finds ./orq.config.yaml in the working directory', () => {
-    const cwd = mkdtempSync(join(dir, 'cwd-'));
+    const cwd = mkdtempSync(join(temp.dir, 'cwd-'));
     writeFileSync(join(cwd, 'orq.config.yaml'), 'concurrency:\n  worker: 16\n');
     expect(findConfigFile({ cwd, env: {} })).toBe(join(cwd, 'orq.config.yaml'));
     expect(loadConfig({ cwd, env: {} }).concurrency.worker).toBe(16);
   });
 
   it('without any file it is the defaults', () => {
-    const cwd = mkdtempSync(join(dir, 'empty-'));
+    const cwd = mkdtempSync(join(temp.dir, 'empty-'));
     expect(loadConfig({ cwd, env: {} })).toEqual(parseConfig({}));
   });
 
   it('a missing ORQ_CONFIG file says that ORQ_CONFIG names it', () => {
-    const error = orqErrorOf(() => loadConfig({ env: { ORQ_CONFIG: join(dir, 'nope.yaml') } }));
+    const error = orqErrorOf(() =>
+      loadConfig({ env: { ORQ_CONFIG: join(temp.dir, 'nope.yaml') } }),
+    );
     expect(error.code).toBe('CONFIG_NOT_FOUND');
     expect(error.message).toContain('ORQ_CONFIG');
   });
 
   it('a bad value from the environment names the variable that set it', () => {
     const error = configErrorOf(() =>
-      loadConfig({ cwd: dir, env: { ORQ__refinement__noiseThreshold: '20' } }),
+      loadConfig({ cwd: temp.dir, env: { ORQ__refinement__noiseThreshold: '20' } }),
     );
     expect(error.issues[0]?.path).toBe('refinement.noiseThreshold');
     expect(error.issues[0]?.message).toContain('ORQ__refinement__noiseThreshold');
