@@ -8,7 +8,7 @@
  * are JSON already, and passing them as they are spares Node an escaping pass and Lua a decode.
  *
  * KEYS: meta, tasks, taskVersions, outbox, applied, history.
- * ARGV (see ApplyArgs in session-store.ts):
+ * ARGV (built by applyArgs in session-store.ts):
  *   1 eventId              2 required states, comma-separated ('' = any)
  *   3 expected session version ('' = no session write)
  *   4 session record JSON   5 session state

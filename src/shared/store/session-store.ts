@@ -91,7 +91,7 @@ declare module 'ioredis' {
 
 /** Reads and writes orq's session state in Redis. Only the coordinator and producers write. */
 export class SessionStore {
-  /** Sessions as first read: only their submit-time parts are used (loadSessionForTask). */
+  /** Sessions as first read: only their submit-time parts are used (loadForTask). */
   private readonly fixedParts = new Map<string, Session>();
 
   constructor(
@@ -143,7 +143,7 @@ export class SessionStore {
    * the session: taskIds, plans). `state`, `version` and `counters` are current; every other
    * mutable field (planning, taskIds, updatedAt) may be stale: only what is fixed at submit (id,
    * instruction, config, requiredTerms) is safe to use. Session-level transitions must use
-   * loadSession.
+   * loadSession. Meant for a task or a few: loadTasks reads many in slices.
    */
   async loadForTask(
     sessionId: string,
@@ -181,11 +181,6 @@ export class SessionStore {
     const { snapshot, tasks } = await this.loadForTask(sessionId, taskIds);
     if (!snapshot) throw sessionNotFound(sessionId);
     return { snapshot, tasks };
-  }
-
-  /** The session for task-level work (see loadForTask): only its submit-time parts are current. */
-  async loadSessionForTask(sessionId: string): Promise<SessionSnapshot | undefined> {
-    return (await this.loadForTask(sessionId)).snapshot;
   }
 
   private remember(sessionId: string, data: string): Session {
