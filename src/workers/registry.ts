@@ -61,10 +61,24 @@ function jobSchema(role: Role, name: string): ZodType | undefined {
 }
 
 /**
- * The `job-failed` event for a role job's final failure, when the job names a session: the
- * coordinator records it in that session's history. A job whose payload does not match its
- * schema is flagged `malformed` (bad input, recorded but changing nothing); its attempt and
- * task id are passed on only where they are valid.
+ * Coordinator events that move a session on: if one is lost for good, its session would wait
+ * for it for ever, so its final failure is reported like a role job's (the task it was about
+ * is blocked, or the planning attempt failed). Cancel, resume and job-failed events are not:
+ * their callers see the outcome, and a failure report must not cause another.
+ */
+const REPORTED_COORDINATOR_EVENTS: ReadonlySet<string> = new Set([
+  'plan-judged',
+  'task-judged',
+  'task-replanned',
+]);
+
+/**
+ * The `job-failed` event for a job's final failure, when the job names a session: the
+ * coordinator records it in that session's history. A role job whose payload does not match
+ * its schema is flagged `malformed` (bad input, recorded but changing nothing); its attempt and
+ * task id are passed on only where they are valid. A malformed coordinator event is recorded
+ * by the coordinator itself (applyEvent), and an event for a session that does not exist has
+ * nowhere to be recorded: neither is reported.
  */
 function failureEvent(
   role: Role,
@@ -72,12 +86,16 @@ function failureEvent(
   error: unknown,
   message: string,
 ): JobFailedEvent | undefined {
-  if (role === 'coordinator' || !job.id) return undefined;
-  const data = (job.data ?? {}) as { sessionId?: unknown; taskId?: unknown; attempt?: unknown };
+  if (!job.id) return undefined;
   const malformed = !jobSchema(role, job.name)?.safeParse(job.data).success;
+  if (role === 'coordinator') {
+    const unknownSession = error instanceof OrqError && error.code === 'NOT_FOUND';
+    if (!REPORTED_COORDINATOR_EVENTS.has(job.name) || malformed || unknownSession) return undefined;
+  }
+  const data = (job.data ?? {}) as { sessionId?: unknown; taskId?: unknown; attempt?: unknown };
   const attempt = JobFailedEvent.shape.attempt.safeParse(data.attempt);
   const taskId =
-    role === 'planner' || job.name === 'judge-plan'
+    role === 'planner' || job.name === 'judge-plan' || job.name === 'plan-judged'
       ? undefined
       : JobFailedEvent.shape.taskId.safeParse(data.taskId).data;
   const event = JobFailedEvent.safeParse({
@@ -165,8 +183,7 @@ function wrapProcessor(
 /**
  * A job whose processes were killed more than maxStalledCount times is failed by BullMQ itself
  * (a deferred failure) without running the processor, so wrapProcessor never reports it: report
- * it here, or its session would wait for it for ever. (Coordinator events carry no role job to
- * block; such a loss is logged.)
+ * it here, or its session would wait for it for ever.
  */
 async function reportDeferredFailure(
   role: Role,

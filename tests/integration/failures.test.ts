@@ -120,6 +120,75 @@ describe('failing role jobs', () => {
   });
 });
 
+describe('coordinator events that keep failing', () => {
+  it('blocks the task whose verdict could not be applied, and a resume runs it again', async () => {
+    const path = scenarios.write('verdict-lost', {
+      plans: [
+        {
+          tasks: [
+            { id: 'A', title: 'A', acceptance: 'a', context: 'c' },
+            { id: 'B', title: 'B', acceptance: 'b', context: 'c', dependencies: ['A'] },
+          ],
+        },
+      ],
+      planJudgements: [{ score: 90, isAcceptable: true }],
+    });
+    cluster = await startCluster({ config: fastRetries });
+    const { client } = cluster;
+    // Every try of the coordinator's write for A's first verdict fails (Redis refusing it, a
+    // bug): before, the event was dropped after its last try and the session waited for ever.
+    const store = cluster.pods[0]?.store;
+    if (!store) throw new Error('the cluster has no pod');
+    const apply = store.apply.bind(store);
+    let refused = 0;
+    store.apply = async (sessionId, changeset) => {
+      if (/^ev-task-judged\|.*\|A\|1$/.test(changeset.eventId)) {
+        refused += 1;
+        throw new Error('write refused by the test');
+      }
+      return apply(sessionId, changeset);
+    };
+    const { id } = await client.submit({ instruction: 'x', config: { llm: { scenario: path } } });
+    const blocked = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(blocked.session.state).toBe('BLOCKED');
+    expect(blocked.tasks.map((t) => [t.id, t.state])).toEqual([
+      ['A', 'BLOCKED'],
+      ['B', 'READY'],
+    ]);
+    expect(refused).toBe(10); // the coordinator's attempts (at least 10 for every event)
+    const error = (await historyOf(client, id)).find((e) => e.type === 'error');
+    expect(error).toMatchObject({ role: 'coordinator', taskId: 'A', attempt: 1 });
+    expect(error?.type === 'error' && error.message).toContain('write refused by the test');
+
+    await client.resume(id, { mode: 'retry' });
+    const done = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(done.session.state).toBe('COMPLETED');
+    expect(done.tasks.map((t) => [t.id, t.state, t.attempts])).toEqual([
+      ['A', 'DONE', 2],
+      ['B', 'DONE', 1],
+    ]);
+  });
+
+  it('fails the session when the verdict on its plan cannot be applied', async () => {
+    cluster = await startCluster({ config: fastRetries });
+    const { client } = cluster;
+    const store = cluster.pods[0]?.store;
+    if (!store) throw new Error('the cluster has no pod');
+    const apply = store.apply.bind(store);
+    store.apply = async (sessionId, changeset) => {
+      if (changeset.eventId.startsWith('ev-plan-judged|'))
+        throw new Error('plan write refused by the test');
+      return apply(sessionId, changeset);
+    };
+    const { id } = await client.submit({ instruction: 'x' });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('FAILED');
+    expect(view.session.failure).toMatchObject({ code: 'ROLE_FAILED' });
+    expect(view.session.failure?.reason).toContain('coordinator failed on plan attempt 0');
+    expect(view.session.failure?.reason).toContain('plan write refused by the test');
+  });
+});
+
 describe('malformed model replies', () => {
   /** The builtin provider with one role's reply replaced by something off-schema. */
   function malformed(overrides: Partial<RoleModels>): RoleModels {
