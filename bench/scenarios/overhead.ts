@@ -58,7 +58,7 @@ function perTask(counts: Record<string, number>, runs: number) {
  */
 async function run(ctx: BenchContext): Promise<void> {
   const sizes = ctx.quick
-    ? [{ tasks: HEADLINE_TASKS, rounds: 3 }]
+    ? [{ tasks: HEADLINE_TASKS, rounds: 5 }]
     : [
         { tasks: 250, rounds: 3 },
         { tasks: HEADLINE_TASKS, rounds: 5 },
@@ -173,6 +173,8 @@ function report(
     orq_hops_per_s: orqHops,
     raw_hops_per_s: rawHops,
     orq_tasks_per_s: tasks / (pick(orq, 'ms') / 1000),
+    // Each round's own ratio (raw ms / orq ms of that round): the spread behind the median.
+    round_ratios: orq.map((o, i) => (raw[i]?.ms ?? 0) / o.ms),
     ...common,
   });
   if (!headline) return;
