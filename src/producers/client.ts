@@ -8,7 +8,7 @@ import { FINISHED_SESSION_STATES, Session, SessionId } from '../shared/domain/se
 import type { Task } from '../shared/domain/task.js';
 import { describeZodIssues, OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
-import { defaultJobOptions, jobIds, outboxJob, ResumeMode } from '../shared/queues.js';
+import { BudgetRaise, defaultJobOptions, jobIds, outboxJob, ResumeMode } from '../shared/queues.js';
 import {
   asRedisUnavailable,
   createConnection,
@@ -38,6 +38,8 @@ export const ResumeRequest = z.strictObject({
   mode: ResumeMode.default('retry'),
   taskIds: z.array(z.string().min(1)).optional(),
   note: z.string().max(20_000).optional(),
+  /** Higher limits for a BUDGET_EXHAUSTED session: its cancelled tasks then run again. */
+  budget: BudgetRaise.optional(),
 });
 export type ResumeRequest = z.input<typeof ResumeRequest>;
 
@@ -142,6 +144,46 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
   const prefix = config.redis.prefix;
   const store = new SessionStore(redis, prefix, config.queues.historyMaxLength);
   const usageStore = new UsageStore(redis, prefix);
+
+  /**
+   * A BUDGET_EXHAUSTED session resumes only with limits above what it has used, and only if
+   * the budget stopped it after planning (it has tasks to go on with).
+   */
+  async function checkBudgetRaise(session: Session, budget: BudgetRaise | undefined) {
+    const refuse = (why: string, hint: string) =>
+      new OrqError('INVALID_STATE', `session ${session.id} is BUDGET_EXHAUSTED: ${why}`, {
+        hint,
+        details: { sessionId: session.id, state: session.state },
+      });
+    if (!budget) {
+      throw refuse(
+        'it resumes only with a higher budget',
+        `Give a higher limit: orq resume ${session.id} --max-tokens N (or --max-usd X).`,
+      );
+    }
+    if (session.taskIds.length === 0) {
+      throw refuse(
+        'the budget stopped it while planning, so it has no tasks to go on with',
+        'Submit the instruction again with a higher budget.',
+      );
+    }
+    const { total } = await usageStore.read(session.id);
+    const used = total.inputTokens + total.outputTokens;
+    // Each call first reserves reserveTokensPerCall: a limit with less room left stops again.
+    const room = session.config.budget.reserveTokensPerCall;
+    if (budget.maxTokens !== undefined && budget.maxTokens < used + room) {
+      throw refuse(
+        `maxTokens ${budget.maxTokens} leaves less than one call's reservation (${room}) above the ${used} tokens already used`,
+        `Give a maxTokens of at least ${used + room} (orq status shows the usage).`,
+      );
+    }
+    if (budget.maxUsd !== undefined && budget.maxUsd <= total.usd) {
+      throw refuse(
+        `maxUsd ${budget.maxUsd} is not above the $${total.usd} already spent`,
+        'Give a maxUsd above what the session has spent (orq status shows it).',
+      );
+    }
+  }
   const queues = new QueueSet(redis, prefix, defaultJobOptions(config.queues));
   const blockingConnections = new Set<Redis>();
 
@@ -298,11 +340,19 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       guard(async () => {
         const parsed = parseOrThrow(ResumeRequest, request, 'resume request');
         const { session } = await store.requireSession(sessionId);
-        if (session.state !== 'BLOCKED' && session.state !== 'RUNNING') {
+        if (session.state === 'BUDGET_EXHAUSTED') {
+          await checkBudgetRaise(session, parsed.budget);
+        } else if (session.state !== 'BLOCKED' && session.state !== 'RUNNING') {
           throw new OrqError('INVALID_STATE', `session ${sessionId} is ${session.state}`, {
-            hint: 'Only BLOCKED (or RUNNING with blocked tasks) sessions can be resumed.',
+            hint: 'Only BLOCKED (or RUNNING with blocked tasks) and BUDGET_EXHAUSTED sessions can be resumed.',
             details: { sessionId, state: session.state },
           });
+        } else if (parsed.budget) {
+          throw new OrqError(
+            'INVALID_STATE',
+            `session ${sessionId} is ${session.state}: a budget is only given to resume a BUDGET_EXHAUSTED session`,
+            { hint: 'Resume without a budget.', details: { sessionId, state: session.state } },
+          );
         }
         const requestId = randomUUID();
         const eventId = jobIds.resume(sessionId, requestId);
@@ -314,6 +364,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
             requestId,
             ...(parsed.taskIds ? { taskIds: parsed.taskIds } : {}),
             ...(parsed.note ? { note: parsed.note } : {}),
+            ...(parsed.budget ? { budget: parsed.budget } : {}),
           }),
         );
         const waitMs = resumeOptions.waitMs ?? 5_000;

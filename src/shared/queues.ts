@@ -1,6 +1,6 @@
 import type { JobsOptions } from 'bullmq';
 import { z } from 'zod';
-import type { OrqConfig } from './config/schema.js';
+import { BudgetConfig, type OrqConfig } from './config/schema.js';
 import { PlanBreakdown, QualityJudgement, ReplanBreakdown } from './domain/plan.js';
 import { Feedback } from './domain/refinement.js';
 import { SessionId } from './domain/session.js';
@@ -98,6 +98,17 @@ export type CancelEvent = z.infer<typeof CancelEvent>;
 export const ResumeMode = z.enum(['retry', 'skip', 'continue']);
 export type ResumeMode = z.infer<typeof ResumeMode>;
 
+/**
+ * Higher limits for a session that stopped in BUDGET_EXHAUSTED, given with its resume: each
+ * one given replaces the session's own, the others stay.
+ */
+export const BudgetRaise = z
+  .strictObject({ maxTokens: BudgetConfig.shape.maxTokens, maxUsd: BudgetConfig.shape.maxUsd })
+  .refine((b) => b.maxTokens !== undefined || b.maxUsd !== undefined, {
+    message: 'give maxTokens, maxUsd or both',
+  });
+export type BudgetRaise = z.infer<typeof BudgetRaise>;
+
 export const ResumeEvent = z.object({
   sessionId: SessionId,
   /** retry: run the blocked tasks again; skip: let dependents go on without them; continue: retry with the note as feedback. */
@@ -105,6 +116,8 @@ export const ResumeEvent = z.object({
   taskIds: z.array(TaskId).optional(),
   note: z.string().optional(),
   requestId: z.string().min(1).max(100),
+  /** Only for a BUDGET_EXHAUSTED session: the limits it resumes with. */
+  budget: BudgetRaise.optional(),
 });
 export type ResumeEvent = z.infer<typeof ResumeEvent>;
 

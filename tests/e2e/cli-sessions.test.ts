@@ -14,6 +14,7 @@ import { startCluster, type TestCluster } from '../support/cluster.js';
 // process) through REDIS_URL and ORQ_PREFIX.
 
 const blockedScenario = resolve(root, 'examples/scenarios/blocked-task.yaml');
+const budgetScenario = resolve(root, 'examples/scenarios/budget-stop.yaml');
 const StatusJson = z.object({
   session: Session,
   tasks: z.array(Task),
@@ -148,6 +149,36 @@ describe('blocked sessions', () => {
   });
 });
 
+describe('a session its budget stopped', () => {
+  it('resume refuses it without a higher limit and goes on with one', async () => {
+    const submit = await cli(
+      'submit',
+      'Run the four steps',
+      '--session-config',
+      JSON.stringify({
+        llm: { scenario: budgetScenario },
+        budget: { maxTokens: 2500, reserveTokensPerCall: 600 },
+      }),
+    );
+    expect(submit.code, submit.stderr).toBe(0);
+    const sessionId = submit.stdout.trim();
+    const stopped = await cluster.client.wait(sessionId, { timeoutMs: 30_000 });
+    expect(stopped.session.state).toBe('BUDGET_EXHAUSTED');
+
+    const refused = await cli('resume', sessionId);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('resumes only with a higher budget');
+    expect(refused.stderr).toContain(`orq resume ${sessionId} --max-tokens N`);
+
+    const resumed = await cli('resume', sessionId, '--max-tokens', '100000');
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stdout).toContain(`resume (with a higher budget) requested for ${sessionId}`);
+    const done = await cluster.client.wait(sessionId, { timeoutMs: 30_000 });
+    expect(done.session.state).toBe('COMPLETED');
+    expect(done.tasks.map((t) => t.state)).toEqual(['DONE', 'DONE', 'DONE', 'DONE']);
+  });
+});
+
 describe('errors and exit codes', () => {
   it('an unknown session id exits 1 with "Session <id> not found" and a hint, in every command', async () => {
     const id = 'no-such-session';
@@ -166,16 +197,18 @@ describe('errors and exit codes', () => {
   });
 
   it('bad usage exits 2 with one orq: line', async () => {
-    const [badId, badOption, both] = await Promise.all([
+    const [badId, badOption, both, badUsd] = await Promise.all([
       cli('status', 'not a session id!'),
       cli('status', '--limit', '0'),
       cli('history', 'whatever', '--json', '--jsonl'),
+      cli('resume', 'whatever', '--max-usd', 'lots'),
     ]);
-    for (const result of [badId, badOption, both]) {
+    for (const result of [badId, badOption, both, badUsd]) {
       expect(result.code, result.stderr).toBe(2);
       expect(result.stderr).toMatch(/^orq: .+\n$/);
     }
     expect(badOption.stderr).toContain('--limit');
+    expect(badUsd.stderr).toContain('--max-usd');
   });
 
   it('an unreachable Redis exits 3 with a message naming Redis', async () => {

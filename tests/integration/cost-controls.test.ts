@@ -6,9 +6,17 @@ import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import type { RoleModels } from '../../src/shared/llm/types.js';
 import { formatSessionTable } from '../../src/producers/cli/format.js';
 import { UsageStore } from '../../src/shared/store/usage-store.js';
+import { outboxJob } from '../../src/shared/queues.js';
 import { orq } from '../support/cli.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
-import { decisions, deferred, eventually, historyOf, scenarioDir } from '../support/scenarios.js';
+import {
+  decisions,
+  deferred,
+  eventually,
+  executionsOf,
+  historyOf,
+  scenarioDir,
+} from '../support/scenarios.js';
 
 let cluster: TestCluster | undefined;
 const startCluster = clusterPerTest();
@@ -241,6 +249,133 @@ describe('a budget', () => {
     });
     expect(history.some((e) => e.type === 'error' && e.code === 'BUDGET_EXHAUSTED')).toBe(true);
     expect(formatSessionTable(view)).toMatch(/budget: \d+ of 7500 tokens; exhausted \(tokens\)/);
+  });
+});
+
+/** A plan of `ids` in a chain, each execution reporting 400 + 100 tokens. */
+function chainScenario(ids: string[]): ScenarioInput {
+  return {
+    plans: [
+      {
+        tasks: ids.map((id, i) => ({
+          id,
+          title: `Step ${id}`,
+          acceptance: `${id} done`,
+          context: 'c',
+          ...(i > 0 ? { dependencies: [ids[i - 1] as string] } : {}),
+        })),
+      },
+    ],
+    planJudgements: [{ score: 90, isAcceptable: true }],
+    tasks: Object.fromEntries(
+      ids.map((id) => [id, { results: [{ tokenUsage: { inputTokens: 400, outputTokens: 100 } }] }]),
+    ),
+  };
+}
+
+describe('resuming a session its budget stopped', () => {
+  it('goes on with a higher limit: the cancelled tasks run, the done ones do not run again', async () => {
+    const ids = ['a', 'b', 'c', 'd', 'e', 'f'];
+    // A chain, so the budget stops it part-way with done tasks behind it.
+    const path = scenarios.write('budget-resume', chainScenario(ids));
+    cluster = await startCluster();
+    const { client } = cluster;
+    const session = await client.submit({
+      instruction: 'Run the six steps',
+      config: { llm: { scenario: path }, budget: { maxTokens: 2500, reserveTokensPerCall: 600 } },
+    });
+    const stopped = await client.wait(session.id, { timeoutMs: TIMEOUT });
+    expect(stopped.session.state).toBe('BUDGET_EXHAUSTED');
+    const doneBefore = stopped.tasks.filter((t) => t.state === 'DONE').map((t) => t.id);
+    expect(doneBefore.length).toBeGreaterThanOrEqual(1);
+    expect(stopped.tasks.filter((t) => t.state === 'CANCELLED').length).toBeGreaterThanOrEqual(1);
+    const used = stopped.usage.total.inputTokens + stopped.usage.total.outputTokens;
+
+    // Without a budget, or with one that leaves no room for a call, the resume is refused.
+    await expect(client.resume(session.id)).rejects.toMatchObject({
+      code: 'INVALID_STATE',
+      message: expect.stringMatching(/resumes only with a higher budget/),
+    });
+    await expect(
+      client.resume(session.id, { budget: { maxTokens: used + 100 } }),
+    ).rejects.toMatchObject({
+      code: 'INVALID_STATE',
+      message: expect.stringMatching(/less than one call's reservation \(600\)/),
+    });
+
+    await client.resume(session.id, { budget: { maxTokens: 1_000_000 } });
+    const view = await client.wait(session.id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.session.failure).toBeUndefined();
+    expect(view.session.config.budget.maxTokens).toBe(1_000_000);
+    expect(view.tasks.map((t) => t.state)).toEqual(ids.map(() => 'DONE'));
+    expect(view.usage.exhausted).toBeUndefined();
+
+    const history = await historyOf(client, session.id);
+    for (const id of doneBefore) expect(executionsOf(history, id)).toHaveLength(1);
+    expect(history).toContainEqual(
+      expect.objectContaining({
+        type: 'state_change',
+        entity: 'session',
+        from: 'BUDGET_EXHAUSTED',
+        to: 'RUNNING',
+        reason: 'resumed with a higher budget (maxTokens 1000000)',
+      }),
+    );
+    expect(decisions(history, 'resume:budget')).toHaveLength(1);
+  });
+
+  it('ignores a refusal from before the raise that arrives after it', async () => {
+    const ids = ['a', 'b', 'c'];
+    const scenario = chainScenario(ids);
+    // After the resume, executions wait until the stale refusal has been handled.
+    let resumed = false;
+    const handled = deferred();
+    const { models } = observedModels(scenario, async () => {
+      if (resumed) await handled.promise;
+    });
+    cluster = await startCluster({ models });
+    const { client } = cluster;
+    const session = await client.submit({
+      instruction: 'Run the three steps',
+      config: { budget: { maxTokens: 2000, reserveTokensPerCall: 600 } },
+    });
+    expect((await client.wait(session.id, { timeoutMs: TIMEOUT })).session.state).toBe(
+      'BUDGET_EXHAUSTED',
+    );
+    resumed = true;
+    await client.resume(session.id, { budget: { maxTokens: 1_000_000 } });
+    expect((await client.get(session.id)).session.state).toBe('RUNNING');
+
+    // A refusal reported late (a backlog of coordinator events, say) from before the resume.
+    await cluster.pods[0]?.queues.add(
+      outboxJob('coordinator', 'job-failed', `stale-refusal|${session.id}`, {
+        sessionId: session.id,
+        role: 'worker',
+        jobId: 'an-old-job',
+        error: 'the token budget is already exhausted',
+        code: 'BUDGET_EXHAUSTED',
+      }),
+    );
+    await eventually(async () => {
+      const ignored = decisions(await historyOf(client, session.id), 'event:ignored');
+      return ignored.find(
+        (d) => d.reason === 'job-failed: the budget was raised after this refusal',
+      );
+    }, 'the late refusal recorded as ignored');
+    expect((await client.get(session.id)).session.state).toBe('RUNNING');
+    handled.resolve();
+    expect((await client.wait(session.id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');
+  });
+
+  it('refuses a budget for a session the budget did not stop', async () => {
+    cluster = await startCluster();
+    const { client } = cluster;
+    const session = await client.submit({ instruction: 'Write the parser' });
+    await client.wait(session.id, { timeoutMs: TIMEOUT });
+    await expect(client.resume(session.id, { budget: { maxTokens: 10 } })).rejects.toMatchObject({
+      code: 'INVALID_STATE',
+    });
   });
 });
 

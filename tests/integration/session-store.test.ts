@@ -211,6 +211,8 @@ describe('SessionStore.apply', () => {
 });
 
 describe('applyArgs', () => {
+  const stampOf = { sessionId: 's', timestamp: 'T', historyMaxLength: 9 };
+
   it('lays out the changeset as the script reads it', () => {
     const args = applyArgs(
       {
@@ -225,9 +227,9 @@ describe('applyArgs', () => {
         counters: { open: -1 },
         history: [{ type: 'decision', decision: 'd', reason: 'r', inputs: {} }],
       },
-      { sessionId: 's', timestamp: 'T', historyMaxLength: 9 },
+      stampOf,
     );
-    expect(args.slice(0, 14)).toEqual([
+    expect(args.slice(0, 15)).toEqual([
       'e',
       'RUNNING,PLANNING',
       '',
@@ -238,15 +240,16 @@ describe('applyArgs', () => {
       -1,
       0,
       9,
+      '',
       2,
       1,
       0,
       1,
     ]);
     // Expected versions: the written task once, then the read-only one.
-    expect(args.slice(14, 18)).toEqual(['a', 3, 'b', 5]);
-    expect(args.slice(18, 21)).toEqual(['a', JSON.stringify(task('a')), 4]);
-    expect(JSON.parse(String(args[21]))).toEqual({
+    expect(args.slice(15, 19)).toEqual(['a', 3, 'b', 5]);
+    expect(args.slice(19, 22)).toEqual(['a', JSON.stringify(task('a')), 4]);
+    expect(JSON.parse(String(args[22]))).toEqual({
       type: 'decision',
       decision: 'd',
       reason: 'r',
@@ -254,7 +257,8 @@ describe('applyArgs', () => {
       timestamp: 'T',
       sessionId: 's',
     });
-    expect(args).toHaveLength(22);
+    expect(args).toHaveLength(23);
+    expect(applyArgs({ eventId: 'r', budgetRaised: true }, stampOf)[10]).toBe('1');
   });
 });
 

@@ -4,6 +4,7 @@ import {
   clipToWidth,
   displayWidth,
   formatLiveView,
+  formatOutcomeNotice,
   formatSessionTable,
   formatTaskCounts,
 } from '../../src/producers/cli/format.js';
@@ -123,5 +124,31 @@ describe('exit codes', () => {
     ['REDIS_NOT_INSTALLED', ExitCode.ENVIRONMENT],
   ] as const)('%s exits %i', (code, exit) => {
     expect(exitCodeFor(new OrqError(code, 'x'))).toBe(exit);
+  });
+});
+
+describe('formatOutcomeNotice', () => {
+  it('says how to go on after a budget stop, or to submit again when it stopped while planning', () => {
+    const stopped = view('BUDGET_EXHAUSTED', [
+      ['t1', 'DONE'],
+      ['t2', 'CANCELLED'],
+    ]);
+    stopped.session.failure = { code: 'BUDGET_EXHAUSTED', reason: 'budget exhausted: 2600 > 2500' };
+    expect(formatOutcomeNotice(stopped)).toBe(
+      'session s1 is BUDGET_EXHAUSTED: budget exhausted: 2600 > 2500. Run `orq resume s1 --max-tokens N` (or --max-usd X) to go on with a higher limit',
+    );
+    expect(formatOutcomeNotice(view('BUDGET_EXHAUSTED', []))).toBe(
+      'session s1 is BUDGET_EXHAUSTED. Submit it again with a higher budget',
+    );
+  });
+
+  it('names the blocked tasks, and says why a session failed', () => {
+    expect(formatOutcomeNotice(view('BLOCKED', [['t2', 'BLOCKED']]))).toContain(
+      'is BLOCKED (t2). Run `orq resume s1`',
+    );
+    const failed = view('FAILED', []);
+    failed.session.failure = { code: 'PLAN_REJECTED', reason: 'stagnated' };
+    expect(formatOutcomeNotice(failed)).toBe('session s1 is FAILED: PLAN_REJECTED: stagnated');
+    expect(formatOutcomeNotice(view('COMPLETED', []))).toBeUndefined();
   });
 });

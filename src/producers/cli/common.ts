@@ -46,3 +46,11 @@ export function parsePositiveInt(value: string): number {
     throw new InvalidArgumentError(`expected a positive whole number, got "${value}"`);
   return n;
 }
+
+/** A number above 0 (an amount such as USD), or a usage error naming the option. */
+export function parsePositiveNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new InvalidArgumentError(`expected a number above 0, got "${value}"`);
+  return n;
+}

@@ -273,8 +273,17 @@ export function formatOutcomeNotice(view: SessionView): string | undefined {
       return undefined;
     case 'CANCELLED':
       return `session ${session.id} was CANCELLED`;
+    case 'BUDGET_EXHAUSTED': {
+      const why = session.failure ? `: ${session.failure.reason}` : '';
+      // A budget stop after planning can go on; one while planning has no tasks to go on with.
+      const next =
+        tasks.length > 0
+          ? `Run \`orq resume ${session.id} --max-tokens N\` (or --max-usd X) to go on with a higher limit`
+          : 'Submit it again with a higher budget';
+      return `session ${session.id} is BUDGET_EXHAUSTED${why}. ${next}`;
+    }
     default: {
-      // FAILED, BUDGET_EXHAUSTED and any later end state: say why when the session knows.
+      // FAILED and any later end state: say why when the session knows.
       const why = session.failure ? `: ${session.failure.code}: ${session.failure.reason}` : '';
       return `session ${session.id} is ${session.state}${why}`;
     }

@@ -7,14 +7,16 @@
  * The changeset comes as flat arguments, not one JSON document: records and history entries
  * are JSON already, and passing them as they are spares Node an escaping pass and Lua a decode.
  *
- * KEYS: meta, tasks, taskVersions, outbox, applied, history.
+ * KEYS: meta, tasks, taskVersions, outbox, applied, history, usage.
  * ARGV (built by applyArgs in session-store.ts):
  *   1 eventId              2 required states, comma-separated ('' = any)
  *   3 expected session version ('' = no session write)
  *   4 session record JSON   5 session state
  *   6 required open ('' = any)   7 required active ('' = any)
  *   8 open delta            9 active delta       10 history max length
- *   11..14 counts: expected versions E, task writes T, outbox jobs O, history entries H
+ *   11 '1' when the session's budget was raised: the usage hash forgets its refusal and the
+ *      session's config revision moves on (readers re-read the record)
+ *   12..15 counts: expected versions E, task writes T, outbox jobs O, history entries H
  *   then E × (taskId, version), T × (taskId, record, new version), O × (jobId, job), H × entry
  * Returns {status, open, active}; status is OK, DUPLICATE, STATE, CONFLICT or COUNTERS.
  */
@@ -45,8 +47,8 @@ if sessionVersion then
   if v ~= sessionVersion then return reply('CONFLICT') end
 end
 
-local nExpect, nTasks, nOutbox, nHistory = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
-local at = 15
+local nExpect, nTasks, nOutbox, nHistory = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
+local at = 16
 for _ = 1, nExpect do
   local v = tonumber(redis.call('HGET', KEYS[3], ARGV[at]) or '0') or 0
   if v ~= tonumber(ARGV[at + 1]) then return reply('CONFLICT') end
@@ -66,6 +68,10 @@ for _ = 1, nTasks do
   redis.call('HSET', KEYS[2], ARGV[at], ARGV[at + 1])
   redis.call('HSET', KEYS[3], ARGV[at], ARGV[at + 2])
   at = at + 3
+end
+if ARGV[11] == '1' then
+  redis.call('HDEL', KEYS[7], 'exhausted', 'exhausted_grants')
+  redis.call('HINCRBY', KEYS[1], 'rev', 1)
 end
 if ARGV[8] ~= '0' then redis.call('HINCRBY', KEYS[1], 'open', ARGV[8]) end
 if ARGV[9] ~= '0' then redis.call('HINCRBY', KEYS[1], 'active', ARGV[9]) end

@@ -43,6 +43,11 @@ export interface Changeset {
   counters?: Partial<Counters>;
   outbox?: OutboxJob[];
   history?: HistoryEntryDraft[];
+  /**
+   * The session's budget was raised (a resume after BUDGET_EXHAUSTED): its usage forgets the
+   * refusal, and processes that keep the session's submit-time parts read the record again.
+   */
+  budgetRaised?: boolean;
 }
 
 export type ApplyStatus = 'OK' | 'DUPLICATE' | 'STATE' | 'CONFLICT' | 'COUNTERS';
@@ -67,6 +72,7 @@ declare module 'ioredis' {
       outbox: string,
       applied: string,
       history: string,
+      usage: string,
       ...args: (string | number)[]
     ): Result<[string, number, number], Context>;
     orqReadTasks(
@@ -92,7 +98,7 @@ declare module 'ioredis' {
 /** Reads and writes orq's session state in Redis. Only the coordinator and producers write. */
 export class SessionStore {
   /** Sessions as first read: only their submit-time parts are used (loadForTask). */
-  private readonly fixedParts = new Map<string, Session>();
+  private readonly fixedParts = new Map<string, { session: Session; rev: string }>();
 
   constructor(
     readonly redis: Redis,
@@ -101,7 +107,7 @@ export class SessionStore {
     private readonly now: () => Date = () => new Date(),
   ) {
     if (typeof (redis as unknown as Record<string, unknown>).orqApply !== 'function') {
-      redis.defineCommand('orqApply', { numberOfKeys: 6, lua: APPLY_SCRIPT });
+      redis.defineCommand('orqApply', { numberOfKeys: 7, lua: APPLY_SCRIPT });
     }
     if (typeof (redis as unknown as Record<string, unknown>).orqReadTasks !== 'function') {
       redis.defineCommand('orqReadTasks', { numberOfKeys: 3, lua: READ_TASKS_SCRIPT });
@@ -158,10 +164,10 @@ export class SessionStore {
       cached ? '0' : '1',
       ...taskIds,
     );
-    const [state, version, open, active, data] = reply;
-    const tasks = tasksFromReply(taskIds, reply.slice(5));
+    const [state, version, open, active, rev, data] = reply;
+    const tasks = tasksFromReply(taskIds, reply.slice(6));
     if (!state) return { snapshot: undefined, tasks };
-    const fixed = cached ?? (data ? this.remember(sessionId, data) : undefined);
+    const fixed = await this.fixedPartsOf(sessionId, rev ?? '0', cached, data);
     if (!fixed) return { snapshot: undefined, tasks };
     return {
       snapshot: {
@@ -171,6 +177,21 @@ export class SessionStore {
       },
       tasks,
     };
+  }
+
+  /**
+   * The submit-time parts of a session: the cached ones while the config revision is the one
+   * they were read at (a raised budget moves it on), else the record just read or read again.
+   */
+  private async fixedPartsOf(
+    sessionId: string,
+    rev: string,
+    cached: { session: Session; rev: string } | undefined,
+    data: string | null | undefined,
+  ): Promise<Session | undefined> {
+    if (cached && cached.rev === rev) return cached.session;
+    const record = data ?? (await this.redis.hget(this.keys(sessionId).meta, 'data'));
+    return record ? this.remember(sessionId, rev, record) : undefined;
   }
 
   /** loadForTask for a session that must exist (NOT_FOUND otherwise). */
@@ -183,13 +204,13 @@ export class SessionStore {
     return { snapshot, tasks };
   }
 
-  private remember(sessionId: string, data: string): Session {
+  private remember(sessionId: string, rev: string, data: string): Session {
     const fixed = Session.parse(JSON.parse(data));
-    if (this.fixedParts.size >= FIXED_PARTS_CACHE_SIZE) {
+    if (this.fixedParts.size >= FIXED_PARTS_CACHE_SIZE && !this.fixedParts.has(sessionId)) {
       const oldest = this.fixedParts.keys().next().value;
       if (oldest !== undefined) this.fixedParts.delete(oldest);
     }
-    this.fixedParts.set(sessionId, fixed);
+    this.fixedParts.set(sessionId, { session: fixed, rev });
     return fixed;
   }
 
@@ -208,7 +229,7 @@ export class SessionStore {
     );
     const result = new Map<string, TaskSnapshot>();
     replies.forEach((reply, i) => {
-      for (const [id, t] of tasksFromReply(chunks[i] ?? [], reply.slice(5))) result.set(id, t);
+      for (const [id, t] of tasksFromReply(chunks[i] ?? [], reply.slice(6))) result.set(id, t);
     });
     return result;
   }
@@ -237,6 +258,7 @@ export class SessionStore {
       keys.outbox,
       keys.applied,
       keys.history,
+      keys.usage,
       ...applyArgs(changeset, {
         sessionId,
         timestamp: this.now().toISOString(),
@@ -247,6 +269,11 @@ export class SessionStore {
       status: status as ApplyStatus,
       counters: { open: Number(open), active: Number(active) },
     };
+  }
+
+  /** Whether the session's budget refused a call and has not been raised since (usage-store.ts). */
+  async budgetRefused(sessionId: string): Promise<boolean> {
+    return (await this.redis.hexists(this.keys(sessionId).usage, 'exhausted')) === 1;
   }
 
   async readOutbox(sessionId: string): Promise<OutboxJob[]> {
@@ -379,6 +406,7 @@ export function applyArgs(
     counters?.open ?? 0,
     counters?.active ?? 0,
     stamp.historyMaxLength,
+    changeset.budgetRaised ? '1' : '',
     expect.length,
     tasks.length,
     outbox.length,
@@ -417,19 +445,19 @@ function tasksFromReply(taskIds: readonly string[], values: (string | null)[]) {
 
 /**
  * KEYS: meta, tasks, taskVersions. ARGV[1]: '1' to include the session record; ARGV[2..]: task
- * ids. Returns state, version, open, active, data (or false), then the tasks' records, then
- * their versions: one consistent snapshot in one round trip.
+ * ids. Returns state, version, open, active, config revision, data (or false), then the tasks'
+ * records, then their versions: one consistent snapshot in one round trip.
  */
 const READ_TASKS_SCRIPT = `
-local meta = redis.call('HMGET', KEYS[1], 'state', 'version', 'open', 'active')
-local reply = {meta[1], meta[2], meta[3], meta[4], false}
-if ARGV[1] == '1' then reply[5] = redis.call('HGET', KEYS[1], 'data') end
+local meta = redis.call('HMGET', KEYS[1], 'state', 'version', 'open', 'active', 'rev')
+local reply = {meta[1], meta[2], meta[3], meta[4], meta[5] or '0', false}
+if ARGV[1] == '1' then reply[6] = redis.call('HGET', KEYS[1], 'data') end
 if #ARGV > 1 then
   local ids = {unpack(ARGV, 2)}
   local records = redis.call('HMGET', KEYS[2], unpack(ids))
   local versions = redis.call('HMGET', KEYS[3], unpack(ids))
-  for i = 1, #ids do reply[5 + i] = records[i] end
-  for i = 1, #ids do reply[5 + #ids + i] = versions[i] end
+  for i = 1, #ids do reply[6 + i] = records[i] end
+  for i = 1, #ids do reply[6 + #ids + i] = versions[i] end
 end
 return reply
 `;

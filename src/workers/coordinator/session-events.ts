@@ -50,9 +50,14 @@ export async function onResume(
   eventId: string,
 ): Promise<Transition> {
   const { session, version } = await ctx.store.requireSession(event.sessionId);
+  if (session.state === 'BUDGET_EXHAUSTED') {
+    return resumeWithBudget(ctx, session, version, event, eventId);
+  }
   if (session.state !== 'BLOCKED' && session.state !== 'RUNNING') {
     return ignore(eventId, `session is ${session.state}; only BLOCKED or RUNNING sessions resume`);
   }
+  if (event.budget)
+    return ignore(eventId, 'a budget is only given to resume a BUDGET_EXHAUSTED session');
   const all = await ctx.store.loadTasks(session.id, session.taskIds);
   const wanted = event.taskIds ? new Set(event.taskIds) : undefined;
   const targets = [...all.values()].filter(
@@ -186,6 +191,83 @@ export async function onJobFailed(
 }
 
 /**
+ * A session stopped by its budget goes on with the higher limits given: the budget stop
+ * cancelled every open task, and those (the only CANCELLED tasks such a session has) are
+ * ready again, the ones with nothing left to wait for dispatched at once. The usage hash
+ * forgets the refusal in the same write. A session stopped while still planning has no tasks
+ * to go on with: it is submitted again instead.
+ */
+async function resumeWithBudget(
+  ctx: CoordinatorContext,
+  session: Session,
+  version: number,
+  event: ResumeEvent,
+  eventId: string,
+): Promise<Transition> {
+  if (!event.budget) {
+    return ignore(eventId, 'a BUDGET_EXHAUSTED session resumes only with a higher budget');
+  }
+  const all = await ctx.store.loadTasks(session.id, session.taskIds);
+  const targets = [...all.values()].filter((s) => s.task.state === 'CANCELLED');
+  if (targets.length === 0) {
+    return ignore(eventId, 'the budget stopped the session before it had tasks to go on with');
+  }
+  const budget = { ...session.config.budget, ...event.budget };
+  const raised = [
+    event.budget.maxTokens !== undefined ? `maxTokens ${event.budget.maxTokens}` : '',
+    event.budget.maxUsd !== undefined ? `maxUsd ${event.budget.maxUsd}` : '',
+  ]
+    .filter(Boolean)
+    .join(', ');
+  const reason = `resumed with a higher budget (${raised})`;
+  const edits = new TaskEdits(session.id, all.values());
+  for (const { task } of targets) {
+    edits.put(
+      { ...task, state: 'READY', replanPending: false, continuations: 0, feedback: undefined },
+      reason,
+    );
+    if (task.pendingDependencies === 0) edits.dispatch(task.id, reason);
+  }
+  const { failure: _stopped, ...rest } = stamp(session);
+  const record: Session = {
+    ...rest,
+    state: 'RUNNING',
+    config: { ...session.config, budget },
+  };
+  return {
+    changeset: {
+      eventId,
+      session: { record, expectedVersion: version },
+      tasks: edits.changes(),
+      readTasks: edits.reads(),
+      counters: edits.counterDelta(),
+      outbox: edits.outbox,
+      budgetRaised: true,
+      history: [
+        {
+          type: 'decision',
+          decision: 'resume:budget',
+          reason,
+          inputs: {
+            taskIds: targets.map((t) => t.task.id),
+            budget: event.budget,
+            requestId: event.requestId,
+          },
+        },
+        {
+          type: 'state_change',
+          entity: 'session',
+          from: 'BUDGET_EXHAUSTED',
+          to: 'RUNNING',
+          reason,
+        },
+        ...edits.history,
+      ],
+    },
+  };
+}
+
+/**
  * A failure that changes no state is still written down: the error with its reason, and why
  * nothing else happened (DESIGN.md: every failure is visible in the session history).
  */
@@ -221,6 +303,11 @@ async function stopOnBudget(
 ): Promise<Transition> {
   if (FINISHED_SESSION_STATES.includes(session.state))
     return ignore(eventId, `budget refusal after the session is ${session.state}`);
+  // Every refusal leaves the usage hash marked until a resume raises the budget: an unmarked
+  // hash means this refusal came before the raise and no longer holds.
+  if (!(await ctx.store.budgetRefused(session.id))) {
+    return recordOnly(eventId, errorEntry, 'the budget was raised after this refusal');
+  }
   const reason = `budget exhausted: ${event.error}`;
   const tasks = await ctx.store.loadTasks(session.id, session.taskIds);
   const edits = new TaskEdits(session.id, tasks.values());

@@ -3,7 +3,7 @@ import { Option, type Command } from 'commander';
 import { FINISHED_SESSION_STATES } from '../../../shared/domain/session.js';
 import { OrqError } from '../../../shared/errors.js';
 import type { SessionView } from '../../client.js';
-import { parsePositiveInt, printJson, withClient } from '../common.js';
+import { parsePositiveInt, parsePositiveNumber, printJson, withClient } from '../common.js';
 import { followMode, followSession, reportOutcome, stopOnSignals } from '../follow.js';
 import { formatHistoryEntry, formatSessionList, formatSessionTable } from '../format.js';
 
@@ -119,19 +119,44 @@ export function registerSessionCommands(program: Command): void {
     )
     .option('--note <text>', 'continue the blocked tasks with this note as feedback')
     .option('--task <id...>', 'only these tasks (default: every blocked task)')
+    .option(
+      '--max-tokens <n>',
+      'for a BUDGET_EXHAUSTED session: the higher token limit it goes on with',
+      parsePositiveInt,
+    )
+    .option(
+      '--max-usd <usd>',
+      'for a BUDGET_EXHAUSTED session: the higher USD limit it goes on with',
+      parsePositiveNumber,
+    )
     .action(
       async (
         sessionId: string,
-        options: { config?: string; skip?: boolean; note?: string; task?: string[] },
+        options: {
+          config?: string;
+          skip?: boolean;
+          note?: string;
+          task?: string[];
+          maxTokens?: number;
+          maxUsd?: number;
+        },
       ) =>
         withClient(options, async (client) => {
           const mode = options.skip ? 'skip' : options.note ? 'continue' : 'retry';
+          const budget = {
+            ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
+            ...(options.maxUsd !== undefined ? { maxUsd: options.maxUsd } : {}),
+          };
+          const raised = Object.keys(budget).length > 0;
           await client.resume(sessionId, {
             mode,
             ...(options.task ? { taskIds: options.task } : {}),
             ...(options.note ? { note: options.note } : {}),
+            ...(raised ? { budget } : {}),
           });
-          process.stdout.write(`resume (${mode}) requested for ${sessionId}\n`);
+          process.stdout.write(
+            `resume (${raised ? 'with a higher budget' : mode}) requested for ${sessionId}\n`,
+          );
         }),
     );
 
