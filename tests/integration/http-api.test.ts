@@ -183,6 +183,16 @@ describe('sessions over HTTP', () => {
     });
     expect(res.status).toBe(409);
     expect(((await res.json()) as { error: string }).error).toBe('INVALID_STATE');
+
+    // A resume body's budget is checked like the rest: limits must be positive, one given.
+    for (const budget of [{ maxTokens: 0 }, {}]) {
+      const bad = await fetch(url(`/sessions/${id}/resume`), {
+        method: 'POST',
+        headers: json,
+        body: JSON.stringify({ budget }),
+      });
+      expect(bad.status).toBe(400);
+    }
   });
 
   it('serves the history as JSON with stream ids and as JSONL', async () => {
