@@ -121,6 +121,26 @@ describe('failing role jobs', () => {
 });
 
 describe('coordinator events that keep failing', () => {
+  /** Makes the pod's coordinator write fail, every try, for the events `refuse` picks. */
+  function refuseWrites(
+    target: TestCluster,
+    refuse: (eventId: string) => boolean,
+    message: string,
+  ): { count: number } {
+    const store = target.pods[0]?.store;
+    if (!store) throw new Error('the cluster has no pod');
+    const apply = store.apply.bind(store);
+    const refused = { count: 0 };
+    store.apply = async (sessionId, changeset) => {
+      if (refuse(changeset.eventId)) {
+        refused.count += 1;
+        throw new Error(message);
+      }
+      return apply(sessionId, changeset);
+    };
+    return refused;
+  }
+
   it('blocks the task whose verdict could not be applied, and a resume runs it again', async () => {
     const path = scenarios.write('verdict-lost', {
       plans: [
@@ -137,17 +157,11 @@ describe('coordinator events that keep failing', () => {
     const { client } = cluster;
     // Every try of the coordinator's write for A's first verdict fails (Redis refusing it, a
     // bug): before, the event was dropped after its last try and the session waited for ever.
-    const store = cluster.pods[0]?.store;
-    if (!store) throw new Error('the cluster has no pod');
-    const apply = store.apply.bind(store);
-    let refused = 0;
-    store.apply = async (sessionId, changeset) => {
-      if (/^ev-task-judged\|.*\|A\|1$/.test(changeset.eventId)) {
-        refused += 1;
-        throw new Error('write refused by the test');
-      }
-      return apply(sessionId, changeset);
-    };
+    const refused = refuseWrites(
+      cluster,
+      (eventId) => /^ev-task-judged\|.*\|A\|1$/.test(eventId),
+      'write refused by the test',
+    );
     const { id } = await client.submit({ instruction: 'x', config: { llm: { scenario: path } } });
     const blocked = await client.wait(id, { timeoutMs: TIMEOUT });
     expect(blocked.session.state).toBe('BLOCKED');
@@ -155,7 +169,7 @@ describe('coordinator events that keep failing', () => {
       ['A', 'BLOCKED'],
       ['B', 'READY'],
     ]);
-    expect(refused).toBe(10); // the coordinator's attempts (at least 10 for every event)
+    expect(refused.count).toBe(10); // the coordinator's attempts (at least 10 for every event)
     const error = (await historyOf(client, id)).find((e) => e.type === 'error');
     expect(error).toMatchObject({ role: 'coordinator', taskId: 'A', attempt: 1 });
     expect(error?.type === 'error' && error.message).toContain('write refused by the test');
@@ -172,14 +186,11 @@ describe('coordinator events that keep failing', () => {
   it('fails the session when the verdict on its plan cannot be applied', async () => {
     cluster = await startCluster({ config: fastRetries });
     const { client } = cluster;
-    const store = cluster.pods[0]?.store;
-    if (!store) throw new Error('the cluster has no pod');
-    const apply = store.apply.bind(store);
-    store.apply = async (sessionId, changeset) => {
-      if (changeset.eventId.startsWith('ev-plan-judged|'))
-        throw new Error('plan write refused by the test');
-      return apply(sessionId, changeset);
-    };
+    refuseWrites(
+      cluster,
+      (eventId) => eventId.startsWith('ev-plan-judged|'),
+      'plan write refused by the test',
+    );
     const { id } = await client.submit({ instruction: 'x' });
     const view = await client.wait(id, { timeoutMs: TIMEOUT });
     expect(view.session.state).toBe('FAILED');
