@@ -508,3 +508,61 @@ describe('a job BullMQ fails itself after it stalled too often', () => {
     }
   });
 });
+
+describe('a coordinator event BullMQ fails itself after it stalled too often', () => {
+  it("blocks the verdict's task with the reason, and resume runs it again", async () => {
+    // No worker yet: the accepted plan's first job waits, and the coordinator can be stopped.
+    cluster = await startCluster({ roles: ['planner', 'judge', 'replanner', 'coordinator'] });
+    const { client } = cluster;
+    const { id } = await client.submit({
+      instruction: 'A then B',
+      config: { llm: { scenario: chain } },
+    });
+    const work = bullQueue(client.store.redis, cluster.prefix, 'work');
+    const coordinator = bullQueue(client.store.redis, cluster.prefix, 'coordinator');
+    try {
+      const workId = jobIds.execute(id, 'A', 1);
+      await eventually(async () => ((await work.getJob(workId)) ? true : undefined), "A's job");
+      // Stop every coordinator, then let A run and be judged: its verdict waits in the queue.
+      const first = cluster.pods.splice(0, 1)[0];
+      await first?.close(5_000);
+      await cluster.startPod(['worker', 'judge']);
+      const eventId = jobIds.taskJudged(id, 'A', 1);
+      await eventually(
+        async () => ((await coordinator.getJob(eventId)) ? true : undefined),
+        "A's verdict",
+      );
+      // What BullMQ's stalled check writes once the coordinators applying it died more than
+      // maxStalledCount times: the next coordinator to take it fails it without applying it.
+      await client.store.redis.hset(
+        `${bullPrefix(cluster.prefix)}:coordinator:${eventId}`,
+        'defa',
+        'job stalled more than allowable limit',
+      );
+      await cluster.startPod(['coordinator']);
+      const view = await client.wait(id, { timeoutMs: TIMEOUT });
+      expect(view.session.state).toBe('BLOCKED');
+      expect(view.tasks.map((t) => [t.id, t.state])).toEqual([
+        ['A', 'BLOCKED'],
+        ['B', 'READY'],
+      ]);
+      expect(await (await coordinator.getJob(eventId))?.getState()).toBe('failed');
+      const h = await historyOf(client, id);
+      expect(h.filter((e) => e.type === 'error')).toEqual([
+        expect.objectContaining({
+          role: 'coordinator',
+          taskId: 'A',
+          attempt: 1,
+          message: 'job stalled more than allowable limit',
+        }),
+      ]);
+      await client.resume(id, { mode: 'retry' });
+      const resumed = await client.wait(id, { timeoutMs: TIMEOUT, until: 'finished' });
+      expect(resumed.session.state).toBe('COMPLETED');
+      expect(executionsOf(await historyOf(client, id), 'A').map((e) => e.attempt)).toEqual([2]);
+    } finally {
+      await work.close();
+      await coordinator.close();
+    }
+  });
+});
