@@ -253,6 +253,18 @@ function report(
     redis_cpu_ms_per_task: per(raw, 'redisCpuMs'),
     tasks,
   });
+  // The bench process and redis-server share the machine's cores, so a session's run time
+  // follows the CPU both spend on it: this ratio predicts overhead_ratio (compare the two).
+  const cpu = (samples: Sample[]) => per(samples, 'nodeCpuMs') + per(samples, 'redisCpuMs');
+  ctx.reporter.record({
+    name: 'overhead.cpu_ratio',
+    value: cpu(raw) / cpu(orq),
+    unit: 'ratio',
+    note: "raw BullMQ's Node + Redis CPU per task over orq's",
+    orq_cpu_ms_per_task: cpu(orq),
+    raw_cpu_ms_per_task: cpu(raw),
+    tasks,
+  });
 }
 
 export const overhead: BenchScenario = {
