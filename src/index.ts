@@ -30,6 +30,12 @@ export { createBuiltinModels } from './shared/llm/builtin.js';
 export { Scenario, loadScenarioFile } from './shared/llm/scenario.js';
 export { startRoles, type StartRolesOptions, type RunningRoles } from './workers/registry.js';
 export {
+  configuredConnection,
+  type ClusterInput,
+  type ConnectionInput,
+  type RedisConnection,
+} from './shared/redis.js';
+export {
   createClient,
   SubmitRequest,
   ResumeRequest,

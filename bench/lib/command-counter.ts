@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../../src/shared/redis.js';
 
 /**
  * Counts the commands one ioredis connection sends, by name; EVALSHA is named after its script
@@ -6,7 +6,7 @@ import type { Redis } from 'ioredis';
  * promise (to time round trips). Wraps the connection's own sendCommand: nothing else changes.
  */
 export function countCommands(
-  redis: Redis,
+  redis: RedisConnection,
   onSend: (name: string, reply: Promise<unknown>) => void,
 ): void {
   type Command = { name: string; args: unknown[]; promise: Promise<unknown> };
@@ -36,7 +36,7 @@ export function countCommands(
 export class CommandTally {
   counts: Record<string, number> = {};
 
-  attach(redis: Redis): void {
+  attach(redis: RedisConnection): void {
     countCommands(redis, (name) => {
       this.counts[name] = (this.counts[name] ?? 0) + 1;
     });

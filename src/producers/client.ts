@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { applyLegacyKeys, parseConfig, mergeConfig } from '../shared/config/load.js';
 import { SessionConfig, type OrqConfig, type OrqConfigInput } from '../shared/config/schema.js';
@@ -11,9 +10,12 @@ import { flushOutbox, QueueSet } from '../shared/queue-set.js';
 import { BudgetRaise, defaultJobOptions, jobIds, outboxJob, ResumeMode } from '../shared/queues.js';
 import {
   asRedisUnavailable,
+  blockingTwin,
   createConnection,
   ensureConnected,
+  refuseClusterNode,
   type ConnectionInput,
+  type RedisConnection,
 } from '../shared/redis.js';
 import { unpricedModels } from '../shared/llm/metered.js';
 import { extractRequiredTerms } from '../shared/rules/terms.js';
@@ -137,6 +139,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
   const redis = createConnection(options.connection, 'producer');
   try {
     await ensureConnected(redis);
+    await refuseClusterNode(redis);
   } catch (error) {
     redis.disconnect();
     throw error;
@@ -185,7 +188,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     }
   }
   const queues = new QueueSet(redis, prefix, defaultJobOptions(config.queues));
-  const blockingConnections = new Set<Redis>();
+  const blockingConnections = new Set<RedisConnection>();
 
   const guard = async <T>(fn: () => Promise<T>): Promise<T> => {
     try {
@@ -210,7 +213,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
   ): AsyncGenerator<StoredHistoryEntry> {
     const until = watchOptions.until ?? 'finished';
     const blockMs = watchOptions.blockMs ?? 1_000;
-    const reader = redis.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true });
+    const reader = blockingTwin(redis);
     reader.on('error', () => undefined);
     blockingConnections.add(reader);
     let cursor = watchOptions.after ?? '0-0';

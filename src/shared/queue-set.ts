@@ -1,8 +1,8 @@
 import { Queue, type JobsOptions } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { ALL_QUEUES, bullPrefix, type OutboxJob, type QueueName } from './queues.js';
 import type { SessionStore } from './store/session-store.js';
 import { chunked } from './chunked.js';
+import type { RedisConnection } from './redis.js';
 
 const COORDINATOR_MIN_ATTEMPTS = 10;
 
@@ -18,7 +18,7 @@ export class QueueSet {
   private readonly queues = new Map<QueueName, Queue>();
 
   constructor(
-    connection: Redis,
+    connection: RedisConnection,
     readonly prefix: string,
     private readonly jobOptions: JobsOptions,
   ) {

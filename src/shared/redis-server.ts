@@ -19,6 +19,8 @@ export interface PrivateRedisOptions {
   appendonly?: boolean;
   port?: number;
   binary?: string;
+  /** More redis-server options, as command-line arguments (tests: cluster mode). */
+  args?: readonly string[];
 }
 
 export function findRedisServer(binary = 'redis-server'): string | undefined {
@@ -102,6 +104,7 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
     'no',
     '--logfile',
     '',
+    ...(options.args ?? []),
   ];
   const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   const url = `redis://127.0.0.1:${port}`;

@@ -1,8 +1,37 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { OrqError } from './errors.js';
 import type { Logger } from './logger.js';
 
-export type ConnectionInput = string | RedisOptions;
+/** A connection to one Redis server or to a Redis Cluster: ioredis's two clients. */
+export type RedisConnection = Redis | Cluster;
+
+/**
+ * A Redis Cluster, by seed nodes (`redis://` or `rediss://` URLs; the client finds the other
+ * nodes itself). Credentials and TLS of the first URL apply to every node.
+ */
+export interface ClusterInput {
+  cluster: readonly string[];
+  options?: ClusterOptions;
+}
+
+export type ConnectionInput = string | RedisOptions | ClusterInput;
+
+const isCluster = (input: ConnectionInput): input is ClusterInput =>
+  typeof input === 'object' && Array.isArray((input as Partial<ClusterInput>).cluster);
+
+/** What a configuration names: `redis.url`, as a Cluster's seed node when `redis.cluster`. */
+export function configuredConnection(config: {
+  redis: { url?: string | undefined; cluster: boolean };
+}): ConnectionInput | undefined {
+  const { url, cluster } = config.redis;
+  if (cluster && !url) {
+    throw new OrqError('CONFIG_INVALID', 'redis.cluster is set, but redis.url is not', {
+      hint: 'Set REDIS_URL (or redis.url) to one node of the cluster, e.g. redis://node-1:7000.',
+    });
+  }
+  if (!url) return undefined;
+  return cluster ? { cluster: [url] } : url;
+}
 
 /**
  * Connections follow BullMQ's guidance: consumers retry forever (`maxRetriesPerRequest: null`)
@@ -13,7 +42,7 @@ export function createConnection(
   input: ConnectionInput,
   kind: 'consumer' | 'producer',
   logger?: Logger,
-): Redis {
+): RedisConnection {
   const common: RedisOptions =
     kind === 'consumer'
       ? { maxRetriesPerRequest: null, enableReadyCheck: true }
@@ -23,8 +52,9 @@ export function createConnection(
           connectTimeout: 5_000,
           retryStrategy: (times) => Math.min(times * 200, 2_000),
         };
-  const redis =
-    typeof input === 'string'
+  const redis = isCluster(input)
+    ? createCluster(input, common)
+    : typeof input === 'string'
       ? new Redis(input, { ...common, lazyConnect: false })
       : new Redis({ ...input, ...common });
   redis.on('error', (error: Error) => {
@@ -33,12 +63,42 @@ export function createConnection(
   return redis;
 }
 
+function createCluster(input: ClusterInput, common: RedisOptions): Cluster {
+  const [first] = input.cluster;
+  if (!first) {
+    throw new OrqError('CONFIG_INVALID', 'a Redis Cluster connection names no node', {
+      hint: 'Give the URL of at least one node: { cluster: ["redis://node-1:7000"] }.',
+    });
+  }
+  const seed = new URL(first);
+  const auth: RedisOptions = {
+    ...(seed.username ? { username: decodeURIComponent(seed.username) } : {}),
+    ...(seed.password ? { password: decodeURIComponent(seed.password) } : {}),
+    ...(seed.protocol === 'rediss:' ? { tls: {} } : {}),
+  };
+  // A Cluster takes its offline queue and reconnect strategy itself; the rest goes to each node
+  // (BullMQ reads maxRetriesPerRequest from there).
+  const { enableOfflineQueue, retryStrategy, ...perNode } = common;
+  return new Cluster(
+    input.cluster.map((url) => {
+      const node = new URL(url);
+      return { host: node.hostname, port: Number(node.port || 6379) };
+    }),
+    {
+      ...input.options,
+      ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
+      ...(retryStrategy ? { clusterRetryStrategy: retryStrategy } : {}),
+      redisOptions: { ...auth, ...input.options?.redisOptions, ...perNode },
+    },
+  );
+}
+
 /** Waits until the connection is ready, or throws REDIS_UNAVAILABLE with the address. */
-export async function ensureConnected(redis: Redis, timeoutMs = 5_000): Promise<void> {
+export async function ensureConnected(redis: RedisConnection, timeoutMs = 5_000): Promise<void> {
   if (redis.status === 'ready') return;
-  const where = `${redis.options.host ?? '?'}:${redis.options.port ?? '?'}`;
+  const where = addressOf(redis);
   const unavailable = (reason: string) =>
-    new OrqError('REDIS_UNAVAILABLE', `Redis at ${where} is unreachable (${reason})`, {
+    new OrqError('REDIS_UNAVAILABLE', `${describeConnection(redis)} is unreachable (${reason})`, {
       hint: 'Start Redis or set REDIS_URL to a reachable server.',
       details: { address: where },
     });
@@ -69,9 +129,51 @@ export async function ensureConnected(redis: Redis, timeoutMs = 5_000): Promise<
   });
 }
 
+/** A twin of `redis` for blocking reads (XREAD BLOCK), which retries for ever. */
+export function blockingTwin(redis: RedisConnection): RedisConnection {
+  if (redis instanceof Cluster) {
+    return redis.duplicate([], {
+      enableOfflineQueue: true,
+      redisOptions: { ...redis.options.redisOptions, maxRetriesPerRequest: null },
+    });
+  }
+  return redis.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true });
+}
+
+/** host:port of a connection; a Cluster's are its nodes'. */
+function addressOf(redis: RedisConnection): string {
+  if (redis instanceof Cluster) return 'cluster';
+  return `${redis.options.host ?? '?'}:${redis.options.port ?? '?'}`;
+}
+
+/** A connection, for messages. */
+const describeConnection = (redis: RedisConnection): string =>
+  redis instanceof Cluster ? 'The Redis Cluster' : `Redis at ${addressOf(redis)}`;
+
+/**
+ * A single-server connection to a node of a Redis Cluster would get MOVED for most keys, and
+ * the roles would fail job after job: refuse it at once, naming the setting.
+ */
+export async function refuseClusterNode(redis: RedisConnection): Promise<void> {
+  if (redis instanceof Cluster) return;
+  let info: string;
+  try {
+    info = await redis.info('cluster');
+  } catch {
+    return; // Managed services may forbid INFO: nothing to check then.
+  }
+  if (/cluster_enabled:1/.test(info)) {
+    throw new OrqError(
+      'CONFIG_INVALID',
+      `${describeConnection(redis)} is a node of a Redis Cluster, but orq was not told to connect to a cluster`,
+      { hint: 'Set redis.cluster: true in the config file, or ORQ__redis__cluster=true.' },
+    );
+  }
+}
+
 /** BullMQ loses jobs when Redis evicts keys: warn unless the policy is `noeviction`. */
 export async function checkEvictionPolicy(
-  redis: Redis,
+  redis: RedisConnection,
   logger: Logger,
 ): Promise<string | undefined> {
   try {

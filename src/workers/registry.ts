@@ -1,5 +1,4 @@
 import { UnrecoverableError, WaitingError, Worker, type Job, type Processor } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { OrqConfig } from '../shared/config/schema.js';
 import { OrqError, ValidationError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
@@ -15,7 +14,13 @@ import {
   ROLE_QUEUE,
   type Role,
 } from '../shared/queues.js';
-import { checkEvictionPolicy, createConnection, type ConnectionInput } from '../shared/redis.js';
+import {
+  checkEvictionPolicy,
+  createConnection,
+  refuseClusterNode,
+  type ConnectionInput,
+  type RedisConnection,
+} from '../shared/redis.js';
 import { SessionStore } from '../shared/store/session-store.js';
 import { UsageStore } from '../shared/store/usage-store.js';
 import { createCoordinatorProcessor } from './coordinator/coordinator.js';
@@ -220,7 +225,13 @@ const settlesWithin = (promise: Promise<unknown>, ms: number): Promise<boolean> 
 
 export async function startRoles(options: StartRolesOptions): Promise<RunningRoles> {
   const { config, logger } = options;
-  const redis: Redis = createConnection(options.connection, 'consumer', logger);
+  const redis = createConnection(options.connection, 'consumer', logger);
+  try {
+    await refuseClusterNode(redis);
+  } catch (error) {
+    redis.disconnect();
+    throw error;
+  }
   await checkEvictionPolicy(redis, logger);
   const store = new SessionStore(redis, config.redis.prefix, config.queues.historyMaxLength);
   const queues = new QueueSet(redis, config.redis.prefix, defaultJobOptions(config.queues));
@@ -248,7 +259,7 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
   };
 
   const shutdown: ShutdownState = { abandoning: false };
-  const connections: Redis[] = [redis];
+  const connections: RedisConnection[] = [redis];
   const workers = options.roles.map((role) => {
     const connection = createConnection(options.connection, 'consumer', logger);
     connections.push(connection);

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
@@ -118,7 +118,9 @@ describe('load', () => {
       logger: silentLogger,
     });
     client = await createClient({ connection: redis.url, config });
-    const r = client.store.redis;
+    const shared = client.store.redis;
+    if (!(shared instanceof Redis)) throw new Error('this test reads one Redis server');
+    const r: Redis = shared;
     const baseline = await usedMemory(r);
 
     /** One wave of SESSIONS sessions submitted at once, checked task by task. */

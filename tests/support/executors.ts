@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../../src/shared/redis.js';
 import type { z } from 'zod';
 import { inject } from 'vitest';
 import { SessionConfig } from '../../src/shared/config/schema.js';
@@ -14,7 +14,7 @@ import { storeStepHistory } from '../../src/workers/executors/step-history.js';
 import type { ExecutorContext } from '../../src/workers/executors/types.js';
 
 /** A real SessionStore on the test Redis under a prefix of its own, for executor-level tests. */
-export function openStore(): { store: SessionStore; redis: Redis; close(): void } {
+export function openStore(): { store: SessionStore; redis: RedisConnection; close(): void } {
   const redis = createConnection(inject('redisUrl'), 'consumer', silentLogger);
   const store = new SessionStore(redis, `x${randomUUID().slice(0, 8)}`);
   return { store, redis, close: () => redis.disconnect() };

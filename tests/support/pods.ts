@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../../src/shared/redis.js';
 import { bullPrefix, type QueueName } from '../../src/shared/queues.js';
 import { spawnOrq, stopProcess, waitForOutput } from './cli.js';
 
@@ -51,6 +51,6 @@ export function queueEnv(values: Record<string, number>): Record<string, string>
 }
 
 /** A BullMQ Queue handle on one orq queue, to look at job states from a test. */
-export function bullQueue(connection: Redis, prefix: string, name: QueueName): Queue {
+export function bullQueue(connection: RedisConnection, prefix: string, name: QueueName): Queue {
   return new Queue(name, { connection, prefix: bullPrefix(prefix) });
 }

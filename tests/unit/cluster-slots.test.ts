@@ -1,6 +1,8 @@
 import { createRequire } from 'node:module';
+import { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { ALL_QUEUES, bullPrefix } from '../../src/shared/queues.js';
+import { configuredConnection, createConnection } from '../../src/shared/redis.js';
 import { sessionKeyList, sessionKeys } from '../../src/shared/store/keys.js';
 
 const require = createRequire(import.meta.url);
@@ -31,5 +33,60 @@ describe('keys on Redis Cluster', () => {
       ),
     );
     expect(new Set(slots).size).toBe(1);
+  });
+});
+
+describe('connecting to a Redis Cluster', () => {
+  const config = (redis: { url?: string; cluster: boolean }) => ({ redis });
+
+  it('takes redis.url as a seed node when redis.cluster is set, and as a server otherwise', () => {
+    expect(configuredConnection(config({ url: 'redis://h:7000', cluster: true }))).toEqual({
+      cluster: ['redis://h:7000'],
+    });
+    expect(configuredConnection(config({ url: 'redis://h:6379', cluster: false }))).toBe(
+      'redis://h:6379',
+    );
+    expect(configuredConnection(config({ cluster: false }))).toBeUndefined();
+  });
+
+  it('refuses redis.cluster without redis.url, naming the setting', () => {
+    expect(() => configuredConnection(config({ cluster: true }))).toThrow(
+      expect.objectContaining({
+        code: 'CONFIG_INVALID',
+        message: expect.stringContaining('redis.cluster is set, but redis.url is not') as unknown,
+        hint: expect.stringContaining('REDIS_URL') as unknown,
+      }),
+    );
+  });
+
+  it("gives every node the seed's credentials and TLS, and the Cluster the retry policy", () => {
+    const cluster = createConnection(
+      { cluster: ['rediss://user:p%40ss@127.0.0.1:1'], options: { lazyConnect: true } },
+      'consumer',
+    ) as Cluster;
+    const producer = createConnection(
+      { cluster: ['redis://127.0.0.1:1'], options: { lazyConnect: true } },
+      'producer',
+    ) as Cluster;
+    try {
+      expect(cluster).toBeInstanceOf(Cluster);
+      expect(cluster.options.redisOptions).toMatchObject({
+        username: 'user',
+        password: 'p@ss',
+        tls: {},
+        // BullMQ's workers need it null on each node (they read it there).
+        maxRetriesPerRequest: null,
+      });
+      expect(producer.options.enableOfflineQueue).toBe(false);
+      expect(producer.options.clusterRetryStrategy).toBeTypeOf('function');
+      expect(producer.options.redisOptions).not.toHaveProperty('password');
+    } finally {
+      cluster.disconnect();
+      producer.disconnect();
+    }
+  });
+
+  it('refuses a Cluster with no node', () => {
+    expect(() => createConnection({ cluster: [] }, 'consumer')).toThrow(/names no node/);
   });
 });

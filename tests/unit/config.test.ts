@@ -86,7 +86,7 @@ describe('parseConfig fills the defaults of every seed', () => {
   });
 
   it('orq itself: redis prefix, queues, concurrency, llm and log level', () => {
-    expect(config.redis).toEqual({ prefix: 'orq' });
+    expect(config.redis).toEqual({ prefix: 'orq', cluster: false });
     expect(config.queues.attempts).toBe(3);
     expect(config.queues.lockDurationMs).toBe(30_000);
     expect(config.concurrency).toEqual({

@@ -24,7 +24,7 @@ export async function withClient<T>(
   const config = cliConfig(options);
   const redis = await redisForCli(config);
   try {
-    const client = await createClient({ connection: redis.url, config });
+    const client = await createClient({ connection: redis.connection, config });
     try {
       return await fn(client, config);
     } finally {

@@ -2,10 +2,13 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import type { OrqConfig } from '../../shared/config/schema.js';
+import { configuredConnection, type ConnectionInput } from '../../shared/redis.js';
 import { startPrivateRedis } from '../../shared/redis-server.js';
 
 export interface CliRedis {
   url: string;
+  /** What to connect to: `url`, or the Redis Cluster it is a node of (redis.cluster). */
+  connection: ConnectionInput;
   /** True when this command started the server and must stop it. */
   owned: boolean;
   release(): Promise<void>;
@@ -40,14 +43,22 @@ async function answers(url: string): Promise<boolean> {
  * finished session can still be inspected with `orq status` or `orq history`.
  */
 export async function redisForCli(config: OrqConfig): Promise<CliRedis> {
-  if (config.redis.url)
-    return { url: config.redis.url, owned: false, release: async () => undefined };
+  const configured = configuredConnection(config);
+  if (config.redis.url && configured) {
+    return {
+      url: config.redis.url,
+      connection: configured,
+      owned: false,
+      release: async () => undefined,
+    };
+  }
   const dir = join(dataDir(), 'redis');
   const marker = join(dir, 'server.json');
   if (existsSync(marker)) {
     try {
       const { url } = JSON.parse(readFileSync(marker, 'utf8')) as { url: string };
-      if (await answers(url)) return { url, owned: false, release: async () => undefined };
+      if (await answers(url))
+        return { url, connection: url, owned: false, release: async () => undefined };
     } catch {
       // A stale marker from a killed run: start a new server below.
     }
@@ -56,6 +67,7 @@ export async function redisForCli(config: OrqConfig): Promise<CliRedis> {
   writeFileSync(marker, JSON.stringify({ url: server.url, pid: server.process.pid }));
   return {
     url: server.url,
+    connection: server.url,
     owned: true,
     async release() {
       await server.stop();

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../../shared/redis.js';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { SessionState } from '../../shared/domain/session.js';
 import type { Logger } from '../../shared/logger.js';
@@ -19,7 +19,7 @@ export interface ApiMetrics {
 }
 
 export interface MetricsSources {
-  redis: Redis;
+  redis: RedisConnection;
   prefix: string;
   queues: QueueSet;
   logger: Logger;
@@ -40,7 +40,7 @@ export interface SessionTotals {
  * one pipelined HGET of the state and one HMGET of the usage hash per session.
  */
 export async function scanSessions(
-  redis: Redis,
+  redis: RedisConnection,
   prefix: string,
   limit = SESSION_SCAN_LIMIT,
 ): Promise<SessionTotals> {
@@ -88,7 +88,7 @@ function sharedPerScrape<T>(load: () => Promise<T>, ttlMs = 1_000): () => Promis
 }
 
 /** PING with a bound, so a probe or a scrape never hangs on a dead Redis. */
-export async function pingRedis(redis: Redis, timeoutMs = 2_000): Promise<boolean> {
+export async function pingRedis(redis: RedisConnection, timeoutMs = 2_000): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   try {
     const reply = await Promise.race([

@@ -458,7 +458,15 @@ export const RedisConfig = z.strictObject({
     .max(64)
     .regex(/^[A-Za-z0-9_-]+$/)
     .default('orq')
-    .describe('Key prefix; hash-tagged as {prefix} so it works on Redis Cluster.'),
+    .describe(
+      "Key prefix. BullMQ's keys are hash-tagged {prefix}, each session's {sessionId}, so every script's keys share a Redis Cluster slot.",
+    ),
+  cluster: z
+    .boolean()
+    .default(false)
+    .describe(
+      'Connect to a Redis Cluster: redis.url names one of its nodes, the others are discovered (ORQ__redis__cluster=true).',
+    ),
 });
 
 export const QueuesConfig = z.strictObject({

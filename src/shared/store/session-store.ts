@@ -1,4 +1,5 @@
-import type { Redis, Result } from 'ioredis';
+import type { Result } from 'ioredis';
+import type { RedisConnection } from '../redis.js';
 import { HistoryEntry, type HistoryEntryDraft } from '../domain/history.js';
 import { Session, SessionState } from '../domain/session.js';
 import { Task } from '../domain/task.js';
@@ -101,7 +102,7 @@ export class SessionStore {
   private readonly fixedParts = new Map<string, { session: Session; rev: string }>();
 
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisConnection,
     readonly prefix: string,
     private readonly historyMaxLength = 100_000,
     private readonly now: () => Date = () => new Date(),

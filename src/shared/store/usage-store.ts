@@ -1,4 +1,5 @@
-import type { Redis, Result } from 'ioredis';
+import type { Result } from 'ioredis';
+import type { RedisConnection } from '../redis.js';
 import { z } from 'zod';
 import type { TokenUsage } from '../domain/task.js';
 import { sessionKeys } from './keys.js';
@@ -217,7 +218,7 @@ export function usageFromHash(hash: Record<string, string>): SessionUsage {
 /** Reads and writes the per-session usage hash. Safe to share between roles of one process. */
 export class UsageStore {
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisConnection,
     readonly prefix: string,
   ) {
     const commands = redis as unknown as Record<string, unknown>;

@@ -43,13 +43,13 @@ export function registerRunCommand(program: Command): void {
         out.write(`orq: started a private redis-server at ${redis.url} (data in .orq/redis)\n`);
       const pod = await startRoles({
         roles: ALL_ROLES,
-        connection: redis.url,
+        connection: redis.connection,
         config,
         logger,
         ...(options.concurrency ? { concurrency: options.concurrency } : {}),
         ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
       });
-      const client = await createClient({ connection: redis.url, config });
+      const client = await createClient({ connection: redis.connection, config });
       const stop = stopOnSignals();
       try {
         const session = await client.submit({ instruction });

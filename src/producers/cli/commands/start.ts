@@ -2,6 +2,7 @@ import { Option, type Command } from 'commander';
 import { createLogger } from '../../../shared/logger.js';
 import { Role } from '../../../shared/queues.js';
 import { OrqError } from '../../../shared/errors.js';
+import { configuredConnection } from '../../../shared/redis.js';
 import { createRoleMetrics, startMetricsServer } from '../../../workers/metrics.js';
 import { startRoles } from '../../../workers/registry.js';
 import { cliConfig, parsePositiveInt } from '../common.js';
@@ -66,7 +67,8 @@ export function registerStartCommand(program: Command): void {
       }) => {
         const roles = parseRoles(options.roles);
         const config = cliConfig(options);
-        if (!config.redis.url) {
+        const connection = configuredConnection(config);
+        if (!connection) {
           throw new OrqError('CONFIG_INVALID', 'orq start needs a shared Redis', {
             hint: 'Set REDIS_URL (or redis.url in the config file); use `orq run` for a single-process run.',
           });
@@ -89,7 +91,7 @@ export function registerStartCommand(program: Command): void {
           : undefined;
         const pod = await startRoles({
           roles,
-          connection: config.redis.url,
+          connection,
           config,
           logger,
           ...(options.concurrency ? { concurrency: options.concurrency } : {}),

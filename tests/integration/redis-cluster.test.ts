@@ -1,0 +1,115 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/shared/config/load.js';
+import type { OrqConfig } from '../../src/shared/config/schema.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { bullPrefix } from '../../src/shared/queues.js';
+import { configuredConnection, type ConnectionInput } from '../../src/shared/redis.js';
+import { sessionKeys } from '../../src/shared/store/keys.js';
+import { createClient, type OrqClient } from '../../src/producers/client.js';
+import { startRoles, type RunningRoles } from '../../src/workers/registry.js';
+import { ALL_ROLES } from '../support/cluster.js';
+import { startLocalRedisCluster, type LocalRedisCluster } from '../support/redis-cluster.js';
+import { exampleScenario, historyOf } from '../support/scenarios.js';
+
+const TIMEOUT = 20_000;
+
+let redisCluster: LocalRedisCluster;
+let config: OrqConfig;
+let connection: ConnectionInput;
+let pods: RunningRoles[] = [];
+let client: OrqClient;
+
+beforeAll(async () => {
+  redisCluster = await startLocalRedisCluster(3);
+  config = parseConfig({
+    redis: { url: redisCluster.urls[1], cluster: true, prefix: `c${randomUUID().slice(0, 8)}` },
+  });
+  connection = configuredConnection(config) as ConnectionInput;
+  // Two pods, as two machines would run them: every role in each.
+  for (let i = 0; i < 2; i += 1) {
+    pods.push(await startRoles({ roles: ALL_ROLES, connection, config, logger: silentLogger }));
+  }
+  client = await createClient({ connection, config });
+}, 60_000);
+
+afterAll(async () => {
+  await client?.close();
+  await Promise.all(pods.map((p) => p.close(5_000)));
+  pods = [];
+  await redisCluster?.stop();
+});
+
+/** The node (index) that holds `key`, asked of the nodes themselves. */
+async function nodeOf(key: string): Promise<number> {
+  const found = await Promise.all(redisCluster.nodes.map((n) => n.exists(key).catch(() => 0)));
+  return found.findIndex((n) => n === 1);
+}
+
+describe('orq on a Redis Cluster of three nodes', () => {
+  it('runs sessions with dependencies and a replan to completion, spread over the nodes', async () => {
+    const scenarios = ['diamond.yaml', 'replan-task.yaml', 'continue-then-done.yaml'];
+    const submitted = [];
+    for (let i = 0; i < 6; i += 1) {
+      const scenario = exampleScenario(scenarios[i % scenarios.length]!);
+      submitted.push(
+        await client.submit({
+          instruction: `cluster session ${i}`,
+          config: { llm: { scenario } },
+        }),
+      );
+    }
+    for (const { id } of submitted) {
+      const view = await client.wait(id, { timeoutMs: TIMEOUT });
+      expect(view.session.state).toBe('COMPLETED');
+      expect(view.tasks.length).toBeGreaterThan(0);
+    }
+    const replanned = await client.get(submitted[1]!.id);
+    expect(replanned.tasks.some((t) => t.state === 'REPLACED_BY_REPLAN')).toBe(true);
+
+    // Sessions live where their {sessionId} hash tag puts them: on more than one node. The
+    // queues share the {prefix} tag, so all of BullMQ's keys are on one node.
+    const homes = await Promise.all(
+      submitted.map(({ id }) => nodeOf(sessionKeys(config.redis.prefix, id).meta)),
+    );
+    expect(homes.every((n) => n >= 0)).toBe(true);
+    expect(new Set(homes).size).toBeGreaterThan(1);
+    expect(await nodeOf(`${bullPrefix(config.redis.prefix)}:work:meta`)).toBeGreaterThanOrEqual(0);
+  });
+
+  it('follows a session with watch and reads its history, as on one server', async () => {
+    const { id } = await client.submit({
+      instruction: 'watched on a cluster',
+      config: { llm: { scenario: exampleScenario('diamond.yaml') } },
+    });
+    const seen = [];
+    for await (const { entry } of client.watch(id)) seen.push(entry);
+    expect(seen.at(-1)).toMatchObject({ type: 'state_change', entity: 'session', to: 'COMPLETED' });
+    expect(await historyOf(client, id)).toEqual(seen);
+  });
+
+  it('refuses a single-server connection to a cluster node, naming the setting', async () => {
+    const single = { ...config, redis: { ...config.redis, cluster: false } };
+    const url = redisCluster.urls[0]!;
+    await expect(createClient({ connection: url, config: single })).rejects.toMatchObject({
+      code: 'CONFIG_INVALID',
+      message: expect.stringContaining('is a node of a Redis Cluster') as unknown,
+      hint: expect.stringContaining('ORQ__redis__cluster=true') as unknown,
+    });
+    await expect(
+      startRoles({ roles: ['worker'], connection: url, config: single, logger: silentLogger }),
+    ).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+  });
+
+  it('blocks, then cancels a session on the cluster', async () => {
+    const { id } = await client.submit({
+      instruction: 'blocked on a cluster',
+      config: { llm: { scenario: exampleScenario('blocked-task.yaml') } },
+    });
+    const blocked = await client.wait(id, { timeoutMs: TIMEOUT, until: 'settled' });
+    expect(blocked.session.state).toBe('BLOCKED');
+    await client.cancel(id, 'the test cancels it');
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('CANCELLED');
+  });
+});
