@@ -218,11 +218,23 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     blockingConnections.add(reader);
     let cursor = watchOptions.after ?? '0-0';
     const key = store.keys(sessionId).history;
+    // The reader waits through a Redis outage (its reads queue until Redis is back), and
+    // ioredis does not fail a queued read when the reader is closed meanwhile: an abort must
+    // not wait for the read, only for whichever comes first.
+    const { signal } = watchOptions;
+    const aborted = new Promise<'aborted'>((resolve) => {
+      if (signal?.aborted) resolve('aborted');
+      signal?.addEventListener('abort', () => resolve('aborted'), { once: true });
+    });
     try {
       await store.requireSession(sessionId);
       for (;;) {
-        if (watchOptions.signal?.aborted) return;
-        const reply = await reader.xread('COUNT', 500, 'BLOCK', blockMs, 'STREAMS', key, cursor);
+        if (signal?.aborted) return;
+        const reply = await Promise.race([
+          reader.xread('COUNT', 500, 'BLOCK', blockMs, 'STREAMS', key, cursor),
+          aborted,
+        ]);
+        if (reply === 'aborted') return;
         for (const [, entries] of reply ?? []) {
           for (const [id, fields] of entries) {
             cursor = id;

@@ -19,3 +19,6 @@ registerConfigCommands(program);
 registerDashboardCommand(program);
 
 await runCli(program, process.argv);
+// Every command has closed what it opened by now. A connection that could not close (Redis went
+// away during the shutdown, and BullMQ's quit waits for it) must not keep the process alive.
+setTimeout(() => process.exit(), 1_000).unref();
