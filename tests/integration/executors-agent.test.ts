@@ -17,7 +17,9 @@ import {
   type AgentScript,
 } from '../../src/workers/executors/agent/scripted-model.js';
 import type { AgentPlan } from '../../src/workers/executors/agent/types.js';
+import { jobIds } from '../../src/shared/queues.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
+import { bullQueue } from '../support/pods.js';
 import { FAKE_USAGE, startFakeLlmServer } from '../support/fake-llm-server.js';
 import { executorContext, historyOf, makeSession, openStore } from '../support/executors.js';
 
@@ -418,16 +420,31 @@ describe('a session whose tasks run through the builtin agent', () => {
     });
     const view = await cluster.client.wait(session.id, { timeoutMs: 25_000 });
     expect(view.session.state).toBe('COMPLETED');
-    const history = (await cluster.client.history(session.id)).map((h) => h.entry);
-    for (const t of view.tasks) {
-      const own = history.filter((e) => e.taskId === t.id);
-      expect(own.filter((e) => e.type === 'plan' && e.source === 'agent')).toHaveLength(1);
-      expect(
-        own.filter((e) => e.type === 'action').map((e) => e.type === 'action' && e.tool),
-      ).toEqual(['list_files', 'write_file', 'read_file']);
-      expect(readFileSync(join(workspaceRoot, session.id, t.id, `${t.id}.md`), 'utf8')).toContain(
-        `# ${t.title}`,
-      );
+    const work = bullQueue(cluster.client.store.redis, cluster.prefix, 'work');
+    try {
+      const history = (await cluster.client.history(session.id)).map((h) => h.entry);
+      for (const t of view.tasks) {
+        const own = history.filter((e) => e.taskId === t.id);
+        expect(own.filter((e) => e.type === 'plan' && e.source === 'agent')).toHaveLength(1);
+        expect(
+          own.filter((e) => e.type === 'action').map((e) => e.type === 'action' && e.tool),
+        ).toEqual(['list_files', 'write_file', 'read_file']);
+        expect(readFileSync(join(workspaceRoot, session.id, t.id, `${t.id}.md`), 'utf8')).toContain(
+          `# ${t.title}`,
+        );
+        // The work job's progress (what Bull Board shows) followed the steps to the last one.
+        const steps = await cluster.client.store.loadTaskSteps(session.id, t.id, 1);
+        const last = steps.at(-1);
+        const job = await work.getJob(jobIds.execute(session.id, t.id, 1));
+        expect(last).toBeDefined();
+        expect(job?.progress).toEqual({
+          step: last?.step,
+          type: last?.entry.type,
+          ...(last?.entry.type === 'action' ? { tool: last.entry.tool } : {}),
+        });
+      }
+    } finally {
+      await work.close();
     }
   });
 });

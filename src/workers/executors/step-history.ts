@@ -48,3 +48,33 @@ export function storeStepHistory(
     load: () => store.loadTaskSteps(session.id, taskId, attempt),
   };
 }
+
+/** What a work job's BullMQ progress says while its task runs (Bull Board shows it). */
+export interface StepProgress {
+  /** The step just recorded (0 is the plan). */
+  step: number;
+  type: string;
+  tool?: string;
+}
+
+/**
+ * `history` that also reports each newly recorded step as the job's progress. Best effort: a
+ * progress update that fails changes nothing about the step, which is recorded already.
+ */
+export function reportingProgress(
+  history: StepHistory,
+  report: (progress: StepProgress) => Promise<void>,
+): StepHistory {
+  return {
+    load: () => history.load(),
+    async append(step, entry, plan) {
+      const status = await history.append(step, entry, plan);
+      await report({
+        step,
+        type: entry.type,
+        ...(entry.type === 'action' ? { tool: entry.tool } : {}),
+      }).catch(() => undefined);
+      return status;
+    },
+  };
+}

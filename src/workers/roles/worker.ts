@@ -4,7 +4,7 @@ import type { DependencyResult } from '../../shared/llm/types.js';
 import { ExecuteJob, jobIds, outboxJob } from '../../shared/queues.js';
 import { TaskResult } from '../../shared/domain/task.js';
 import { createExecutorRegistry, type ExecutorRegistry } from '../executors/registry.js';
-import { storeStepHistory } from '../executors/step-history.js';
+import { reportingProgress, storeStepHistory } from '../executors/step-history.js';
 import { checkReply, type RoleContext } from './context.js';
 
 /** Worker: executes one task with the results of its dependencies, hands the result to the Judge. */
@@ -44,7 +44,10 @@ export function createWorkerProcessor(
         ...(task.feedback ? { feedback: task.feedback } : {}),
         models: await ctx.models.forSession(snapshot.session, 'worker'),
         meterChat: controls.meterChat,
-        history: storeStepHistory(ctx.store, snapshot.session, data.taskId, data.attempt),
+        history: reportingProgress(
+          storeStepHistory(ctx.store, snapshot.session, data.taskId, data.attempt),
+          (progress) => job.updateProgress(progress),
+        ),
         signal: controls.signal,
         logger,
         jobAttempt: job.attemptsMade,
