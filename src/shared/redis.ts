@@ -129,6 +129,41 @@ export async function ensureConnected(redis: RedisConnection, timeoutMs = 5_000)
   });
 }
 
+type Pipeline = ReturnType<RedisConnection['pipeline']>;
+export type PipelineReplies = NonNullable<Awaited<ReturnType<Pipeline['exec']>>>;
+
+/** Items per batch of concurrent pipelines on a Redis Cluster. */
+const CLUSTER_BATCH = 500;
+
+/**
+ * The replies of the commands `read` queues for each item (a session, say), in order: one
+ * pipeline on a single server. On a Cluster a pipeline's keys must share a slot, and sessions
+ * spread over all of them: one pipeline per item there, in concurrent batches.
+ */
+export async function pipelineEach<T>(
+  redis: RedisConnection,
+  items: readonly T[],
+  read: (pipeline: Pipeline, item: T) => void,
+): Promise<PipelineReplies> {
+  if (!(redis instanceof Cluster)) {
+    const pipeline = redis.pipeline();
+    for (const item of items) read(pipeline, item);
+    return (await pipeline.exec()) ?? [];
+  }
+  const replies: PipelineReplies = [];
+  for (let start = 0; start < items.length; start += CLUSTER_BATCH) {
+    const batch = await Promise.all(
+      items.slice(start, start + CLUSTER_BATCH).map(async (item) => {
+        const pipeline = redis.pipeline();
+        read(pipeline, item);
+        return (await pipeline.exec()) ?? [];
+      }),
+    );
+    for (const one of batch) replies.push(...one);
+  }
+  return replies;
+}
+
 /** A twin of `redis` for blocking reads (XREAD BLOCK), which retries for ever. */
 export function blockingTwin(redis: RedisConnection): RedisConnection {
   if (redis instanceof Cluster) {

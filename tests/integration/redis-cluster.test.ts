@@ -3,10 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
 import type { OrqConfig } from '../../src/shared/config/schema.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { bullPrefix } from '../../src/shared/queues.js';
+import { SessionConfig } from '../../src/shared/config/schema.js';
+import { Session } from '../../src/shared/domain/session.js';
+import { bullPrefix, jobIds, outboxJob } from '../../src/shared/queues.js';
 import { configuredConnection, type ConnectionInput } from '../../src/shared/redis.js';
 import { sessionKeys } from '../../src/shared/store/keys.js';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
+import { createHttpServer } from '../../src/producers/http/server.js';
+import { sweepOutboxes } from '../../src/workers/coordinator/outbox-sweeper.js';
 import { startRoles, type RunningRoles } from '../../src/workers/registry.js';
 import { ALL_ROLES } from '../support/cluster.js';
 import { startLocalRedisCluster, type LocalRedisCluster } from '../support/redis-cluster.js';
@@ -99,6 +103,70 @@ describe('orq on a Redis Cluster of three nodes', () => {
     await expect(
       startRoles({ roles: ['worker'], connection: url, config: single, logger: silentLogger }),
     ).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+  });
+
+  it('serves the HTTP API, Bull Board and metrics from the cluster', async () => {
+    const app = await createHttpServer({ client, logger: silentLogger });
+    try {
+      expect((await app.inject({ url: '/readyz' })).json()).toEqual({ status: 'ok', redis: 'up' });
+      // Several sessions, so that they live in several slots (and on several nodes).
+      for (let i = 0; i < 6; i += 1) {
+        const created = await app.inject({
+          method: 'POST',
+          url: '/sessions',
+          payload: {
+            instruction: `over http ${i}`,
+            config: { llm: { scenario: exampleScenario('diamond.yaml') } },
+          },
+        });
+        expect(created.statusCode).toBe(201);
+        const { id } = created.json<{ id: string }>();
+        expect((await client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');
+      }
+      const board = await app.inject({ url: '/admin/queues/api/queues?activeQueue=work' });
+      const work = board
+        .json<{ queues: { name: string; counts: Record<string, number> }[] }>()
+        .queues.find((q) => q.name === 'work');
+      expect(work?.counts.completed).toBeGreaterThan(0);
+      const metrics = (await app.inject({ url: '/metrics' })).body;
+      expect(metrics).toContain('orq_redis_up 1');
+      expect(metrics).toContain('orq_queue_jobs{queue="work",state="waiting"} 0');
+      // Sessions live on every node: counting them must not need them in one slot.
+      expect(metrics).toMatch(/orq_sessions\{state="COMPLETED"\} [1-9]/);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('drains the outboxes a crash left behind, on whichever node their sessions live', async () => {
+    const { store, queues } = pods[0]!;
+    const ids = Array.from({ length: 6 }, (_, i) => `crashed-${i}-${randomUUID()}`);
+    for (const id of ids) {
+      // What submit writes atomically, without the flush that a crash would have prevented.
+      const now = new Date().toISOString();
+      const session = Session.parse({
+        id,
+        instruction: 'write docs and add tests',
+        state: 'PLANNING',
+        createdAt: now,
+        updatedAt: now,
+        requiredTerms: { terms: ['docs', 'tests'], source: 'user-input' },
+        config: SessionConfig.parse({}),
+        planning: {},
+      });
+      const applied = await store.apply(id, {
+        eventId: `submit|${id}`,
+        session: { record: session, expectedVersion: 0 },
+        outbox: [outboxJob('plan', 'plan', jobIds.plan(id, 0), { sessionId: id, attempt: 0 })],
+      });
+      expect(applied.status).toBe('OK');
+      await store.indexSession(session);
+    }
+    await sweepOutboxes(store, queues);
+    for (const id of ids) {
+      expect((await client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');
+      expect(await store.readOutbox(id)).toEqual([]);
+    }
   });
 
   it('blocks, then cancels a session on the cluster', async () => {

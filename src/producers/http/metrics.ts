@@ -1,4 +1,4 @@
-import type { RedisConnection } from '../../shared/redis.js';
+import { pipelineEach, type RedisConnection } from '../../shared/redis.js';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { SessionState } from '../../shared/domain/session.js';
 import type { Logger } from '../../shared/logger.js';
@@ -51,13 +51,11 @@ export async function scanSessions(
   const sums = new Array<number>(usageFields.length).fill(0);
   let usdMicros = 0;
   const ids = await redis.zrevrange(sessionIndexKey(prefix), 0, limit - 1);
-  const pipeline = redis.pipeline();
-  for (const id of ids) {
+  const replies = await pipelineEach(redis, ids, (pipeline, id) => {
     const keys = sessionKeys(prefix, id);
     pipeline.hget(keys.meta, 'state');
     pipeline.hmget(keys.usage, 'usd_micros', ...usageFields);
-  }
-  const replies = (await pipeline.exec()) ?? [];
+  });
   for (let i = 0; i + 1 < replies.length; i += 2) {
     const [stateError, state] = replies[i]!;
     if (!stateError && typeof state === 'string') byState[state] = (byState[state] ?? 0) + 1;

@@ -1,4 +1,5 @@
 import type { Logger } from '../../shared/logger.js';
+import { pipelineEach } from '../../shared/redis.js';
 import { flushOutbox, type QueueSet } from '../../shared/queue-set.js';
 import type { SessionStore } from '../../shared/store/session-store.js';
 
@@ -14,9 +15,9 @@ export async function sweepOutboxes(
 ): Promise<number> {
   const ids = await store.listSessionIds({ limit: options.recentSessions ?? 1000 });
   if (ids.length === 0) return 0;
-  const pipeline = store.redis.pipeline();
-  for (const id of ids) pipeline.hlen(store.keys(id).outbox);
-  const lengths = (await pipeline.exec()) ?? [];
+  const lengths = await pipelineEach(store.redis, ids, (pipeline, id) =>
+    pipeline.hlen(store.keys(id).outbox),
+  );
   let flushed = 0;
   for (const [i, id] of ids.entries()) {
     const [error, length] = lengths[i] ?? [null, 0];
