@@ -450,7 +450,7 @@ describe('a session whose tasks run through the builtin agent', () => {
 });
 
 describe('the agent executor with a real LLM (OpenAI protocol, local fake server)', () => {
-  it('plans, calls a tool from the structured reply and finishes', async () => {
+  it('plans, calls a tool from the structured reply and finishes (toolCalling structured)', async () => {
     let decisions = 0;
     const llm = await startFakeLlmServer('openai', (request) => {
       if (request.schemaName === 'AgentPlan') {
@@ -480,7 +480,13 @@ describe('the agent executor with a real LLM (OpenAI protocol, local fake server
       const session = makeSession({
         execution: { workspaceRoot: join(tmp, 'ws-llm') },
         llm: {
-          worker: { provider: 'openai', model: 'fake-model', baseUrl: llm.baseUrl, maxRetries: 0 },
+          worker: {
+            provider: 'openai',
+            model: 'fake-model',
+            baseUrl: llm.baseUrl,
+            maxRetries: 0,
+            toolCalling: 'structured',
+          },
         },
       });
       const result = await createAgentExecutor().execute(executorContext(db.store, session, task));
@@ -508,3 +514,80 @@ describe('the agent executor with a real LLM (OpenAI protocol, local fake server
     }
   });
 });
+
+describe.each(['openai', 'anthropic'] as const)(
+  'the agent executor with native function calling (%s protocol, local fake server)',
+  (protocol) => {
+    it('offers every tool with its schema, calls one, and finishes with the done tool', async () => {
+      let calls = 0;
+      const llm = await startFakeLlmServer(protocol, (request) => {
+        if (request.schemaName === 'AgentPlan') return { json: plan('Write hello.txt') };
+        if (request.tools.length === 0) return { status: 500 };
+        calls += 1;
+        // The first call's arguments are not what write_file takes: a repair turn says why.
+        if (calls === 1) return { toolCall: { name: 'write_file', input: 'hello.txt, hello' } };
+        if (calls === 2) {
+          return {
+            toolCall: { name: 'write_file', input: { path: 'hello.txt', content: 'hello' } },
+          };
+        }
+        return { toolCall: { name: 'orq_task_done', input: { summary: 'hello.txt written' } } };
+      });
+      try {
+        const session = makeSession({
+          execution: { workspaceRoot: join(tmp, `ws-native-${protocol}`) },
+          llm: {
+            worker: {
+              provider: protocol,
+              model: 'fake-model',
+              baseUrl: llm.baseUrl,
+              maxRetries: 0,
+            },
+          },
+        });
+        const result = await createAgentExecutor().execute(
+          executorContext(db.store, session, task),
+        );
+
+        expect(result.error).toBeUndefined();
+        expect(result.output).toBe('hello.txt written');
+        const workspace = result.artifacts.find((a) => a.kind === 'workspace')?.path ?? '';
+        expect(readFileSync(join(workspace, 'hello.txt'), 'utf8')).toBe('hello');
+
+        const acting = llm.requests.filter((r) => r.tools.length > 0);
+        // The bad call; the repair turn, answered with write_file; the done tool.
+        expect(acting).toHaveLength(3);
+        expect(acting.map((r) => r.followUp)).toEqual([false, true, false]);
+        expect(acting[1]?.text).toContain('Your tool call is not valid: input:');
+        expect(acting[0]?.tools).toEqual(expect.arrayContaining(['write_file', 'orq_task_done']));
+        expect(acting[0]?.tools.at(-1)).toBe('orq_task_done');
+        const body = acting[0]!.body;
+        const offered = body.tools as Record<string, unknown>[];
+        if (protocol === 'openai') {
+          expect(body.tool_choice).toBe('required');
+          expect(body).not.toHaveProperty('response_format');
+          const write = offered.find(
+            (t) => (t.function as { name: string }).name === 'write_file',
+          ) as { function: { parameters: { properties: Record<string, unknown> } } };
+          expect(Object.keys(write.function.parameters.properties)).toEqual(
+            expect.arrayContaining(['path', 'content']),
+          );
+        } else {
+          expect(body.tool_choice).toMatchObject({ type: 'any' });
+          const write = offered.find((t) => t.name === 'write_file') as {
+            input_schema: { properties: Record<string, unknown> };
+          };
+          expect(Object.keys(write.input_schema.properties)).toEqual(
+            expect.arrayContaining(['path', 'content']),
+          );
+        }
+        // The reply format is the tools' business: the prompt carries no schema for it.
+        expect(acting[0]?.text).not.toContain('AgentToolCall');
+        const history = ofTask(await historyOf(db.store, session.id));
+        expect(history.filter((e) => e.type === 'action')).toHaveLength(1);
+      } finally {
+        await llm.close();
+      }
+    });
+  },
+);

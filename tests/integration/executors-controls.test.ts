@@ -106,7 +106,14 @@ function script(decide: (n: number) => unknown, delayMs = 0) {
 function agentSession(server: FakeLlmServer, extra: Record<string, unknown> = {}) {
   return {
     llm: {
-      default: { provider: 'openai', model: 'fake-model', baseUrl: server.baseUrl, maxRetries: 0 },
+      default: {
+        provider: 'openai',
+        model: 'fake-model',
+        baseUrl: server.baseUrl,
+        maxRetries: 0,
+        // The script answers AgentDecision replies (native function calls: executors-agent).
+        toolCalling: 'structured',
+      },
     },
     execution: {
       defaultExecutor: 'agent',

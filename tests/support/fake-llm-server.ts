@@ -14,6 +14,8 @@ export interface FakeLlmRequest {
   protocol: Protocol;
   /** response_format.json_schema.name (OpenAI) or the forced tool's name (Anthropic). */
   schemaName: string;
+  /** Tools offered for native function calling (any of them may be called); [] otherwise. */
+  tools: string[];
   system: string;
   messages: { role: string; content: string }[];
   /** Every message after the first user message (a repair turn has two). */
@@ -29,6 +31,8 @@ export type FakeReply =
   | { json: unknown; wrap?: 'fence' | 'prose' }
   /** A text answer as it is. */
   | { text: string }
+  /** A native function call: OpenAI tool_calls, Anthropic tool_use (arguments as given). */
+  | { toolCall: { name: string; input: unknown } }
   /** An HTTP error status (429, 500…), with Retry-After in ms for fast retries. */
   | { status: number; retryAfterMs?: number }
   /** Never answers: the test expects the client to abort. */
@@ -80,9 +84,12 @@ function parse(protocol: Protocol, body: Record<string, unknown>, req: IncomingM
     schemaName = choice?.name ?? '';
   }
   if (!schemaName) schemaName = /schema `(\w+)`/.exec(system)?.[1] ?? '';
+  const offered = (body.tools ?? []) as { name?: string; function?: { name?: string } }[];
+  const forced = protocol === 'anthropic' && Boolean(schemaName);
   const request: FakeLlmRequest = {
     protocol,
     schemaName,
+    tools: forced ? [] : offered.map((t) => t.function?.name ?? t.name ?? ''),
     system,
     messages,
     followUp: messages.length > 1,
@@ -102,6 +109,7 @@ function wrapJson(json: unknown, wrap: 'fence' | 'prose' | undefined): string {
 
 function answer(protocol: Protocol, request: FakeLlmRequest, reply: FakeReply): unknown {
   const usage = FAKE_USAGE;
+  if ('toolCall' in reply) return toolCallAnswer(protocol, request, reply.toolCall);
   if (protocol === 'openai') {
     const content =
       'json' in reply ? wrapJson(reply.json, reply.wrap) : (reply as { text: string }).text;
@@ -142,6 +150,52 @@ function answer(protocol: Protocol, request: FakeLlmRequest, reply: FakeReply): 
     model: String(request.body.model),
     content,
     stop_reason: content[0]?.type === 'tool_use' ? 'tool_use' : 'end_turn',
+    stop_sequence: null,
+    usage: { input_tokens: usage.input, output_tokens: usage.output },
+  };
+}
+
+function toolCallAnswer(
+  protocol: Protocol,
+  request: FakeLlmRequest,
+  call: { name: string; input: unknown },
+): unknown {
+  const usage = FAKE_USAGE;
+  if (protocol === 'openai') {
+    const args = typeof call.input === 'string' ? call.input : JSON.stringify(call.input);
+    return {
+      id: 'chatcmpl-fake',
+      object: 'chat.completion',
+      created: 0,
+      model: String(request.body.model),
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: 'assistant',
+            content: null,
+            tool_calls: [
+              { id: 'call_fake', type: 'function', function: { name: call.name, arguments: args } },
+            ],
+          },
+          finish_reason: 'tool_calls',
+          logprobs: null,
+        },
+      ],
+      usage: {
+        prompt_tokens: usage.input,
+        completion_tokens: usage.output,
+        total_tokens: usage.input + usage.output,
+      },
+    };
+  }
+  return {
+    id: 'msg_fake',
+    type: 'message',
+    role: 'assistant',
+    model: String(request.body.model),
+    content: [{ type: 'tool_use', id: 'toolu_fake', name: call.name, input: call.input }],
+    stop_reason: 'tool_use',
     stop_sequence: null,
     usage: { input_tokens: usage.input, output_tokens: usage.output },
   };

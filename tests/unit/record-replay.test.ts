@@ -67,6 +67,18 @@ describe('requestHash', () => {
     ).not.toBe(hash);
     expect(requestHash(identity, { ...request, sample: 1 })).not.toBe(hash);
   });
+
+  it('covers the tools of a function-calling request, and leaves other requests as they were', () => {
+    const tool = { name: 'read_file', description: 'read', inputSchema: { type: 'object' } };
+    const hash = requestHash(identity, request);
+    // The hash of this request before tools existed: recordings made then still replay.
+    expect(hash).toBe('a3eb5a231e778a370e03f8736166d8fcfea0c9e5365f6241fe729695dca5e1e7');
+    const withTools = requestHash(identity, { ...request, tools: [tool] });
+    expect(withTools).not.toBe(hash);
+    expect(
+      requestHash(identity, { ...request, tools: [{ ...tool, name: 'write_file' }] }),
+    ).not.toBe(withTools);
+  });
 });
 
 describe('withRecordReplay', () => {

@@ -309,6 +309,11 @@ const llmRoleShape = {
     .describe(
       'native: the provider enforces the JSON Schema (OpenAI json_schema, Anthropic forced tool); json: JSON mode only; prompt: the schema is in the prompt only, for servers without either.',
     ),
+  toolCalling: z
+    .enum(['native', 'structured'])
+    .describe(
+      "How the agent executor's model calls a tool. native: the provider's function calling, with each tool's input schema (OpenAI tools, Anthropic tool_use); structured: a structured reply naming the tool and its arguments, for servers or models without function calling.",
+    ),
 };
 
 export const LlmRoleConfig = z.strictObject({
@@ -321,6 +326,7 @@ export const LlmRoleConfig = z.strictObject({
   maxRetries: llmRoleShape.maxRetries.default(2),
   maxOutputTokens: llmRoleShape.maxOutputTokens.optional(),
   structuredOutput: llmRoleShape.structuredOutput.default('native'),
+  toolCalling: llmRoleShape.toolCalling.default('native'),
 });
 export type LlmRoleConfig = z.infer<typeof LlmRoleConfig>;
 
@@ -334,6 +340,7 @@ const LlmRoleOverride = z.strictObject({
   maxRetries: llmRoleShape.maxRetries.optional(),
   maxOutputTokens: llmRoleShape.maxOutputTokens.optional(),
   structuredOutput: llmRoleShape.structuredOutput.optional(),
+  toolCalling: llmRoleShape.toolCalling.optional(),
 });
 
 /** Record every model request/response pair, or answer from such a recording (record-replay.ts). */

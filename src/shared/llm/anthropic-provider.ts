@@ -80,7 +80,7 @@ export function createAnthropicProvider(
           message: `the reply was cut off at max_tokens ${config.maxOutputTokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS}`,
         });
       }
-      const raw = replyText(message, request.schemaName);
+      const raw = request.tools ? toolCallText(message) : replyText(message, request.schemaName);
       if (raw.trim() === '') {
         throw callFailure('reply', target, {
           message: `no tool input and no text (stop_reason ${message.stop_reason ?? 'unknown'})`,
@@ -121,6 +121,17 @@ function messageParams(
     // No temperature: the current Messages API has deprecated it (llm.*.temperature is for
     // OpenAI-compatible servers).
   };
+  if (request.tools) {
+    return {
+      ...params,
+      tools: request.tools.map((tool) => ({
+        name: tool.name,
+        description: tool.description,
+        input_schema: { ...tool.inputSchema, type: 'object' as const },
+      })),
+      tool_choice: { type: 'any', disable_parallel_tool_use: true },
+    };
+  }
   if (config.structuredOutput !== 'native') return params;
   const schema = replyJsonSchema(request.schema, { strict: false });
   return {
@@ -134,6 +145,19 @@ function messageParams(
     ],
     tool_choice: { type: 'tool', name: request.schemaName, disable_parallel_tool_use: true },
   };
+}
+
+/** The model's first tool call as a ToolCallReply in JSON; else its text (validation fails). */
+function toolCallText(message: Anthropic.Messages.Message): string {
+  const blocks = message.content ?? [];
+  const tool = blocks.find(
+    (block): block is Anthropic.Messages.ToolUseBlock => block.type === 'tool_use',
+  );
+  if (tool) return JSON.stringify({ tool: tool.name, input: tool.input });
+  return blocks
+    .filter((block): block is Anthropic.Messages.TextBlock => block.type === 'text')
+    .map((block) => block.text)
+    .join('\n');
 }
 
 /** The forced tool's input as JSON; else the text blocks (a server that ignored the tool). */

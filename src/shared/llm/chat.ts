@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { LlmRoleConfig } from '../config/schema.js';
 import type { TokenUsage } from '../domain/task.js';
 import { OrqError } from '../errors.js';
@@ -17,6 +17,25 @@ export interface ChatFollowUp {
   correction: string;
 }
 
+/** A tool the model may call through the provider's native function calling. */
+export interface ChatTool {
+  name: string;
+  description: string;
+  /** JSON Schema (an object schema) of the tool's input. */
+  inputSchema: Record<string, unknown>;
+}
+
+/**
+ * The reply to a request with `tools`: the call the model made, which providers put in `raw`
+ * as JSON of this shape, so validation, repair turns, metering and recordings stay as for any
+ * structured reply.
+ */
+export const ToolCallReply = z.object({
+  tool: z.string().min(1),
+  input: z.record(z.string(), z.unknown()),
+});
+export type ToolCallReply = z.infer<typeof ToolCallReply>;
+
 export interface ChatRequest {
   /** Who is calling: names the call in errors, logs and recordings. */
   role: ModelRole;
@@ -31,6 +50,12 @@ export interface ChatRequest {
   timeoutMs: number;
   /** Aborted when the session is cancelled. */
   signal?: AbortSignal;
+  /**
+   * Native function calling: the model must call one of these tools (OpenAI tools with
+   * tool_choice required, Anthropic tools with tool_choice any), and `raw` is the call as a
+   * ToolCallReply; `schema` should be ToolCallReply then.
+   */
+  tools?: readonly ChatTool[];
   /**
    * Index of one of several samples of the same request (the judge's median-of-k): not sent
    * to the model, but part of a recording's key so each sample replays its own reply.

@@ -82,7 +82,11 @@ export function createOpenAiProvider(
           message: `the reply was cut off at the output token limit (${config.maxOutputTokens ?? "the server's default"})`,
         });
       }
-      const raw = typeof message?.content === 'string' ? message.content : '';
+      const raw = request.tools
+        ? toolCallText(message)
+        : typeof message?.content === 'string'
+          ? message.content
+          : '';
       if (raw.trim() === '') {
         throw callFailure('reply', target, {
           message: `empty reply (finish_reason ${choice?.finish_reason ?? 'unknown'})`,
@@ -118,8 +122,41 @@ function chatParams(
     messages,
     temperature: request.temperature,
     ...(config.maxOutputTokens ? { max_completion_tokens: config.maxOutputTokens } : {}),
-    ...responseFormat(config, request),
+    ...(request.tools ? toolChoice(request.tools) : responseFormat(config, request)),
   };
+}
+
+/** Native function calling: one call of one of `tools`, which the model must make. */
+function toolChoice(
+  tools: NonNullable<ChatRequest['tools']>,
+): Pick<ChatCompletionCreateParamsNonStreaming, 'tools' | 'tool_choice' | 'parallel_tool_calls'> {
+  return {
+    tools: tools.map((tool) => ({
+      type: 'function',
+      function: { name: tool.name, description: tool.description, parameters: tool.inputSchema },
+    })),
+    tool_choice: 'required',
+    parallel_tool_calls: false,
+  };
+}
+
+/**
+ * The model's first function call as a ToolCallReply in JSON. Arguments that are not JSON are
+ * passed on as a string, and no call at all as the message text: validation then fails, and
+ * the repair turn tells the model why.
+ */
+function toolCallText(message: OpenAI.Chat.Completions.ChatCompletionMessage | undefined): string {
+  const call = message?.tool_calls?.find((c) => c.type === 'function');
+  if (!call || call.type !== 'function') {
+    return typeof message?.content === 'string' ? message.content : '';
+  }
+  let input: unknown;
+  try {
+    input = JSON.parse(call.function.arguments || '{}');
+  } catch {
+    input = call.function.arguments;
+  }
+  return JSON.stringify({ tool: call.function.name, input });
 }
 
 function responseFormat(

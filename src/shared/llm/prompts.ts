@@ -220,7 +220,15 @@ export function replannerPrompt(request: ReplanRequest, format: string): Prompt 
   });
 }
 
-/** The repair turn after an invalid reply. */
-export function repairPrompt(values: { schemaName: string; errors: string }): string {
-  return renderTemplate(templateText('repair'), values, 'repair');
+/** The repair turn after an invalid reply (or an invalid native tool call: `toolCall`). */
+export function repairPrompt(values: {
+  schemaName: string;
+  errors: string;
+  toolCall?: boolean;
+}): string {
+  return renderTemplate(
+    templateText('repair'),
+    { ...values, toolCall: values.toolCall ?? false },
+    'repair',
+  );
 }

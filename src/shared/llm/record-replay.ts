@@ -74,6 +74,8 @@ export function requestHash(
     followUp: request.followUp,
     temperature: request.temperature,
     sample: request.sample,
+    // Absent for every request without tools, so their hashes (and recordings) stay as they were.
+    tools: request.tools,
   });
   return createHash('sha256').update(canonical).digest('hex');
 }

@@ -256,7 +256,11 @@ export async function callStructured<T extends z.ZodType>(
     }
     followUp = {
       reply: completion.raw,
-      correction: repairPrompt({ schemaName: request.schemaName, errors: summary }),
+      correction: repairPrompt({
+        schemaName: request.schemaName,
+        errors: summary,
+        toolCall: request.tools !== undefined,
+      }),
     };
   }
 }

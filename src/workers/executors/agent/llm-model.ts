@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { LlmRoleConfig } from '../../../shared/config/schema.js';
-import type { ChatProvider } from '../../../shared/llm/chat.js';
+import { ToolCallReply, type ChatProvider, type ChatTool } from '../../../shared/llm/chat.js';
 import { createChatProvider } from '../../../shared/llm/llm-models.js';
 import { outputFormat } from '../../../shared/llm/prompts.js';
 import { withRecordReplay } from '../../../shared/llm/record-replay.js';
@@ -22,8 +22,9 @@ import type {
 /*
  * What a real model is asked for in each phase of seed 004. The schemas use strings, booleans,
  * enums and arrays only, so they pass OpenAI's strict structured-output mode and Anthropic's
- * forced tool. A tool call is one structured reply naming the tool with its arguments as a
- * JSON object in a string, as function-calling APIs carry them.
+ * forced tool. A tool call goes through the provider's function calling (toolCalling native:
+ * every tool with its own input schema, and DONE_TOOL), or is one structured reply naming the
+ * tool with its arguments as a JSON object in a string (toolCalling structured).
  */
 const LlmPlan = z.object({
   goal_understanding: z.object({
@@ -68,6 +69,31 @@ const LlmReflection = z.object({
   revision_changes: z.array(z.string()),
   revised_plan: LlmPlan.optional().describe('The whole new plan, when the plan changes.'),
 });
+
+/**
+ * With native function calling, saying the task is done is a tool call too: this one, offered
+ * next to the agent's tools. (A tool of the agent with the same name is shadowed by it.)
+ */
+export const DONE_TOOL: ChatTool = {
+  name: 'orq_task_done',
+  description:
+    "Call when the task's acceptance criteria are met: the summary of what you did becomes the task's output.",
+  inputSchema: {
+    type: 'object',
+    properties: { summary: { type: 'string', description: 'What was achieved.' } },
+    required: ['summary'],
+  },
+};
+
+/** The tools offered natively: the agent's, then DONE_TOOL. */
+function nativeTools(request: AgentActRequest): ChatTool[] {
+  return [
+    ...request.tools
+      .filter((t) => t.name !== DONE_TOOL.name)
+      .map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema })),
+    DONE_TOOL,
+  ];
+}
 
 /** Turns of the transcript shown to the model; older ones are summarised by count. */
 const MAX_TURNS_SHOWN = 30;
@@ -148,22 +174,37 @@ export function createChatAgentModel(options: ChatAgentModelOptions): AgentModel
     schemaName: string,
     request: AgentRunRequest,
     user: string,
+    tools?: ChatTool[],
   ): Promise<ModelReply<z.infer<T>>> {
     const reply = await callStructured(
       provider,
       {
         role: 'worker',
         system: systemPrompt(request),
-        user: `${user}\n\n${format(schema, schemaName)}`,
+        // The tools' own schemas say what to send; a reply format would contradict them.
+        user: tools ? user : `${user}\n\n${format(schema, schemaName)}`,
         schema,
         schemaName,
         temperature: config.temperature,
         timeoutMs: config.timeoutSeconds * 1000,
         ...(request.signal ? { signal: request.signal } : {}),
+        ...(tools ? { tools } : {}),
       },
       { maxRepairAttempts: options.maxRepairAttempts },
     );
     return { value: reply.value, usage: reply.usage };
+  }
+
+  /** The next step through the provider's function calling: a tool call, or DONE_TOOL. */
+  async function nativeAction(request: AgentActRequest): Promise<ModelReply<AgentDecision>> {
+    const user = `${contextText(request)}\n\nPhase: execution. Call the next tool, or ${DONE_TOOL.name} when the task is done.`;
+    const reply = await ask(ToolCallReply, 'AgentToolCall', request, user, nativeTools(request));
+    const { tool, input } = reply.value;
+    if (tool === DONE_TOOL.name) {
+      const summary = typeof input.summary === 'string' ? input.summary : JSON.stringify(input);
+      return { value: { done: true, summary }, usage: reply.usage };
+    }
+    return { value: { tool, input }, usage: reply.usage };
   }
 
   return {
@@ -181,6 +222,7 @@ export function createChatAgentModel(options: ChatAgentModelOptions): AgentModel
     },
 
     async nextAction(request): Promise<ModelReply<AgentDecision>> {
+      if (config.toolCalling === 'native') return nativeAction(request);
       const user = `${contextText(request)}\n\nPhase: execution. Call the next tool, or say done.`;
       const reply = await ask(LlmDecision, 'AgentDecision', request, user);
       const d = reply.value;
