@@ -250,6 +250,9 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
         if (!state || FINISHED_SESSION_STATES.includes(state)) return;
         if (until === 'settled' && state === 'BLOCKED') return;
       }
+    } catch (error) {
+      // A watcher learns that Redis went away as REDIS_UNAVAILABLE, like every other call.
+      throw asRedisUnavailable(error);
     } finally {
       blockingConnections.delete(reader);
       reader.disconnect();

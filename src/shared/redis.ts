@@ -231,8 +231,11 @@ export async function checkEvictionPolicy(
 export function asRedisUnavailable(error: unknown): unknown {
   if (error instanceof OrqError) return error;
   const message = error instanceof Error ? error.message : String(error);
+  // ioredis's MaxRetriesPerRequestError says "Reached the max retries per request limit".
+  const name = error instanceof Error ? error.name : '';
   if (
-    /Connection is closed|ECONNREFUSED|ETIMEDOUT|enableOfflineQueue|Stream isn't writeable|MaxRetriesPerRequest|ENOTFOUND|EHOSTUNREACH/i.test(
+    name === 'MaxRetriesPerRequestError' ||
+    /Connection is closed|ECONNREFUSED|ETIMEDOUT|enableOfflineQueue|Stream isn't writeable|MaxRetriesPerRequest|max retries per request|ENOTFOUND|EHOSTUNREACH/i.test(
       message,
     )
   ) {

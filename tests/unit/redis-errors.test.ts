@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { OrqError } from '../../src/shared/errors.js';
+import { asRedisUnavailable } from '../../src/shared/redis.js';
+
+describe('asRedisUnavailable', () => {
+  const named = (name: string, message: string) => Object.assign(new Error(message), { name });
+
+  it.each([
+    ['connection refused', new Error('connect ECONNREFUSED 127.0.0.1:6379')],
+    [
+      'no offline queue',
+      new Error("Stream isn't writeable and enableOfflineQueue options is false"),
+    ],
+    // A command in flight when Redis went away (the message does not say MaxRetriesPerRequest).
+    [
+      'retries used up',
+      named(
+        'MaxRetriesPerRequestError',
+        'Reached the max retries per request limit (which is 1). Refer to "maxRetriesPerRequest" option for details.',
+      ),
+    ],
+    ['closed connection', new Error('Connection is closed.')],
+  ])('turns %s into REDIS_UNAVAILABLE', (_, error) => {
+    const mapped = asRedisUnavailable(error);
+    expect(mapped).toBeInstanceOf(OrqError);
+    expect(mapped).toMatchObject({ code: 'REDIS_UNAVAILABLE', cause: error });
+  });
+
+  it('leaves other errors, and orq errors, as they are', () => {
+    const other = new Error('WRONGTYPE Operation against a key holding the wrong kind of value');
+    expect(asRedisUnavailable(other)).toBe(other);
+    const own = new OrqError('NOT_FOUND', 'no such session');
+    expect(asRedisUnavailable(own)).toBe(own);
+  });
+});
