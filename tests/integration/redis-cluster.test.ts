@@ -3,9 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
 import type { OrqConfig } from '../../src/shared/config/schema.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { SessionConfig } from '../../src/shared/config/schema.js';
-import { Session } from '../../src/shared/domain/session.js';
-import { bullPrefix, jobIds, outboxJob } from '../../src/shared/queues.js';
+import { bullPrefix } from '../../src/shared/queues.js';
 import { configuredConnection, type ConnectionInput } from '../../src/shared/redis.js';
 import { sessionKeys } from '../../src/shared/store/keys.js';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
@@ -15,6 +13,7 @@ import { startRoles, type RunningRoles } from '../../src/workers/registry.js';
 import { ALL_ROLES } from '../support/cluster.js';
 import { startLocalRedisCluster, type LocalRedisCluster } from '../support/redis-cluster.js';
 import { exampleScenario, historyOf } from '../support/scenarios.js';
+import { writeUnflushedSession } from '../support/unflushed-session.js';
 
 const TIMEOUT = 20_000;
 
@@ -141,27 +140,7 @@ describe('orq on a Redis Cluster of three nodes', () => {
   it('drains the outboxes a crash left behind, on whichever node their sessions live', async () => {
     const { store, queues } = pods[0]!;
     const ids = Array.from({ length: 6 }, (_, i) => `crashed-${i}-${randomUUID()}`);
-    for (const id of ids) {
-      // What submit writes atomically, without the flush that a crash would have prevented.
-      const now = new Date().toISOString();
-      const session = Session.parse({
-        id,
-        instruction: 'write docs and add tests',
-        state: 'PLANNING',
-        createdAt: now,
-        updatedAt: now,
-        requiredTerms: { terms: ['docs', 'tests'], source: 'user-input' },
-        config: SessionConfig.parse({}),
-        planning: {},
-      });
-      const applied = await store.apply(id, {
-        eventId: `submit|${id}`,
-        session: { record: session, expectedVersion: 0 },
-        outbox: [outboxJob('plan', 'plan', jobIds.plan(id, 0), { sessionId: id, attempt: 0 })],
-      });
-      expect(applied.status).toBe('OK');
-      await store.indexSession(session);
-    }
+    for (const id of ids) await writeUnflushedSession(store, id);
     await sweepOutboxes(store, queues);
     for (const id of ids) {
       expect((await client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');

@@ -1,3 +1,4 @@
+import type { Queue } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import type { TaskJudgement } from '../../src/shared/domain/task.js';
@@ -6,6 +7,7 @@ import { silentLogger } from '../../src/shared/logger.js';
 import {
   bullPrefix,
   jobIds,
+  type QueueName,
   type TaskJudgedEvent,
   type TaskReplannedEvent,
 } from '../../src/shared/queues.js';
@@ -468,98 +470,89 @@ describe('a coordinator that died between its state write and the rest of the ev
 });
 
 describe('a job BullMQ fails itself after it stalled too often', () => {
-  it('blocks its task with the reason in the history, and resume runs it again', async () => {
-    cluster = await startCluster({ roles: ['planner', 'judge', 'replanner', 'coordinator'] });
-    const { client } = cluster;
-    const { id } = await client.submit({
+  /**
+   * What BullMQ's stalled check writes once a job's processes died more than maxStalledCount
+   * times: the next consumer to take it fails it without running the processor.
+   */
+  const markStalledTooOften = (target: TestCluster, queue: QueueName, jobId: string) =>
+    target.client.store.redis.hset(
+      `${bullPrefix(target.prefix)}:${queue}:${jobId}`,
+      'defa',
+      'job stalled more than allowable limit',
+    );
+
+  /** A (of A then B) is blocked with `role`'s reason, and a resume runs it again to the end. */
+  async function expectBlockedThenResumed(
+    target: TestCluster,
+    id: string,
+    failed: { role: string; queue: Queue; jobId: string },
+  ) {
+    const { client } = target;
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('BLOCKED');
+    expect(view.tasks.map((t) => [t.id, t.state])).toEqual([
+      ['A', 'BLOCKED'],
+      ['B', 'READY'],
+    ]);
+    expect(await (await failed.queue.getJob(failed.jobId))?.getState()).toBe('failed');
+    expect((await historyOf(client, id)).filter((e) => e.type === 'error')).toEqual([
+      expect.objectContaining({
+        role: failed.role,
+        taskId: 'A',
+        attempt: 1,
+        message: 'job stalled more than allowable limit',
+      }),
+    ]);
+    await client.resume(id, { mode: 'retry' });
+    const resumed = await client.wait(id, { timeoutMs: TIMEOUT, until: 'finished' });
+    expect(resumed.session.state).toBe('COMPLETED');
+    expect(executionsOf(await historyOf(client, id), 'A').map((e) => e.attempt)).toEqual([2]);
+  }
+
+  /** A session of A then B whose plan is accepted while no worker runs: A's job waits. */
+  async function sessionWaitingForWorkers() {
+    const target = await startCluster({ roles: ['planner', 'judge', 'replanner', 'coordinator'] });
+    cluster = target;
+    const { id } = await target.client.submit({
       instruction: 'A then B',
       config: { llm: { scenario: chain } },
     });
-    const work = bullQueue(client.store.redis, cluster.prefix, 'work');
+    const work = bullQueue(target.client.store.redis, target.prefix, 'work');
+    const workId = jobIds.execute(id, 'A', 1);
+    await eventually(async () => ((await work.getJob(workId)) ? true : undefined), "A's job");
+    return { target, id, work, workId };
+  }
+
+  it('blocks its task with the reason in the history, and resume runs it again', async () => {
+    const { target, id, work, workId } = await sessionWaitingForWorkers();
     try {
-      const jobId = jobIds.execute(id, 'A', 1);
-      await eventually(async () => ((await work.getJob(jobId)) ? true : undefined), "A's job");
-      // What BullMQ's stalled check writes once a job's workers died more than maxStalledCount
-      // times: the next worker to take it fails it without running the processor.
-      await client.store.redis.hset(
-        `${bullPrefix(cluster.prefix)}:work:${jobId}`,
-        'defa',
-        'job stalled more than allowable limit',
-      );
-      await cluster.startPod(['worker']);
-      const view = await client.wait(id, { timeoutMs: TIMEOUT });
-      expect(view.session.state).toBe('BLOCKED');
-      expect(view.tasks.find((t) => t.id === 'A')?.state).toBe('BLOCKED');
-      expect(await (await work.getJob(jobId))?.getState()).toBe('failed');
-      const h = await historyOf(client, id);
-      expect(h.filter((e) => e.type === 'error')).toEqual([
-        expect.objectContaining({
-          role: 'worker',
-          taskId: 'A',
-          message: 'job stalled more than allowable limit',
-        }),
-      ]);
-      await client.resume(id, { mode: 'retry' });
-      const resumed = await client.wait(id, { timeoutMs: TIMEOUT, until: 'finished' });
-      expect(resumed.session.state).toBe('COMPLETED');
-      expect(executionsOf(await historyOf(client, id), 'A').map((e) => e.attempt)).toEqual([2]);
+      await markStalledTooOften(target, 'work', workId);
+      await target.startPod(['worker']);
+      await expectBlockedThenResumed(target, id, { role: 'worker', queue: work, jobId: workId });
     } finally {
       await work.close();
     }
   });
-});
 
-describe('a coordinator event BullMQ fails itself after it stalled too often', () => {
-  it("blocks the verdict's task with the reason, and resume runs it again", async () => {
-    // No worker yet: the accepted plan's first job waits, and the coordinator can be stopped.
-    cluster = await startCluster({ roles: ['planner', 'judge', 'replanner', 'coordinator'] });
-    const { client } = cluster;
-    const { id } = await client.submit({
-      instruction: 'A then B',
-      config: { llm: { scenario: chain } },
-    });
-    const work = bullQueue(client.store.redis, cluster.prefix, 'work');
-    const coordinator = bullQueue(client.store.redis, cluster.prefix, 'coordinator');
+  it("blocks a coordinator verdict's task with the reason, and resume runs it again", async () => {
+    const { target, id, work } = await sessionWaitingForWorkers();
+    const coordinator = bullQueue(target.client.store.redis, target.prefix, 'coordinator');
     try {
-      const workId = jobIds.execute(id, 'A', 1);
-      await eventually(async () => ((await work.getJob(workId)) ? true : undefined), "A's job");
       // Stop every coordinator, then let A run and be judged: its verdict waits in the queue.
-      const first = cluster.pods.splice(0, 1)[0];
-      await first?.close(5_000);
-      await cluster.startPod(['worker', 'judge']);
+      await target.pods.splice(0, 1)[0]?.close(5_000);
+      await target.startPod(['worker', 'judge']);
       const eventId = jobIds.taskJudged(id, 'A', 1);
       await eventually(
         async () => ((await coordinator.getJob(eventId)) ? true : undefined),
         "A's verdict",
       );
-      // What BullMQ's stalled check writes once the coordinators applying it died more than
-      // maxStalledCount times: the next coordinator to take it fails it without applying it.
-      await client.store.redis.hset(
-        `${bullPrefix(cluster.prefix)}:coordinator:${eventId}`,
-        'defa',
-        'job stalled more than allowable limit',
-      );
-      await cluster.startPod(['coordinator']);
-      const view = await client.wait(id, { timeoutMs: TIMEOUT });
-      expect(view.session.state).toBe('BLOCKED');
-      expect(view.tasks.map((t) => [t.id, t.state])).toEqual([
-        ['A', 'BLOCKED'],
-        ['B', 'READY'],
-      ]);
-      expect(await (await coordinator.getJob(eventId))?.getState()).toBe('failed');
-      const h = await historyOf(client, id);
-      expect(h.filter((e) => e.type === 'error')).toEqual([
-        expect.objectContaining({
-          role: 'coordinator',
-          taskId: 'A',
-          attempt: 1,
-          message: 'job stalled more than allowable limit',
-        }),
-      ]);
-      await client.resume(id, { mode: 'retry' });
-      const resumed = await client.wait(id, { timeoutMs: TIMEOUT, until: 'finished' });
-      expect(resumed.session.state).toBe('COMPLETED');
-      expect(executionsOf(await historyOf(client, id), 'A').map((e) => e.attempt)).toEqual([2]);
+      await markStalledTooOften(target, 'coordinator', eventId);
+      await target.startPod(['coordinator']);
+      await expectBlockedThenResumed(target, id, {
+        role: 'coordinator',
+        queue: coordinator,
+        jobId: eventId,
+      });
     } finally {
       await work.close();
       await coordinator.close();

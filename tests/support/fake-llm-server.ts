@@ -107,42 +107,27 @@ function wrapJson(json: unknown, wrap: 'fence' | 'prose' | undefined): string {
   return text;
 }
 
-function answer(protocol: Protocol, request: FakeLlmRequest, reply: FakeReply): unknown {
-  const usage = FAKE_USAGE;
-  if ('toolCall' in reply) return toolCallAnswer(protocol, request, reply.toolCall);
-  if (protocol === 'openai') {
-    const content =
-      'json' in reply ? wrapJson(reply.json, reply.wrap) : (reply as { text: string }).text;
-    return {
-      id: 'chatcmpl-fake',
-      object: 'chat.completion',
-      created: 0,
-      model: String(request.body.model),
-      choices: [
-        {
-          index: 0,
-          message: { role: 'assistant', content },
-          finish_reason: 'stop',
-          logprobs: null,
-        },
-      ],
-      usage: {
-        prompt_tokens: usage.input,
-        completion_tokens: usage.output,
-        total_tokens: usage.input + usage.output,
-      },
-    };
-  }
-  const content =
-    'json' in reply && !reply.wrap && request.schemaName
-      ? [{ type: 'tool_use', id: 'toolu_fake', name: request.schemaName, input: reply.json }]
-      : [
-          {
-            type: 'text',
-            text:
-              'json' in reply ? wrapJson(reply.json, reply.wrap) : (reply as { text: string }).text,
-          },
-        ];
+/** An OpenAI chat completion with one choice, billed FAKE_USAGE. */
+function openAiCompletion(request: FakeLlmRequest, message: unknown, finishReason: string) {
+  return {
+    id: 'chatcmpl-fake',
+    object: 'chat.completion',
+    created: 0,
+    model: String(request.body.model),
+    choices: [{ index: 0, message, finish_reason: finishReason, logprobs: null }],
+    usage: {
+      prompt_tokens: FAKE_USAGE.input,
+      completion_tokens: FAKE_USAGE.output,
+      total_tokens: FAKE_USAGE.input + FAKE_USAGE.output,
+    },
+  };
+}
+
+/** An Anthropic message of these content blocks, billed FAKE_USAGE. */
+function anthropicMessage(
+  request: FakeLlmRequest,
+  content: ({ type: string } & Record<string, unknown>)[],
+) {
   return {
     id: 'msg_fake',
     type: 'message',
@@ -151,54 +136,35 @@ function answer(protocol: Protocol, request: FakeLlmRequest, reply: FakeReply): 
     content,
     stop_reason: content[0]?.type === 'tool_use' ? 'tool_use' : 'end_turn',
     stop_sequence: null,
-    usage: { input_tokens: usage.input, output_tokens: usage.output },
+    usage: { input_tokens: FAKE_USAGE.input, output_tokens: FAKE_USAGE.output },
   };
 }
 
-function toolCallAnswer(
-  protocol: Protocol,
-  request: FakeLlmRequest,
-  call: { name: string; input: unknown },
-): unknown {
-  const usage = FAKE_USAGE;
-  if (protocol === 'openai') {
-    const args = typeof call.input === 'string' ? call.input : JSON.stringify(call.input);
-    return {
-      id: 'chatcmpl-fake',
-      object: 'chat.completion',
-      created: 0,
-      model: String(request.body.model),
-      choices: [
-        {
-          index: 0,
-          message: {
-            role: 'assistant',
-            content: null,
-            tool_calls: [
-              { id: 'call_fake', type: 'function', function: { name: call.name, arguments: args } },
-            ],
-          },
-          finish_reason: 'tool_calls',
-          logprobs: null,
-        },
-      ],
-      usage: {
-        prompt_tokens: usage.input,
-        completion_tokens: usage.output,
-        total_tokens: usage.input + usage.output,
-      },
-    };
+function answer(protocol: Protocol, request: FakeLlmRequest, reply: FakeReply): unknown {
+  if ('toolCall' in reply) {
+    const { name, input } = reply.toolCall;
+    if (protocol === 'anthropic') {
+      return anthropicMessage(request, [{ type: 'tool_use', id: 'toolu_fake', name, input }]);
+    }
+    const args = typeof input === 'string' ? input : JSON.stringify(input);
+    const call = { id: 'call_fake', type: 'function', function: { name, arguments: args } };
+    return openAiCompletion(
+      request,
+      { role: 'assistant', content: null, tool_calls: [call] },
+      'tool_calls',
+    );
   }
-  return {
-    id: 'msg_fake',
-    type: 'message',
-    role: 'assistant',
-    model: String(request.body.model),
-    content: [{ type: 'tool_use', id: 'toolu_fake', name: call.name, input: call.input }],
-    stop_reason: 'tool_use',
-    stop_sequence: null,
-    usage: { input_tokens: usage.input, output_tokens: usage.output },
-  };
+  const text =
+    'json' in reply ? wrapJson(reply.json, reply.wrap) : (reply as { text: string }).text;
+  if (protocol === 'openai') {
+    return openAiCompletion(request, { role: 'assistant', content: text }, 'stop');
+  }
+  return anthropicMessage(
+    request,
+    'json' in reply && !reply.wrap && request.schemaName
+      ? [{ type: 'tool_use', id: 'toolu_fake', name: request.schemaName, input: reply.json }]
+      : [{ type: 'text', text }],
+  );
 }
 
 export async function startFakeLlmServer(
