@@ -13,6 +13,9 @@ const COORDINATOR_MIN_ATTEMPTS = 10;
  */
 export const ADD_BULK_CHUNK = 100;
 
+/** How long close() waits for queues still checking the server. */
+const READY_WAIT_MS = 1_000;
+
 /** One BullMQ Queue per orq queue, sharing a connection, with orq's default job options. */
 export class QueueSet {
   private readonly queues = new Map<QueueName, Queue>();
@@ -23,10 +26,16 @@ export class QueueSet {
     private readonly jobOptions: JobsOptions,
   ) {
     for (const name of ALL_QUEUES) {
-      this.queues.set(
-        name,
-        new Queue(name, { connection, prefix: bullPrefix(prefix), defaultJobOptions: jobOptions }),
-      );
+      const queue = new Queue(name, {
+        connection,
+        prefix: bullPrefix(prefix),
+        defaultJobOptions: jobOptions,
+      });
+      // A Queue re-emits its connection's errors, and an 'error' nobody listens to kills the
+      // process: one closed while the Queue still checks the server (a short `orq status` on a
+      // Cluster) did. The connection's own listener logs them already; calls still reject.
+      queue.on('error', () => undefined);
+      this.queues.set(name, queue);
     }
   }
 
@@ -75,6 +84,11 @@ export class QueueSet {
   }
 
   async close(): Promise<void> {
+    // A Queue still checking the server (INFO) when its connection is closed leaves a rejected
+    // promise that nobody handles, which ends the process: let the checks end first, for a
+    // moment at most (Redis may be gone). Seen on a Cluster, where the check goes to any node.
+    const ready = Promise.allSettled(this.all().map((q) => q.waitUntilReady()));
+    await Promise.race([ready, new Promise((r) => setTimeout(r, READY_WAIT_MS).unref())]);
     await Promise.all(this.all().map((q) => q.close()));
   }
 }

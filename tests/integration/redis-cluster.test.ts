@@ -80,6 +80,15 @@ describe('orq on a Redis Cluster of three nodes', () => {
     expect(await nodeOf(`${bullPrefix(config.redis.prefix)}:work:meta`)).toBeGreaterThanOrEqual(0);
   });
 
+  it('closes a client right after creating it without an unhandled error', async () => {
+    // Its queues may still be checking the server (INFO on some node) when it closes.
+    for (let i = 0; i < 10; i += 1) {
+      const shortLived = await createClient({ connection, config });
+      await shortLived.close();
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  });
+
   it('follows a session with watch and reads its history, as on one server', async () => {
     const { id } = await client.submit({
       instruction: 'watched on a cluster',
