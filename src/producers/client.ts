@@ -222,9 +222,12 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     // ioredis does not fail a queued read when the reader is closed meanwhile: an abort must
     // not wait for the read, only for whichever comes first.
     const { signal } = watchOptions;
+    const listening = new AbortController(); // ends the listener below with the watch
     const aborted = new Promise<'aborted'>((resolve) => {
-      if (signal?.aborted) resolve('aborted');
-      signal?.addEventListener('abort', () => resolve('aborted'), { once: true });
+      signal?.addEventListener('abort', () => resolve('aborted'), {
+        once: true,
+        signal: listening.signal,
+      });
     });
     try {
       await store.requireSession(sessionId);
@@ -254,6 +257,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       // A watcher learns that Redis went away as REDIS_UNAVAILABLE, like every other call.
       throw asRedisUnavailable(error);
     } finally {
+      listening.abort();
       blockingConnections.delete(reader);
       reader.disconnect();
     }

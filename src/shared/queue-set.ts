@@ -2,6 +2,7 @@ import { Queue, type JobsOptions } from 'bullmq';
 import { ALL_QUEUES, bullPrefix, type OutboxJob, type QueueName } from './queues.js';
 import type { SessionStore } from './store/session-store.js';
 import { chunked } from './chunked.js';
+import { settlesWithin } from './settles-within.js';
 import type { RedisConnection } from './redis.js';
 
 const COORDINATOR_MIN_ATTEMPTS = 10;
@@ -87,8 +88,10 @@ export class QueueSet {
     // A Queue still checking the server (INFO) when its connection is closed leaves a rejected
     // promise that nobody handles, which ends the process: let the checks end first, for a
     // moment at most (Redis may be gone). Seen on a Cluster, where the check goes to any node.
-    const ready = Promise.allSettled(this.all().map((q) => q.waitUntilReady()));
-    await Promise.race([ready, new Promise((r) => setTimeout(r, READY_WAIT_MS).unref())]);
+    await settlesWithin(
+      Promise.allSettled(this.all().map((q) => q.waitUntilReady())),
+      READY_WAIT_MS,
+    );
     await Promise.all(this.all().map((q) => q.close()));
   }
 }

@@ -130,7 +130,7 @@ export async function ensureConnected(redis: RedisConnection, timeoutMs = 5_000)
 }
 
 type Pipeline = ReturnType<RedisConnection['pipeline']>;
-export type PipelineReplies = NonNullable<Awaited<ReturnType<Pipeline['exec']>>>;
+type PipelineReplies = NonNullable<Awaited<ReturnType<Pipeline['exec']>>>;
 
 /** Items per batch of concurrent pipelines on a Redis Cluster. */
 const CLUSTER_BATCH = 500;
@@ -175,7 +175,7 @@ export function blockingTwin(redis: RedisConnection): RedisConnection {
   return redis.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true });
 }
 
-/** host:port of a connection; a Cluster's are its nodes'. */
+/** host:port of a single server; `cluster` for a Cluster (its nodes change). */
 function addressOf(redis: RedisConnection): string {
   if (redis instanceof Cluster) return 'cluster';
   return `${redis.options.host ?? '?'}:${redis.options.port ?? '?'}`;

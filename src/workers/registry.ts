@@ -21,6 +21,7 @@ import {
   type ConnectionInput,
   type RedisConnection,
 } from '../shared/redis.js';
+import { settlesWithin } from '../shared/settles-within.js';
 import { SessionStore } from '../shared/store/session-store.js';
 import { UsageStore } from '../shared/store/usage-store.js';
 import { createCoordinatorProcessor } from './coordinator/coordinator.js';
@@ -216,12 +217,6 @@ interface ShutdownState {
 
 /** How long cancelled jobs get to hand themselves back before the connections are closed. */
 const ABANDON_GRACE_MS = 2_000;
-
-const settlesWithin = (promise: Promise<unknown>, ms: number): Promise<boolean> =>
-  Promise.race([
-    promise.then(() => true),
-    new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref()),
-  ]);
 
 export async function startRoles(options: StartRolesOptions): Promise<RunningRoles> {
   const { config, logger } = options;
