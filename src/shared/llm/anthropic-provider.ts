@@ -153,11 +153,7 @@ function toolCallText(message: Anthropic.Messages.Message): string {
   const tool = blocks.find(
     (block): block is Anthropic.Messages.ToolUseBlock => block.type === 'tool_use',
   );
-  if (tool) return JSON.stringify({ tool: tool.name, input: tool.input });
-  return blocks
-    .filter((block): block is Anthropic.Messages.TextBlock => block.type === 'text')
-    .map((block) => block.text)
-    .join('\n');
+  return tool ? JSON.stringify({ tool: tool.name, input: tool.input }) : textOf(blocks);
 }
 
 /** The forced tool's input as JSON; else the text blocks (a server that ignored the tool). */
@@ -167,7 +163,11 @@ function replyText(message: Anthropic.Messages.Message, toolName: string): strin
     (block): block is Anthropic.Messages.ToolUseBlock =>
       block.type === 'tool_use' && block.name === toolName,
   );
-  if (tool) return JSON.stringify(tool.input);
+  return tool ? JSON.stringify(tool.input) : textOf(blocks);
+}
+
+/** The text blocks of a reply, joined. */
+function textOf(blocks: Anthropic.Messages.ContentBlock[]): string {
   return blocks
     .filter((block): block is Anthropic.Messages.TextBlock => block.type === 'text')
     .map((block) => block.text)
