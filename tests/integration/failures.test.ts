@@ -3,6 +3,7 @@ import type { OrqConfigInput } from '../../src/shared/config/schema.js';
 import type { RoleModels } from '../../src/shared/llm/types.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import {
+  A_THEN_B,
   decisions,
   deferred,
   eventually,
@@ -82,15 +83,7 @@ describe('failing role jobs', () => {
 
   it('blocks a task whose worker keeps failing and records why', async () => {
     const path = scenarios.write('worker-fails', {
-      plans: [
-        {
-          tasks: [
-            { id: 'A', title: 'A', acceptance: 'a', context: 'c' },
-            { id: 'B', title: 'B', acceptance: 'b', context: 'c', dependencies: ['A'] },
-          ],
-        },
-      ],
-      planJudgements: [{ score: 90, isAcceptable: true }],
+      ...A_THEN_B,
       tasks: { A: { results: [{ error: 'the sandbox is gone' }] } },
     });
     cluster = await startCluster({ config: fastRetries });
@@ -142,17 +135,7 @@ describe('coordinator events that keep failing', () => {
   }
 
   it('blocks the task whose verdict could not be applied, and a resume runs it again', async () => {
-    const path = scenarios.write('verdict-lost', {
-      plans: [
-        {
-          tasks: [
-            { id: 'A', title: 'A', acceptance: 'a', context: 'c' },
-            { id: 'B', title: 'B', acceptance: 'b', context: 'c', dependencies: ['A'] },
-          ],
-        },
-      ],
-      planJudgements: [{ score: 90, isAcceptable: true }],
-    });
+    const path = scenarios.write('verdict-lost', A_THEN_B);
     cluster = await startCluster({ config: fastRetries });
     const { client } = cluster;
     // Every try of the coordinator's write for A's first verdict fails (Redis refusing it, a

@@ -3,6 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import type { TaskJudgement } from '../../src/shared/domain/task.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { RoleModels } from '../../src/shared/llm/types.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import {
   bullPrefix,
@@ -17,6 +18,7 @@ import type { RunningRoles } from '../../src/workers/registry.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { bullQueue } from '../support/pods.js';
 import {
+  A_THEN_B,
   decisions,
   deferred,
   eventually,
@@ -90,6 +92,15 @@ const ctxOf = (pod: RunningRoles) => ({
   logger: silentLogger,
 });
 
+/** Starts this test's cluster of two pods on `held`'s models: its client, each coordinator. */
+async function twoPods(held: { models: RoleModels }) {
+  const started = await startCluster({ models: held.models, pods: 2 });
+  cluster = started;
+  const [one, two] = started.pods.map(ctxOf);
+  if (!one || !two) throw new Error('expected two pods');
+  return { client: started.client, one, two };
+}
+
 const ok = (reason: string): TaskJudgement => ({
   success: true,
   shouldContinue: false,
@@ -116,27 +127,12 @@ const stateChanges = (h: HistoryEntry[], entity: 'task' | 'session') =>
   h.filter((e): e is StateChange => e.type === 'state_change' && e.entity === entity);
 
 const oneTask = exampleScenario('continue-then-done.yaml');
-const chain = scenarios.write('chain', {
-  plans: [
-    {
-      tasks: [
-        { id: 'A', title: 'A', acceptance: 'a', context: 'c' },
-        { id: 'B', title: 'B', acceptance: 'b', context: 'c', dependencies: ['A'] },
-      ],
-    },
-  ],
-  planJudgements: [{ score: 90, isAcceptable: true }],
-});
+const chain = scenarios.write('chain', A_THEN_B);
 
 describe('the same event delivered to two coordinators at once', () => {
   it('applies a judgement once when two coordinators get it under the same id', async () => {
     const held = heldModels(oneTask);
-    cluster = await startCluster({ models: held.models, pods: 2 });
-    const [one, two] = cluster.pods.map(ctxOf) as [
-      ReturnType<typeof ctxOf>,
-      ReturnType<typeof ctxOf>,
-    ];
-    const { client } = cluster;
+    const { client, one, two } = await twoPods(held);
     const { id } = await client.submit({ instruction: 'Write the README' });
     try {
       await held.judge.arrived('t1#1');
@@ -175,12 +171,7 @@ describe('the same event delivered to two coordinators at once', () => {
 
   it('applies one of two different deliveries of one verdict and ignores the other', async () => {
     const held = heldModels(oneTask);
-    cluster = await startCluster({ models: held.models, pods: 2 });
-    const [one, two] = cluster.pods.map(ctxOf) as [
-      ReturnType<typeof ctxOf>,
-      ReturnType<typeof ctxOf>,
-    ];
-    const { client } = cluster;
+    const { client, one, two } = await twoPods(held);
     const { id } = await client.submit({ instruction: 'Write the README' });
     try {
       await held.judge.arrived('t1#1');
@@ -209,12 +200,7 @@ describe('the same event delivered to two coordinators at once', () => {
 
   it('replaces a task once when its replan is delivered twice, concurrently and again later', async () => {
     const held = heldModels(exampleScenario('replan-task.yaml'));
-    cluster = await startCluster({ models: held.models, pods: 2 });
-    const [one, two] = cluster.pods.map(ctxOf) as [
-      ReturnType<typeof ctxOf>,
-      ReturnType<typeof ctxOf>,
-    ];
-    const { client } = cluster;
+    const { client, one, two } = await twoPods(held);
     const { id } = await client.submit({ instruction: 'Login with validation' });
     held.judge.releaseAll();
     try {
@@ -352,12 +338,7 @@ describe('cancel racing a task completion', () => {
     'ends CANCELLED with every count at zero and nothing after it (%s)',
     async (order) => {
       const held = heldModels(chain);
-      cluster = await startCluster({ models: held.models, pods: 2 });
-      const [one, two] = cluster.pods.map(ctxOf) as [
-        ReturnType<typeof ctxOf>,
-        ReturnType<typeof ctxOf>,
-      ];
-      const { client } = cluster;
+      const { client, one, two } = await twoPods(held);
       const { id } = await client.submit({ instruction: 'A then B' });
       try {
         await held.judge.arrived('A#1');

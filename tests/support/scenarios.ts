@@ -17,6 +17,19 @@ import type { OrqClient } from '../../src/producers/client.js';
 export const exampleScenario = (name: string): string =>
   fileURLToPath(new URL(`../../examples/scenarios/${name}`, import.meta.url));
 
+/** A scripted session of two tasks, B after A, whose plan is accepted at once. */
+export const A_THEN_B: ScenarioInput = {
+  plans: [
+    {
+      tasks: [
+        { id: 'A', title: 'A', acceptance: 'a', context: 'c' },
+        { id: 'B', title: 'B', acceptance: 'b', context: 'c', dependencies: ['A'] },
+      ],
+    },
+  ],
+  planJudgements: [{ score: 90, isAcceptable: true }],
+};
+
 /** A temp directory for scenario files written by a test file; `cleanup` removes it. */
 export function scenarioDir(): {
   write(name: string, scenario: ScenarioInput): string;
