@@ -148,10 +148,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
   const store = new SessionStore(redis, prefix, config.queues.historyMaxLength);
   const usageStore = new UsageStore(redis, prefix);
 
-  /**
-   * A BUDGET_EXHAUSTED session resumes only with limits above what it has used, and only if
-   * the budget stopped it after planning (it has tasks to go on with).
-   */
+  /** A BUDGET_EXHAUSTED session resumes only with limits above what it has used. */
   async function checkBudgetRaise(session: Session, budget: BudgetRaise | undefined) {
     const refuse = (why: string, hint: string) =>
       new OrqError('INVALID_STATE', `session ${session.id} is BUDGET_EXHAUSTED: ${why}`, {
@@ -162,12 +159,6 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       throw refuse(
         'it resumes only with a higher budget',
         `Give a higher limit: orq resume ${session.id} --max-tokens N (or --max-usd X).`,
-      );
-    }
-    if (session.taskIds.length === 0) {
-      throw refuse(
-        'the budget stopped it while planning, so it has no tasks to go on with',
-        'Submit the instruction again with a higher budget.',
       );
     }
     const { total } = await usageStore.read(session.id);

@@ -273,6 +273,25 @@ function chainScenario(ids: string[]): ScenarioInput {
   };
 }
 
+/**
+ * Builtin models whose planner and plan judge report 100 tokens a call (so the tests can place a
+ * budget stop between them), noting the attempt and feedback of each plan call.
+ */
+function planningAt100Tokens(scenario: ScenarioInput) {
+  const inner = createBuiltinModels({ scenario });
+  const usage = { inputTokens: 80, outputTokens: 20 };
+  const planCalls: { attempt: number; feedback: unknown }[] = [];
+  const models: RoleModels = {
+    ...inner,
+    plan: async (r) => {
+      planCalls.push({ attempt: r.attempt, feedback: r.feedback });
+      return { ...(await inner.plan(r)), usage };
+    },
+    judgePlan: async (r) => ({ ...(await inner.judgePlan(r)), usage }),
+  };
+  return { models, planCalls };
+}
+
 describe('resuming a session its budget stopped', () => {
   it('goes on with a higher limit: the cancelled tasks run, the done ones do not run again', async () => {
     const ids = ['a', 'b', 'c', 'd', 'e', 'f'];
@@ -366,6 +385,93 @@ describe('resuming a session its budget stopped', () => {
     expect((await client.get(session.id)).session.state).toBe('RUNNING');
     handled.resolve();
     expect((await client.wait(session.id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');
+  });
+
+  it('plans again with a higher limit when the budget stopped it while the plan was judged', async () => {
+    const { models, planCalls } = planningAt100Tokens(chainScenario(['a', 'b']));
+    cluster = await startCluster({ models });
+    const { client } = cluster;
+    // The planner's reservation (300) fits in 350; the plan judge's (100 used + 300) does not.
+    const session = await client.submit({
+      instruction: 'Run the two steps',
+      config: { budget: { maxTokens: 350, reserveTokensPerCall: 300 } },
+    });
+    const stopped = await client.wait(session.id, { timeoutMs: TIMEOUT });
+    expect(stopped.session.state).toBe('BUDGET_EXHAUSTED');
+    expect(stopped.tasks).toEqual([]);
+    await expect(client.resume(session.id, { budget: { maxTokens: 350 } })).rejects.toMatchObject({
+      code: 'INVALID_STATE',
+      message: expect.stringMatching(/less than one call's reservation \(300\)/),
+    });
+
+    await client.resume(session.id, { budget: { maxTokens: 100_000 } });
+    const view = await client.wait(session.id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.session.failure).toBeUndefined();
+    expect(view.tasks.map((t) => t.state)).toEqual(['DONE', 'DONE']);
+    expect(view.usage.exhausted).toBeUndefined();
+    // The interrupted attempt 0 is never judged: the plan is made again as attempt 1.
+    expect(planCalls.map((c) => c.attempt)).toEqual([0, 1]);
+    expect(view.session.planning.attempt).toBe(1);
+    const history = await historyOf(client, session.id);
+    expect(decisions(history, 'resume:budget')).toEqual([
+      expect.objectContaining({
+        reason: 'resumed with a higher budget (maxTokens 100000)',
+        inputs: expect.objectContaining({ interruptedPlanAttempt: 0, planAttempt: 1 }),
+      }),
+    ]);
+    expect(history).toContainEqual(
+      expect.objectContaining({
+        type: 'state_change',
+        entity: 'session',
+        from: 'BUDGET_EXHAUSTED',
+        to: 'PLANNING',
+      }),
+    );
+    expect(history.filter((e) => e.type === 'judgement' && e.subject === 'plan')).toHaveLength(1);
+  });
+
+  it('plans again with the last feedback when the budget stopped a replan', async () => {
+    const scenario: ScenarioInput = {
+      ...chainScenario(['a', 'b']),
+      planJudgements: [
+        {
+          score: 40,
+          isAcceptable: false,
+          issues: ['covers only parsing'],
+          suggestions: ['add a test step'],
+        },
+        { score: 90, isAcceptable: true },
+      ],
+    };
+    const { models, planCalls } = planningAt100Tokens(scenario);
+    cluster = await startCluster({ models });
+    const { client } = cluster;
+    // Plan (300 reserved) and judge (100 + 300) fit in 450; the replan (200 + 300) does not.
+    const session = await client.submit({
+      instruction: 'Run the two steps',
+      config: { budget: { maxTokens: 450, reserveTokensPerCall: 300 } },
+    });
+    const stopped = await client.wait(session.id, { timeoutMs: TIMEOUT });
+    expect(stopped.session.state).toBe('BUDGET_EXHAUSTED');
+    expect(stopped.session.planning).toMatchObject({ attempt: 1, attemptCount: 1 });
+    expect(planCalls.map((c) => c.attempt)).toEqual([0]);
+
+    await client.resume(session.id, { budget: { maxTokens: 100_000 } });
+    const view = await client.wait(session.id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    const feedback = { issues: ['covers only parsing'], suggestions: ['add a test step'] };
+    expect(planCalls).toEqual([
+      { attempt: 0, feedback: undefined },
+      { attempt: 2, feedback },
+    ]);
+    // The interruption is no replan: seed 000's attempt count stays at the one replan made.
+    expect(view.session.planning).toMatchObject({ attempt: 2, attemptCount: 1 });
+    expect(decisions(await historyOf(client, session.id), 'resume:budget')).toEqual([
+      expect.objectContaining({
+        inputs: expect.objectContaining({ interruptedPlanAttempt: 1, planAttempt: 2 }),
+      }),
+    ]);
   });
 
   it('refuses a budget for a session the budget did not stop', async () => {

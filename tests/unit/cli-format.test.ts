@@ -128,7 +128,7 @@ describe('exit codes', () => {
 });
 
 describe('formatOutcomeNotice', () => {
-  it('says how to go on after a budget stop, or to submit again when it stopped while planning', () => {
+  it('says how to go on after a budget stop, and to plan again when it stopped while planning', () => {
     const stopped = view('BUDGET_EXHAUSTED', [
       ['t1', 'DONE'],
       ['t2', 'CANCELLED'],
@@ -138,7 +138,7 @@ describe('formatOutcomeNotice', () => {
       'session s1 is BUDGET_EXHAUSTED: budget exhausted: 2600 > 2500. Run `orq resume s1 --max-tokens N` (or --max-usd X) to go on with a higher limit',
     );
     expect(formatOutcomeNotice(view('BUDGET_EXHAUSTED', []))).toBe(
-      'session s1 is BUDGET_EXHAUSTED. Submit it again with a higher budget',
+      'session s1 is BUDGET_EXHAUSTED. Run `orq resume s1 --max-tokens N` (or --max-usd X) to plan again with a higher limit',
     );
   });
 

@@ -275,12 +275,9 @@ export function formatOutcomeNotice(view: SessionView): string | undefined {
       return `session ${session.id} was CANCELLED`;
     case 'BUDGET_EXHAUSTED': {
       const why = session.failure ? `: ${session.failure.reason}` : '';
-      // A budget stop after planning can go on; one while planning has no tasks to go on with.
-      const next =
-        tasks.length > 0
-          ? `Run \`orq resume ${session.id} --max-tokens N\` (or --max-usd X) to go on with a higher limit`
-          : 'Submit it again with a higher budget';
-      return `session ${session.id} is BUDGET_EXHAUSTED${why}. ${next}`;
+      // Stopped while planning (no tasks yet), the resume plans again; after, it runs the rest.
+      const goOn = tasks.length > 0 ? 'go on' : 'plan again';
+      return `session ${session.id} is BUDGET_EXHAUSTED${why}. Run \`orq resume ${session.id} --max-tokens N\` (or --max-usd X) to ${goOn} with a higher limit`;
     }
     default: {
       // FAILED and any later end state: say why when the session knows.

@@ -1,5 +1,12 @@
 import { FINISHED_SESSION_STATES, type Session } from '../../shared/domain/session.js';
-import type { CancelEvent, JobFailedEvent, ResumeEvent } from '../../shared/queues.js';
+import {
+  jobIds,
+  outboxJob,
+  type CancelEvent,
+  type JobFailedEvent,
+  type OutboxJob,
+  type ResumeEvent,
+} from '../../shared/queues.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { Counters } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
@@ -191,11 +198,11 @@ export async function onJobFailed(
 }
 
 /**
- * A session stopped by its budget goes on with the higher limits given: the budget stop
- * cancelled every open task, and those (the only CANCELLED tasks such a session has) are
- * ready again, the ones with nothing left to wait for dispatched at once. The usage hash
- * forgets the refusal in the same write. A session stopped while still planning has no tasks
- * to go on with: it is submitted again instead.
+ * A session stopped by its budget goes on with the higher limits given. Stopped after planning,
+ * its open tasks were cancelled by the stop, and those (the only CANCELLED tasks such a session
+ * has) are ready again, the ones with nothing left to wait for dispatched at once. Stopped while
+ * planning, it plans again (planAgain). The usage hash forgets the refusal in the same
+ * write, and every pod reads the raised budget on its next job.
  */
 async function resumeWithBudget(
   ctx: CoordinatorContext,
@@ -207,12 +214,6 @@ async function resumeWithBudget(
   if (!event.budget) {
     return ignore(eventId, 'a BUDGET_EXHAUSTED session resumes only with a higher budget');
   }
-  const all = await ctx.store.loadTasks(session.id, session.taskIds);
-  const targets = [...all.values()].filter((s) => s.task.state === 'CANCELLED');
-  if (targets.length === 0) {
-    return ignore(eventId, 'the budget stopped the session before it had tasks to go on with');
-  }
-  const budget = { ...session.config.budget, ...event.budget };
   const raised = [
     event.budget.maxTokens !== undefined ? `maxTokens ${event.budget.maxTokens}` : '',
     event.budget.maxUsd !== undefined ? `maxUsd ${event.budget.maxUsd}` : '',
@@ -220,6 +221,40 @@ async function resumeWithBudget(
     .filter(Boolean)
     .join(', ');
   const reason = `resumed with a higher budget (${raised})`;
+  const { failure: _stopped, ...rest } = stamp(session);
+  const budget = { ...session.config.budget, ...event.budget };
+  const raisedSession: Session = { ...rest, config: { ...session.config, budget } };
+  const decision = (inputs: Record<string, unknown>): HistoryEntryDraft => ({
+    type: 'decision',
+    decision: 'resume:budget',
+    reason,
+    inputs: { ...inputs, budget: event.budget, requestId: event.requestId },
+  });
+  const stateChange = (to: Session['state']): HistoryEntryDraft => ({
+    type: 'state_change',
+    entity: 'session',
+    from: 'BUDGET_EXHAUSTED',
+    to,
+    reason,
+  });
+  if (session.taskIds.length === 0) {
+    const again = planAgain(raisedSession);
+    return {
+      changeset: {
+        eventId,
+        session: { record: again.record, expectedVersion: version },
+        outbox: [again.job],
+        budgetRaised: true,
+        history: [decision(again.inputs), stateChange('PLANNING')],
+      },
+    };
+  }
+
+  const all = await ctx.store.loadTasks(session.id, session.taskIds);
+  const targets = [...all.values()].filter((s) => s.task.state === 'CANCELLED');
+  if (targets.length === 0) {
+    return ignore(eventId, 'the budget stopped the session with no task left to go on with');
+  }
   const edits = new TaskEdits(session.id, all.values());
   for (const { task } of targets) {
     edits.put(
@@ -228,42 +263,49 @@ async function resumeWithBudget(
     );
     if (task.pendingDependencies === 0) edits.dispatch(task.id, reason);
   }
-  const { failure: _stopped, ...rest } = stamp(session);
-  const record: Session = {
-    ...rest,
-    state: 'RUNNING',
-    config: { ...session.config, budget },
-  };
   return {
     changeset: {
       eventId,
-      session: { record, expectedVersion: version },
+      session: { record: { ...raisedSession, state: 'RUNNING' }, expectedVersion: version },
       tasks: edits.changes(),
       readTasks: edits.reads(),
       counters: edits.counterDelta(),
       outbox: edits.outbox,
       budgetRaised: true,
       history: [
-        {
-          type: 'decision',
-          decision: 'resume:budget',
-          reason,
-          inputs: {
-            taskIds: targets.map((t) => t.task.id),
-            budget: event.budget,
-            requestId: event.requestId,
-          },
-        },
-        {
-          type: 'state_change',
-          entity: 'session',
-          from: 'BUDGET_EXHAUSTED',
-          to: 'RUNNING',
-          reason,
-        },
+        decision({ taskIds: targets.map((t) => t.task.id) }),
+        stateChange('RUNNING'),
         ...edits.history,
       ],
     },
+  };
+}
+
+/**
+ * A session the budget stopped while planning asks the Planner again, as the next planning
+ * attempt: the attempt the stop interrupted (its plan, if the Planner made one, was never
+ * judged) gets no verdict, and a new attempt number gives the new plan and judge jobs ids of
+ * their own (the interrupted attempt's ids are taken) and makes any late event of the old
+ * attempt stale. The Planner gets the inputs the interrupted attempt had: the previous plan and
+ * the feedback of the last refinement decision. The refinement counters are not advanced: the
+ * interruption was no replan.
+ */
+function planAgain(session: Session): {
+  record: Session;
+  job: OutboxJob;
+  inputs: Record<string, unknown>;
+} {
+  const interrupted = session.planning.attempt;
+  const attempt = interrupted + 1;
+  const feedback = session.planning.refinementHistory.at(-1)?.feedback;
+  return {
+    record: { ...session, state: 'PLANNING', planning: { ...session.planning, attempt } },
+    job: outboxJob('plan', 'plan', jobIds.plan(session.id, attempt), {
+      sessionId: session.id,
+      attempt,
+      ...(feedback ? { feedback } : {}),
+    }),
+    inputs: { interruptedPlanAttempt: interrupted, planAttempt: attempt },
   };
 }
 
