@@ -13,8 +13,10 @@ interface Watch {
 /**
  * Aborts the model calls of a session that was cancelled (or failed, or deleted) while they
  * run. A cancel is applied by whichever coordinator takes the event, possibly in another
- * process, so the process making the call finds out by reading the session's state: every
- * `intervalMs` while it has calls in flight, and not at all when it has none.
+ * process. That coordinator announces the session's end (SessionStore.apply), and `ended()`
+ * aborts the calls at once; as the announcement is pub/sub and may be missed (a reconnect), the
+ * process also reads the session's state every `intervalMs` while it has calls in flight, and
+ * not at all when it has none.
  */
 export class SessionCancellation {
   private readonly watched = new Map<string, Watch>();
@@ -51,6 +53,12 @@ export class SessionCancellation {
     };
   }
 
+  /** The session reached `state` (announced on sessionEndedChannel): stop its calls now. */
+  ended(sessionId: string, state: SessionState): void {
+    const watch = this.watched.get(sessionId);
+    if (watch && FINISHED_SESSION_STATES.includes(state)) abort(sessionId, watch, state);
+  }
+
   /** Sessions with calls in flight (for tests and metrics). */
   get size(): number {
     return this.watched.size;
@@ -77,11 +85,7 @@ export class SessionCancellation {
         // 'unknown': a Redis hiccup; the next round asks again.
         if (state === 'unknown') continue;
         if (state === undefined || FINISHED_SESSION_STATES.includes(state)) {
-          watch.controller.abort(
-            new OrqError('LLM_CALL_FAILED', `session ${sessionId} is ${state ?? 'gone'}`, {
-              details: { sessionId, state },
-            }),
-          );
+          abort(sessionId, watch, state);
         }
       }
     } finally {
@@ -89,6 +93,15 @@ export class SessionCancellation {
       this.schedule();
     }
   }
+}
+
+function abort(sessionId: string, watch: Watch, state: SessionState | undefined): void {
+  if (watch.controller.signal.aborted) return;
+  watch.controller.abort(
+    new OrqError('LLM_CALL_FAILED', `session ${sessionId} is ${state ?? 'gone'}`, {
+      details: { sessionId, state },
+    }),
+  );
 }
 
 /** RoleModels whose every call also stops when its session is cancelled. */

@@ -1,5 +1,5 @@
 import type { LlmConfig, LlmRoleConfig } from '../shared/config/schema.js';
-import type { Session } from '../shared/domain/session.js';
+import type { Session, SessionState } from '../shared/domain/session.js';
 import { createBuiltinModels } from '../shared/llm/builtin.js';
 import type { ChatProvider, ModelRole } from '../shared/llm/chat.js';
 import { createLlmModels, type LlmRoleConfigs } from '../shared/llm/llm-models.js';
@@ -97,6 +97,11 @@ export class ModelResolver {
     // Sampling outside metering: each judge sample reserves and counts as a call of its own.
     const metered = usageStore ? meteredModels(base, { usageStore, session, role }) : base;
     return role === 'judge' ? sampledJudge(metered, session.config.llm.judgeSamples.k) : metered;
+  }
+
+  /** A session ended (announced by its coordinator): its calls in flight here stop now. */
+  sessionEnded(sessionId: string, state: SessionState): void {
+    this.cancellation?.ended(sessionId, state);
   }
 
   /**

@@ -32,6 +32,7 @@ import { createJudgeProcessor } from './roles/judge.js';
 import { createPlannerProcessor } from './roles/planner.js';
 import { createReplannerProcessor } from './roles/replanner.js';
 import { createWorkerProcessor } from './roles/worker.js';
+import { followSessionEnds } from './session-ends.js';
 import type { RoleModels } from '../shared/llm/types.js';
 import type { RoleMetrics } from './metrics.js';
 
@@ -46,6 +47,8 @@ export interface StartRolesOptions {
   latencyMs?: number;
   /** How often a coordinator pod drains outboxes left behind by a crash (ms, default 30 s). */
   outboxSweepIntervalMs?: number;
+  /** How often a session with model calls in flight is read, in case its end was missed (tests). */
+  cancelPollMs?: number;
   /** Use these models for every session instead of resolving from session config (tests). */
   models?: RoleModels;
   /** Job durations per role are observed here (`orq start --metrics-port`). */
@@ -233,6 +236,7 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
   const models = new ModelResolver({
     ...(options.latencyMs !== undefined ? { latencyMs: options.latencyMs } : {}),
     ...(options.models ? { override: options.models } : {}),
+    ...(options.cancelPollMs !== undefined ? { cancelPollMs: options.cancelPollMs } : {}),
     usageStore: new UsageStore(redis, config.redis.prefix),
     // Real-model calls of a session cancelled meanwhile are aborted (issue 4).
     sessionState: async (sessionId) => (await store.loadSession(sessionId))?.session.state,
@@ -275,6 +279,15 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
     return worker;
   });
   await Promise.all(workers.map((w) => w.waitUntilReady()));
+  // Pods that make model calls stop a session's calls as soon as its end is announced.
+  const stopFollowing = options.roles.some((role) => role !== 'coordinator')
+    ? await followSessionEnds(
+        redis,
+        config.redis.prefix,
+        ({ sessionId, state }) => models.sessionEnded(sessionId, state),
+        logger,
+      )
+    : () => undefined;
   const stopSweeper = options.roles.includes('coordinator')
     ? startOutboxSweeper(store, queues, logger, options.outboxSweepIntervalMs ?? 30_000)
     : () => undefined;
@@ -296,6 +309,7 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
         for (const w of workers) w.cancelAllJobs('shutdown timeout');
         await settlesWithin(graceful, ABANDON_GRACE_MS);
       }
+      stopFollowing();
       await queues.close();
       for (const c of connections) c.disconnect();
     },

@@ -349,14 +349,14 @@ describe('keys, timeouts and cancellation', () => {
     expect(requestsWith(servers.openai, '[no-key]')).toEqual([]);
   });
 
-  it('cancelling a session aborts its model call in flight', async () => {
-    const marker = '[hang]';
+  /** Submits a session whose worker call hangs, cancels it once the call is made, waits for the abort. */
+  async function cancelHangingCall(on: TestCluster, marker: string): Promise<void> {
     const server = servers.openai;
     behaviours.set(marker, (request) =>
       request.schemaName === 'TaskOutput' ? { hang: true } : happyReply(request),
     );
     const abortedBefore = server.aborted;
-    const session = await cluster.client.submit({
+    const session = await on.client.submit({
       instruction: `${marker} build it`,
       config: llmConfig(server),
     });
@@ -365,13 +365,27 @@ describe('keys, timeouts and cancellation', () => {
       'a worker call to hang',
       15_000,
     );
-    await cluster.client.cancel(session.id, 'test cancels');
+    await on.client.cancel(session.id, 'test cancels');
     await eventually(
       () => (server.aborted > abortedBefore ? true : undefined),
       'the hanging call to be aborted',
       15_000,
     );
-    expect((await cluster.client.get(session.id)).session.state).toBe('CANCELLED');
+    expect((await on.client.get(session.id)).session.state).toBe('CANCELLED');
+  }
+
+  it('cancelling a session aborts its model call in flight', async () => {
+    await cancelHangingCall(cluster, '[hang]');
+  });
+
+  it('the cancel reaches the call through its announcement, not the pods polling the state', async () => {
+    // Pods that would read the session's state once an hour: only the announcement can stop it.
+    const slowPolling = await startCluster({ cancelPollMs: 3_600_000 });
+    try {
+      await cancelHangingCall(slowPolling, '[hang announced]');
+    } finally {
+      await slowPolling.close();
+    }
   });
 
   describe.each(['openai', 'anthropic'] as const)('the %s provider alone', (p) => {

@@ -1,15 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
 import type { OrqConfig } from '../../src/shared/config/schema.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { bullPrefix } from '../../src/shared/queues.js';
-import { configuredConnection, type ConnectionInput } from '../../src/shared/redis.js';
+import type { SessionEnded } from '../../src/shared/domain/session.js';
+import {
+  configuredConnection,
+  type ConnectionInput,
+  type RedisConnection,
+} from '../../src/shared/redis.js';
 import { sessionKeys } from '../../src/shared/store/keys.js';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
 import { createHttpServer } from '../../src/producers/http/server.js';
 import { sweepOutboxes } from '../../src/workers/coordinator/outbox-sweeper.js';
 import { startRoles, type RunningRoles } from '../../src/workers/registry.js';
+import { followSessionEnds } from '../../src/workers/session-ends.js';
 import { ALL_ROLES } from '../support/cluster.js';
 import { startLocalRedisCluster, type LocalRedisCluster } from '../support/redis-cluster.js';
 import { exampleScenario, historyOf } from '../support/scenarios.js';
@@ -157,15 +163,27 @@ describe('orq on a Redis Cluster of three nodes', () => {
     }
   });
 
-  it('blocks, then cancels a session on the cluster', async () => {
+  it('blocks, then cancels a session on the cluster, announcing its end to every pod', async () => {
     const { id } = await client.submit({
       instruction: 'blocked on a cluster',
       config: { llm: { scenario: exampleScenario('blocked-task.yaml') } },
     });
     const blocked = await client.wait(id, { timeoutMs: TIMEOUT, until: 'settled' });
     expect(blocked.session.state).toBe('BLOCKED');
-    await client.cancel(id, 'the test cancels it');
-    const view = await client.wait(id, { timeoutMs: TIMEOUT });
-    expect(view.session.state).toBe('CANCELLED');
+    const ends: SessionEnded[] = [];
+    const stop = await followSessionEnds(
+      pods[0]?.store.redis as RedisConnection,
+      config.redis.prefix,
+      (ended) => ends.push(ended),
+      silentLogger,
+    );
+    try {
+      await client.cancel(id, 'the test cancels it');
+      const view = await client.wait(id, { timeoutMs: TIMEOUT });
+      expect(view.session.state).toBe('CANCELLED');
+      await vi.waitFor(() => expect(ends).toContainEqual({ sessionId: id, state: 'CANCELLED' }));
+    } finally {
+      stop();
+    }
   });
 });

@@ -484,30 +484,34 @@ describe('continuations (seed 001)', () => {
 });
 
 describe('cancel', () => {
-  it('drops the result of an execution that finishes after the cancel', async () => {
+  it('stops an execution in flight at the cancel and drops its result', async () => {
     const executing = deferred();
-    const release = deferred();
+    const stopped = deferred();
     const { models, calls } = recordingModels(exampleScenario('diamond.yaml'), {
       async beforeExecute(request) {
         if (request.task.id !== 'A') return;
         executing.resolve();
-        await release.promise;
+        // The execution runs until its signal says the session ended (the cancel's announcement).
+        await new Promise<void>((resolve) => {
+          if (request.signal?.aborted) resolve();
+          request.signal?.addEventListener('abort', () => resolve(), { once: true });
+        });
+        stopped.resolve();
       },
     });
     const { client, id } = await run(exampleScenario('diamond.yaml'), { models });
-    try {
-      await executing.promise;
-      await client.cancel(id);
-      expect((await client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('CANCELLED');
-    } finally {
-      release.resolve();
-    }
-    // The worker hands its late result on; the judge sees a cancelled session and stops there.
-    const judgeJob = jobIds.judgeTask(id, 'A', 1);
-    await eventually(async () => {
-      const job = await cluster!.pods[0]!.queues.get('judge').getJob(judgeJob);
+    await executing.promise;
+    await client.cancel(id);
+    expect((await client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('CANCELLED');
+    await stopped.promise;
+    // The worker sees its session finished and hands nothing on: no judge job, no judgement.
+    const work = await eventually(async () => {
+      const job = await cluster!.pods[0]!.queues.get('work').getJob(jobIds.execute(id, 'A', 1));
       return job && (await job.getState()) === 'completed' ? job : undefined;
-    }, 'the judge job of the late result');
+    }, 'the work job of A');
+    expect(work.returnvalue).toBe('session not running');
+    const judge = cluster!.pods[0]!.queues.get('judge');
+    expect(await judge.getJob(jobIds.judgeTask(id, 'A', 1))).toBeUndefined();
     expect(calls.judgeTask.filter((r) => r.sessionId === id)).toHaveLength(0);
     const view = await client.get(id);
     expect(view.tasks.every((t) => t.state === 'CANCELLED' && t.result === undefined)).toBe(true);

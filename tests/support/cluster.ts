@@ -24,7 +24,14 @@ export interface TestCluster {
 
 /** Roles in this process against the test Redis, under a prefix of its own. */
 export async function startCluster(
-  options: { config?: OrqConfigInput; pods?: number; roles?: Role[]; models?: RoleModels } = {},
+  options: {
+    config?: OrqConfigInput;
+    pods?: number;
+    roles?: Role[];
+    models?: RoleModels;
+    /** How often pods read the state of sessions with model calls in flight. */
+    cancelPollMs?: number;
+  } = {},
 ): Promise<TestCluster> {
   const url = inject('redisUrl');
   const prefix = `t${randomUUID().slice(0, 8)}`;
@@ -40,6 +47,7 @@ export async function startCluster(
       config,
       logger: silentLogger,
       ...(podOptions.concurrency ? { concurrency: podOptions.concurrency } : {}),
+      ...(options.cancelPollMs !== undefined ? { cancelPollMs: options.cancelPollMs } : {}),
       ...((podOptions.models ?? options.models)
         ? { models: podOptions.models ?? options.models }
         : {}),

@@ -34,6 +34,13 @@ export const SessionId = z
   .regex(/^[A-Za-z0-9_-]+$/, 'session ids use letters, digits, _ and - only');
 export type SessionId = z.infer<typeof SessionId>;
 
+/** The message announcing that a session reached a finished state (sessionEndedChannel). */
+export const SessionEnded = z.object({
+  sessionId: SessionId,
+  state: SessionState,
+});
+export type SessionEnded = z.infer<typeof SessionEnded>;
+
 /** The plan refinement loop's counters (seed 000/003). */
 export const PlanningProgress = z.object({
   /** Index of the plan attempt being worked on: 0 is the first plan, 1 the first replan... */

@@ -55,3 +55,9 @@ export function sessionKeyList(keys: SessionKeys): string[] {
 export const sessionIndexKey = (prefix: string) => `${prefix}:sessions`;
 /** Session id by idempotency key. */
 export const idempotencyKey = (prefix: string, key: string) => `${prefix}:idem:${key}`;
+
+/**
+ * Pub/sub channel on which a session's end (a finished state) is announced, so processes with
+ * model calls of that session in flight abort them at once (cancellation.ts).
+ */
+export const sessionEndedChannel = (prefix: string) => `${prefix}:session-ended`;

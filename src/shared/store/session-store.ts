@@ -1,13 +1,24 @@
 import type { Result } from 'ioredis';
 import type { RedisConnection } from '../redis.js';
 import { HistoryEntry, type HistoryEntryDraft } from '../domain/history.js';
-import { Session, SessionState } from '../domain/session.js';
+import {
+  FINISHED_SESSION_STATES,
+  Session,
+  SessionState,
+  type SessionEnded,
+} from '../domain/session.js';
 import { Task } from '../domain/task.js';
 import { OrqError } from '../errors.js';
 import { OutboxJob } from '../queues.js';
 import { APPLY_SCRIPT } from './apply-script.js';
 import { chunked } from '../chunked.js';
-import { idempotencyKey, sessionIndexKey, sessionKeyList, sessionKeys } from './keys.js';
+import {
+  idempotencyKey,
+  sessionEndedChannel,
+  sessionIndexKey,
+  sessionKeyList,
+  sessionKeys,
+} from './keys.js';
 
 export interface Counters {
   /** Tasks not yet in a finished state. */
@@ -266,10 +277,25 @@ export class SessionStore {
         historyMaxLength: this.historyMaxLength,
       }),
     );
+    const ended = changeset.session?.record.state;
+    if (status === 'OK' && ended && FINISHED_SESSION_STATES.includes(ended)) {
+      await this.announceEnded({ sessionId, state: ended });
+    }
     return {
       status: status as ApplyStatus,
       counters: { open: Number(open), active: Number(active) },
     };
+  }
+
+  /**
+   * Tells every process that the session ended, so its model calls in flight stop now. Best
+   * effort: a lost message (a Redis blip, a process not subscribed yet) is caught by the
+   * processes' own polling of the session's state, only later.
+   */
+  private async announceEnded(message: SessionEnded): Promise<void> {
+    await this.redis
+      .publish(sessionEndedChannel(this.prefix), JSON.stringify(message))
+      .catch(() => undefined);
   }
 
   /** Whether the session's budget refused a call and has not been raised since (usage-store.ts). */
