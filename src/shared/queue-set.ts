@@ -1,5 +1,5 @@
 import { Queue, type JobsOptions } from 'bullmq';
-import { ALL_QUEUES, bullPrefix, type OutboxJob, type QueueName } from './queues.js';
+import { ALL_QUEUES, queuePrefix, type OutboxJob, type QueueName } from './queues.js';
 import type { SessionStore } from './store/session-store.js';
 import { chunked } from './chunked.js';
 import { settlesWithin } from './settles-within.js';
@@ -29,7 +29,7 @@ export class QueueSet {
     for (const name of ALL_QUEUES) {
       const queue = new Queue(name, {
         connection,
-        prefix: bullPrefix(prefix),
+        prefix: queuePrefix(prefix, name, connection),
         defaultJobOptions: jobOptions,
       });
       // A Queue re-emits its connection's errors, and an 'error' nobody listens to kills the

@@ -1,10 +1,12 @@
 import type { JobsOptions } from 'bullmq';
+import { Cluster } from 'ioredis';
 import { z } from 'zod';
 import { BudgetConfig, type OrqConfig } from './config/schema.js';
 import { PlanBreakdown, QualityJudgement, ReplanBreakdown } from './domain/plan.js';
 import { Feedback } from './domain/refinement.js';
 import { SessionId } from './domain/session.js';
 import { TaskId, TaskJudgement, TaskResult, TokenUsage } from './domain/task.js';
+import type { RedisConnection } from './redis.js';
 
 /** One queue per role (DESIGN.md "Roles and queues"). */
 export const QueueName = {
@@ -212,7 +214,19 @@ export function defaultJobOptions(queues: OrqConfig['queues']): JobsOptions {
   };
 }
 
-/** BullMQ's key prefix: hash-tagged so all of a queue's keys share a Redis Cluster slot. */
+/**
+ * BullMQ's key prefix on one Redis server: every queue under the one hash tag `{prefix}` (the
+ * layout orq has always had there, so an upgrade finds the jobs already queued).
+ */
 export function bullPrefix(prefix: string): string {
   return `{${prefix}}`;
+}
+
+/**
+ * BullMQ's key prefix for `queue` over `connection`. Every key of a queue must share one hash
+ * slot (BullMQ's scripts touch many at once); on a Redis Cluster each queue gets a tag of its
+ * own, `{prefix:queue}`, so the queues spread over the nodes instead of all loading one.
+ */
+export function queuePrefix(prefix: string, queue: QueueName, connection: RedisConnection): string {
+  return connection instanceof Cluster ? `{${prefix}:${queue}}` : bullPrefix(prefix);
 }

@@ -5,12 +5,12 @@ import type { Logger } from '../shared/logger.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
 import type { ZodType } from 'zod';
 import {
-  bullPrefix,
   defaultJobOptions,
   jobIds,
   JobFailedEvent,
   JobSchemas,
   outboxJob,
+  queuePrefix,
   ROLE_QUEUE,
   type Role,
 } from '../shared/queues.js';
@@ -267,7 +267,7 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
       wrapProcessor(role, processors[role], ctx, shutdown, options.metrics),
       {
         connection,
-        prefix: bullPrefix(config.redis.prefix),
+        prefix: queuePrefix(config.redis.prefix, ROLE_QUEUE[role], redis),
         concurrency: options.concurrency ?? config.concurrency[role],
         lockDuration: config.queues.lockDurationMs,
         stalledInterval: config.queues.stalledIntervalMs,

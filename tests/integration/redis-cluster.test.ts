@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
 import type { OrqConfig } from '../../src/shared/config/schema.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { bullPrefix } from '../../src/shared/queues.js';
+import { ALL_QUEUES, queuePrefix } from '../../src/shared/queues.js';
 import type { SessionEnded } from '../../src/shared/domain/session.js';
 import {
   configuredConnection,
@@ -22,6 +23,8 @@ import { exampleScenario, historyOf } from '../support/scenarios.js';
 import { writeUnflushedSession } from '../support/unflushed-session.js';
 
 const TIMEOUT = 20_000;
+/** The slot Redis Cluster computes for a key (CRC16 of its hash tag), as ioredis does. */
+const slotOf = createRequire(import.meta.url)('cluster-key-slot') as (key: string) => number;
 
 let redisCluster: LocalRedisCluster;
 let config: OrqConfig;
@@ -32,7 +35,7 @@ let client: OrqClient;
 beforeAll(async () => {
   redisCluster = await startLocalRedisCluster(3);
   config = parseConfig({
-    redis: { url: redisCluster.urls[1], cluster: true, prefix: `c${randomUUID().slice(0, 8)}` },
+    redis: { url: redisCluster.urls[1], cluster: true, prefix: prefixSpreadOverNodes() },
   });
   connection = configuredConnection(config) as ConnectionInput;
   // Two pods, as two machines would run them: every role in each.
@@ -48,6 +51,20 @@ afterAll(async () => {
   pods = [];
   await redisCluster?.stop();
 });
+
+/**
+ * A fresh prefix whose queue tags ({prefix:queue}) fall in the slot ranges of more than one of
+ * the three nodes (each holds a third of the slots, in order), so the test can see them spread.
+ */
+function prefixSpreadOverNodes(): string {
+  for (;;) {
+    const prefix = `c${randomUUID().slice(0, 8)}`;
+    const thirds = new Set(
+      ALL_QUEUES.map((q) => Math.floor(slotOf(`{${prefix}:${q}}`) / Math.ceil(16384 / 3))),
+    );
+    if (thirds.size > 1) return prefix;
+  }
+}
 
 /** The node (index) that holds `key`, asked of the nodes themselves. */
 async function nodeOf(key: string): Promise<number> {
@@ -76,14 +93,21 @@ describe('orq on a Redis Cluster of three nodes', () => {
     const replanned = await client.get(submitted[1]!.id);
     expect(replanned.tasks.some((t) => t.state === 'REPLACED_BY_REPLAN')).toBe(true);
 
-    // Sessions live where their {sessionId} hash tag puts them: on more than one node. The
-    // queues share the {prefix} tag, so all of BullMQ's keys are on one node.
+    // Sessions live where their {sessionId} hash tag puts them: on more than one node. So do
+    // the queues, each under a {prefix:queue} tag of its own (the prefix was picked so that
+    // their tags fall on more than one node).
     const homes = await Promise.all(
       submitted.map(({ id }) => nodeOf(sessionKeys(config.redis.prefix, id).meta)),
     );
     expect(homes.every((n) => n >= 0)).toBe(true);
     expect(new Set(homes).size).toBeGreaterThan(1);
-    expect(await nodeOf(`${bullPrefix(config.redis.prefix)}:work:meta`)).toBeGreaterThanOrEqual(0);
+    const queueHomes = await Promise.all(
+      ALL_QUEUES.map((q) =>
+        nodeOf(`${queuePrefix(config.redis.prefix, q, pods[0]!.store.redis)}:${q}:meta`),
+      ),
+    );
+    expect(queueHomes.every((n) => n >= 0)).toBe(true);
+    expect(new Set(queueHomes).size).toBeGreaterThan(1);
   });
 
   it('closes a client right after creating it without an unhandled error', async () => {

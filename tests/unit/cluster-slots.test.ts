@@ -1,13 +1,15 @@
 import { createRequire } from 'node:module';
-import { Cluster } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { ALL_QUEUES, bullPrefix } from '../../src/shared/queues.js';
+import { ALL_QUEUES, bullPrefix, queuePrefix, type QueueName } from '../../src/shared/queues.js';
 import { configuredConnection, createConnection } from '../../src/shared/redis.js';
 import { sessionKeyList, sessionKeys } from '../../src/shared/store/keys.js';
 
 const require = createRequire(import.meta.url);
 /** The slot Redis Cluster computes for a key (CRC16 of its hash tag), as ioredis does. */
 const slotOf = require('cluster-key-slot') as (key: string) => number;
+/** Key suffixes BullMQ uses within a queue (lists, streams, hashes, a job). */
+const BULL_SUFFIXES = ['wait', 'active', 'events', 'meta', 'id', 'completed', '123'];
 
 describe('keys on Redis Cluster', () => {
   it('puts every key one atomic session transition touches in a single slot', () => {
@@ -25,14 +27,34 @@ describe('keys on Redis Cluster', () => {
     expect(slots.size).toBeGreaterThan(40);
   });
 
-  it('keeps all of BullMQ keys of every orq queue in the slot of the {prefix} tag', () => {
-    const prefix = bullPrefix('orq');
-    const slots = ALL_QUEUES.flatMap((q) =>
-      ['wait', 'active', 'events', 'meta', 'id', '123'].map((suffix) =>
-        slotOf(`${prefix}:${q}:${suffix}`),
-      ),
-    );
-    expect(new Set(slots).size).toBe(1);
+  it("keeps each queue's BullMQ keys in one slot, a slot per queue on a Cluster", () => {
+    const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
+    try {
+      const slotsOf = (queue: QueueName) =>
+        new Set(
+          BULL_SUFFIXES.map((suffix) =>
+            slotOf(`${queuePrefix('orq', queue, cluster)}:${queue}:${suffix}`),
+          ),
+        );
+      for (const queue of ALL_QUEUES) expect(slotsOf(queue).size, queue).toBe(1);
+      const perQueue = ALL_QUEUES.map((queue) => [...slotsOf(queue)][0]);
+      expect(new Set(perQueue).size).toBe(ALL_QUEUES.length);
+      expect(queuePrefix('orq', 'work', cluster)).toBe('{orq:work}');
+    } finally {
+      cluster.disconnect();
+    }
+  });
+
+  it('keeps the one {prefix} tag for every queue on a single server (the layout before)', () => {
+    const server = new Redis({ lazyConnect: true });
+    try {
+      for (const queue of ALL_QUEUES) {
+        expect(queuePrefix('orq', queue, server)).toBe('{orq}');
+        expect(queuePrefix('orq', queue, server)).toBe(bullPrefix('orq'));
+      }
+    } finally {
+      server.disconnect();
+    }
   });
 });
 

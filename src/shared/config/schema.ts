@@ -466,7 +466,7 @@ export const RedisConfig = z.strictObject({
     .regex(/^[A-Za-z0-9_-]+$/)
     .default('orq')
     .describe(
-      "Key prefix. BullMQ's keys are hash-tagged {prefix}, each session's {sessionId}, so every script's keys share a Redis Cluster slot.",
+      "Key prefix. BullMQ's keys are hash-tagged {prefix} ({prefix:queue} on a Redis Cluster), each session's {sessionId}, so every script's keys share a Redis Cluster slot.",
     ),
   cluster: z
     .boolean()
