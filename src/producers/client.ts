@@ -369,7 +369,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
         }
         const requestId = randomUUID();
         const eventId = jobIds.resume(sessionId, requestId);
-        const [last] = await redis.xrevrange(store.keys(sessionId).history, '+', '-', 'COUNT', 1);
+        const last = await store.lastHistoryId(sessionId);
         await queues.add(
           outboxJob('coordinator', 'resume', eventId, {
             sessionId,
@@ -385,7 +385,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
           // Without a running coordinator the request stays queued: that is not an error.
           const signal = AbortSignal.timeout(waitMs);
           for await (const { entry } of watch(sessionId, {
-            ...(last ? { after: last[0] } : {}),
+            ...(last ? { after: last } : {}),
             signal,
             blockMs: Math.min(waitMs, 500),
           })) {

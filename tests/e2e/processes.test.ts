@@ -109,6 +109,61 @@ describe('orq as separate processes', () => {
     }
   });
 
+  it('orq resume --run goes on, in one process, with a session orq run left blocked or out of budget', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'orq-run-'));
+    const env = { ORQ_DATA_DIR: join(cwd, 'data') };
+    const idOf = (run: { stdout: string }) => /session (\S+) submitted/.exec(run.stdout)?.[1];
+    try {
+      const blocked = await orq(
+        ['run', 'deploy it', '--scenario', resolve(root, 'examples/scenarios/blocked-task.yaml')],
+        { cwd, env },
+      );
+      expect(blocked.code, blocked.stderr).toBe(1);
+      const id = idOf(blocked);
+      expect(blocked.stderr).toContain(
+        `orq: session ${id} is BLOCKED (t2). Run \`orq resume ${id} --run\``,
+      );
+      // Nothing runs the roles now: --run runs them, follows the session and reports its end.
+      const resumed = await orq(['resume', `${id}`, '--run'], { cwd, env });
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(resumed.stdout).toContain(`orq: resume (retry) requested for ${id}`);
+      // Progress from the resume on: t1 was done before it, so no line of the history is about it.
+      expect(resumed.stdout).toMatch(/\] t2 BLOCKED → READY/);
+      expect(resumed.stdout).not.toMatch(/\] t1 /);
+      expect(resumed.stdout).toMatch(/session RUNNING → COMPLETED/);
+
+      const stopped = await orq(
+        [
+          'run',
+          'Run the four steps',
+          '--scenario',
+          resolve(root, 'examples/scenarios/budget-stop.yaml'),
+        ],
+        {
+          cwd,
+          env: { ...env, ORQ__budget__maxTokens: '2500', ORQ__budget__reserveTokensPerCall: '600' },
+        },
+      );
+      expect(stopped.code, stopped.stderr).toBe(1);
+      const budgetId = idOf(stopped);
+      expect(stopped.stderr).toContain(`Run \`orq resume ${budgetId} --max-tokens N --run\``);
+      const raised = await orq(
+        ['resume', `${budgetId}`, '--max-tokens', '100000', '--run', '--json'],
+        { cwd, env },
+      );
+      expect(raised.code, raised.stderr).toBe(0);
+      const view = JSON.parse(raised.stdout) as SessionView;
+      expect(view.session.state).toBe('COMPLETED');
+      expect(view.tasks.map((t) => t.state)).toEqual(['DONE', 'DONE', 'DONE', 'DONE']);
+
+      const misuse = await orq(['resume', `${budgetId}`, '--json'], { cwd, env });
+      expect(misuse.code).toBe(2);
+      expect(misuse.stderr).toContain('--json prints the final session of --run');
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+
   it('orq run exits 1 when the plan is rejected, with the reason', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'orq-run-'));
     try {

@@ -142,6 +142,16 @@ describe('formatOutcomeNotice', () => {
     );
   });
 
+  it('suggests resuming with --run when nothing runs the roles after the command (orq run)', () => {
+    const here = { resumeHere: true };
+    expect(formatOutcomeNotice(view('BLOCKED', [['t2', 'BLOCKED']]), here)).toContain(
+      'is BLOCKED (t2). Run `orq resume s1 --run` to retry',
+    );
+    expect(formatOutcomeNotice(view('BUDGET_EXHAUSTED', [['t1', 'CANCELLED']]), here)).toContain(
+      'Run `orq resume s1 --max-tokens N --run` (or --max-usd X) to go on',
+    );
+  });
+
   it('names the blocked tasks, and says why a session failed', () => {
     expect(formatOutcomeNotice(view('BLOCKED', [['t2', 'BLOCKED']]))).toContain(
       'is BLOCKED (t2). Run `orq resume s1`',

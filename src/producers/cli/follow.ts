@@ -22,6 +22,8 @@ export interface FollowOptions {
   signal?: AbortSignal;
   /** Least time between two redraws of the live frame (ms). */
   redrawMs?: number;
+  /** Follows the history after this entry id (a resumed session: what came after the resume). */
+  after?: string;
 }
 
 /** The live frame in a terminal, plain lines otherwise, JSON lines when asked for. */
@@ -42,6 +44,7 @@ export async function followSession(
   const entries = client.watch(sessionId, {
     until: 'settled',
     ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.after ? { after: options.after } : {}),
   });
   if (options.mode !== 'live') {
     for await (const { entry } of entries) {
@@ -109,10 +112,14 @@ export function stopOnSignals(): { signal: AbortSignal; interrupted(): boolean; 
  * The exit code of a command that followed a session: 0 only when it COMPLETED; otherwise
  * what happened (blocked and how to resume, failed and why) is said on stderr.
  */
-export function reportOutcome(view: SessionView, interrupted: boolean): ExitCode {
+export function reportOutcome(
+  view: SessionView,
+  interrupted: boolean,
+  options: { resumeHere?: boolean } = {},
+): ExitCode {
   if (view.session.state === 'COMPLETED') return ExitCode.OK;
   if (interrupted) return ExitCode.INTERRUPTED;
-  const notice = formatOutcomeNotice(view);
+  const notice = formatOutcomeNotice(view, options);
   if (notice) process.stderr.write(`orq: ${notice}\n`);
   return ExitCode.NOT_COMPLETED;
 }

@@ -261,13 +261,20 @@ export function formatLiveView(
   return lines.map((line) => clipToWidth(line, columns - 1)).join('\n');
 }
 
-/** What a person should know when a followed session ends other than COMPLETED. */
-export function formatOutcomeNotice(view: SessionView): string | undefined {
+/**
+ * What a person should know when a followed session ends other than COMPLETED. `resumeHere`:
+ * no roles run after this command (`orq run`), so the resume it suggests runs them (`--run`).
+ */
+export function formatOutcomeNotice(
+  view: SessionView,
+  options: { resumeHere?: boolean } = {},
+): string | undefined {
   const { session, tasks } = view;
+  const here = options.resumeHere ? ' --run' : '';
   switch (session.state) {
     case 'BLOCKED': {
       const blocked = tasks.filter((t) => t.state === 'BLOCKED').map((t) => t.id);
-      return `session ${session.id} is BLOCKED (${blocked.join(', ') || 'no task'}). Run \`orq resume ${session.id}\` to retry, with --skip to go on without, or --note TEXT to continue with a note`;
+      return `session ${session.id} is BLOCKED (${blocked.join(', ') || 'no task'}). Run \`orq resume ${session.id}${here}\` to retry, with --skip to go on without, or --note TEXT to continue with a note`;
     }
     case 'COMPLETED':
       return undefined;
@@ -277,7 +284,7 @@ export function formatOutcomeNotice(view: SessionView): string | undefined {
       const why = session.failure ? `: ${session.failure.reason}` : '';
       // Stopped while planning (no tasks yet), the resume plans again; after, it runs the rest.
       const goOn = tasks.length > 0 ? 'go on' : 'plan again';
-      return `session ${session.id} is BUDGET_EXHAUSTED${why}. Run \`orq resume ${session.id} --max-tokens N\` (or --max-usd X) to ${goOn} with a higher limit`;
+      return `session ${session.id} is BUDGET_EXHAUSTED${why}. Run \`orq resume ${session.id} --max-tokens N${here}\` (or --max-usd X) to ${goOn} with a higher limit`;
     }
     default: {
       // FAILED and any later end state: say why when the session knows.

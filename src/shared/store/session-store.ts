@@ -326,6 +326,12 @@ export class SessionStore {
     return raw.map(([id, fields]) => ({ id, entry: parseHistoryFields(fields) }));
   }
 
+  /** The id of the session's newest history entry (a cursor for what comes next). */
+  async lastHistoryId(sessionId: string): Promise<string | undefined> {
+    const [last] = await this.redis.xrevrange(this.keys(sessionId).history, '+', '-', 'COUNT', 1);
+    return last?.[0];
+  }
+
   async indexSession(session: Session): Promise<void> {
     await this.redis.zadd(sessionIndexKey(this.prefix), Date.parse(session.createdAt), session.id);
   }

@@ -2,10 +2,11 @@ import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { FINISHED_SESSION_STATES } from '../../../shared/domain/session.js';
 import { OrqError } from '../../../shared/errors.js';
-import type { SessionView } from '../../client.js';
+import type { ResumeRequest, SessionView } from '../../client.js';
 import { parsePositiveInt, parsePositiveNumber, printJson, withClient } from '../common.js';
 import { followMode, followSession, reportOutcome, stopOnSignals } from '../follow.js';
 import { formatHistoryEntry, formatSessionList, formatSessionTable } from '../format.js';
+import { runHere } from '../run-here.js';
 
 const configOption = ['-c, --config <file>', 'configuration file (YAML or JSON)'] as const;
 
@@ -20,6 +21,30 @@ function sessionOverrides(value: string | undefined): Record<string, unknown> | 
       `--session-config is not valid JSON: ${(error as Error).message}`,
     );
   }
+}
+
+interface ResumeOptions {
+  config?: string;
+  skip?: boolean;
+  note?: string;
+  task?: string[];
+  maxTokens?: number;
+  maxUsd?: number;
+  run?: boolean;
+  json?: boolean;
+}
+
+function resumeRequest(options: ResumeOptions): ResumeRequest {
+  const budget = {
+    ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
+    ...(options.maxUsd !== undefined ? { maxUsd: options.maxUsd } : {}),
+  };
+  return {
+    mode: options.skip ? 'skip' : options.note ? 'continue' : 'retry',
+    ...(options.task ? { taskIds: options.task } : {}),
+    ...(options.note ? { note: options.note } : {}),
+    ...(Object.keys(budget).length > 0 ? { budget } : {}),
+  };
 }
 
 /** submit, status, watch, resume, cancel, history: the commands that talk to running roles. */
@@ -129,36 +154,34 @@ export function registerSessionCommands(program: Command): void {
       'for a BUDGET_EXHAUSTED session: the higher USD limit it goes on with',
       parsePositiveNumber,
     )
-    .action(
-      async (
-        sessionId: string,
-        options: {
-          config?: string;
-          skip?: boolean;
-          note?: string;
-          task?: string[];
-          maxTokens?: number;
-          maxUsd?: number;
-        },
-      ) =>
-        withClient(options, async (client) => {
-          const mode = options.skip ? 'skip' : options.note ? 'continue' : 'retry';
-          const budget = {
-            ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
-            ...(options.maxUsd !== undefined ? { maxUsd: options.maxUsd } : {}),
-          };
-          const raised = Object.keys(budget).length > 0;
-          await client.resume(sessionId, {
-            mode,
-            ...(options.task ? { taskIds: options.task } : {}),
-            ...(options.note ? { note: options.note } : {}),
-            ...(raised ? { budget } : {}),
-          });
-          process.stdout.write(
-            `resume (${raised ? 'with a higher budget' : mode}) requested for ${sessionId}\n`,
-          );
-        }),
-    );
+    .option(
+      '--run',
+      'run every role in this process until the session ends, with progress (after `orq run`)',
+    )
+    .option('--json', 'with --run: print the final session with its tasks as JSON on stdout')
+    .action(async (sessionId: string, options: ResumeOptions) => {
+      if (options.json && !options.run) {
+        throw new OrqError('VALIDATION_FAILED', '--json prints the final session of --run', {
+          hint: `Add --run, or follow the session with \`orq watch ${sessionId} --json\`.`,
+        });
+      }
+      const request = resumeRequest(options);
+      const requested = `resume (${request.budget ? 'with a higher budget' : request.mode}) requested for ${sessionId}\n`;
+      if (options.run) {
+        await runHere(options, async (client, out) => {
+          const after = await client.store.lastHistoryId(sessionId);
+          // The roles run here: wait for the coordinator to apply the request before following.
+          await client.resume(sessionId, request, { waitMs: 30_000 });
+          out.write(`orq: ${requested}`);
+          return { sessionId, ...(after ? { after } : {}) };
+        });
+        return;
+      }
+      await withClient(options, async (client) => {
+        await client.resume(sessionId, request);
+        process.stdout.write(requested);
+      });
+    });
 
   program
     .command('cancel')

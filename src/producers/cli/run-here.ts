@@ -1,0 +1,74 @@
+import { createLogger } from '../../shared/logger.js';
+import type { Role } from '../../shared/queues.js';
+import { startRoles } from '../../workers/registry.js';
+import { createClient, type OrqClient } from '../client.js';
+import { cliConfig, printJson } from './common.js';
+import { followMode, followSession, reportOutcome, stopOnSignals } from './follow.js';
+import { formatSessionTable } from './format.js';
+import { redisForCli } from './redis-for-cli.js';
+
+const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
+
+export interface RunHereOptions {
+  config?: string;
+  /** Scripts the builtin provider (a new session's config; a resumed one keeps its own). */
+  scenario?: string;
+  json?: boolean;
+  concurrency?: number;
+  latency?: number;
+  verbose?: boolean;
+}
+
+/** The session `start` submitted or resumed, and the history entry to follow it after. */
+export interface Started {
+  sessionId: string;
+  after?: string;
+}
+
+/**
+ * Every role in this process for one session (`orq run`, `orq resume --run`): `start` submits
+ * or resumes it once the roles run, then its progress is followed until it ends or blocks, and
+ * the outcome is told on stderr and in the exit code. Without REDIS_URL this is orq's private
+ * Redis, started for the command (or reused) and stopped after it.
+ */
+export async function runHere(
+  options: RunHereOptions,
+  start: (client: OrqClient, out: NodeJS.WritableStream) => Promise<Started>,
+): Promise<void> {
+  const config = cliConfig(options);
+  const out = options.json ? process.stderr : process.stdout;
+  const logger = createLogger({ level: options.verbose ? 'info' : 'warn', fd: 2 });
+  const redis = await redisForCli(config);
+  if (redis.owned)
+    out.write(`orq: started a private redis-server at ${redis.url} (data in .orq/redis)\n`);
+  const pod = await startRoles({
+    roles: ALL_ROLES,
+    connection: redis.connection,
+    config,
+    logger,
+    ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+    ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
+  });
+  const client = await createClient({ connection: redis.connection, config });
+  const stop = stopOnSignals();
+  try {
+    const { sessionId, after } = await start(client, out);
+    const mode = followMode(out, false);
+    const view = await followSession(client, sessionId, {
+      mode,
+      out,
+      signal: stop.signal,
+      ...(after ? { after } : {}),
+    });
+    if (options.json) printJson(view);
+    // The live frame already shows the table; plain progress ends with it.
+    else if (mode !== 'live') out.write(`\n${formatSessionTable(view)}\n`);
+    // Nothing runs the roles once this command ends: a resume is to be run here too.
+    process.exitCode = reportOutcome(view, stop.interrupted(), { resumeHere: true });
+  } finally {
+    stop.dispose();
+    await client.close();
+    await pod.close(10_000);
+    await redis.release();
+  }
+}
