@@ -164,6 +164,41 @@ describe('orq as separate processes', () => {
     }
   });
 
+  it('orq watch --run goes on with a session an interrupted orq run left', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'orq-run-'));
+    const env = { ORQ_DATA_DIR: join(cwd, 'data') };
+    try {
+      // Slow model calls: the session is still planning when Ctrl-C comes.
+      const run = spawnOrq(['run', '--latency', '1000', 'a then b'], { cwd, env });
+      children.push(run);
+      let output = '';
+      run.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      run.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      const exited = new Promise<number | null>((r) => run.once('exit', (code) => r(code)));
+      await waitForOutput(run, 'submitted');
+      run.kill('SIGINT');
+      expect(await exited, output).toBe(130);
+      const id = /session (\S+) submitted/.exec(output)?.[1];
+      // (PLANNING, unless a closing role still took one more job.)
+      expect(output).toMatch(
+        new RegExp(
+          `orq: interrupted: session ${id} is (PLANNING|RUNNING) and waits for its roles\\. Run \`orq watch ${id} --run\``,
+        ),
+      );
+
+      const watch = await orq(['watch', `${id}`, '--run', '--json'], { cwd, env });
+      expect(watch.code, watch.stderr).toBe(0);
+      const entries = watch.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { type: string; to?: string });
+      expect(entries[0]).toMatchObject({ type: 'state_change', to: 'PLANNING' });
+      expect(entries.at(-1)).toMatchObject({ type: 'state_change', to: 'COMPLETED' });
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+
   it('orq run exits 1 when the plan is rejected, with the reason', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'orq-run-'));
     try {

@@ -118,7 +118,16 @@ export function reportOutcome(
   options: { resumeHere?: boolean } = {},
 ): ExitCode {
   if (view.session.state === 'COMPLETED') return ExitCode.OK;
-  if (interrupted) return ExitCode.INTERRUPTED;
+  if (interrupted) {
+    const { id, state } = view.session;
+    // The roles stopped with this command: the session waits for them, not for a person.
+    if (options.resumeHere && (state === 'PLANNING' || state === 'RUNNING')) {
+      process.stderr.write(
+        `orq: interrupted: session ${id} is ${state} and waits for its roles. Run \`orq watch ${id} --run\` to go on with it here\n`,
+      );
+    }
+    return ExitCode.INTERRUPTED;
+  }
   const notice = formatOutcomeNotice(view, options);
   if (notice) process.stderr.write(`orq: ${notice}\n`);
   return ExitCode.NOT_COMPLETED;

@@ -26,17 +26,22 @@ export interface Started {
 }
 
 /**
- * Every role in this process for one session (`orq run`, `orq resume --run`): `start` submits
- * or resumes it once the roles run, then its progress is followed until it ends or blocks, and
- * the outcome is told on stderr and in the exit code. Without REDIS_URL this is orq's private
- * Redis, started for the command (or reused) and stopped after it.
+ * Every role in this process for one session (`orq run`, `orq resume --run`, `orq watch --run`):
+ * `start` submits or resumes it once the roles run, then its progress is followed until it ends
+ * or blocks, and the outcome is told on stderr and in the exit code. Without REDIS_URL this is
+ * orq's private Redis, started for the command (or reused) and stopped after it. `output`: the
+ * final table (or with --json the final session) after the progress, or, as `watch` prints,
+ * only the history (with --json as JSON lines).
  */
 export async function runHere(
   options: RunHereOptions,
   start: (client: OrqClient, out: NodeJS.WritableStream) => Promise<Started>,
+  output: 'view' | 'history' = 'view',
 ): Promise<void> {
   const config = cliConfig(options);
+  // With --json, stdout carries only JSON: what this command says goes to stderr.
   const out = options.json ? process.stderr : process.stdout;
+  const history = output === 'history';
   const logger = createLogger({ level: options.verbose ? 'info' : 'warn', fd: 2 });
   const redis = await redisForCli(config);
   if (redis.owned)
@@ -53,16 +58,17 @@ export async function runHere(
   const stop = stopOnSignals();
   try {
     const { sessionId, after } = await start(client, out);
-    const mode = followMode(out, false);
+    const progress = history ? process.stdout : out;
+    const mode = followMode(progress, history && options.json);
     const view = await followSession(client, sessionId, {
       mode,
-      out,
+      out: progress,
       signal: stop.signal,
       ...(after ? { after } : {}),
     });
-    if (options.json) printJson(view);
+    if (!history && options.json) printJson(view);
     // The live frame already shows the table; plain progress ends with it.
-    else if (mode !== 'live') out.write(`\n${formatSessionTable(view)}\n`);
+    else if (!history && mode !== 'live') out.write(`\n${formatSessionTable(view)}\n`);
     // Nothing runs the roles once this command ends: a resume is to be run here too.
     process.exitCode = reportOutcome(view, stop.interrupted(), { resumeHere: true });
   } finally {

@@ -115,21 +115,28 @@ export function registerSessionCommands(program: Command): void {
     .argument('<sessionId>')
     .option(...configOption)
     .option('--json', 'print each history entry as a JSON line')
-    .action(async (sessionId: string, options: { config?: string; json?: boolean }) =>
-      withClient(options, async (client) => {
-        const stop = stopOnSignals();
-        let view: SessionView;
-        try {
-          view = await followSession(client, sessionId, {
-            mode: followMode(process.stdout, options.json),
-            out: process.stdout,
-            signal: stop.signal,
-          });
-        } finally {
-          stop.dispose();
-        }
-        process.exitCode = reportOutcome(view, stop.interrupted());
-      }),
+    .option(
+      '--run',
+      'run every role in this process while following (a session an interrupted `orq run` left)',
+    )
+    .action(
+      async (sessionId: string, options: { config?: string; json?: boolean; run?: boolean }) =>
+        options.run
+          ? runHere(options, async () => ({ sessionId }), 'history')
+          : withClient(options, async (client) => {
+              const stop = stopOnSignals();
+              let view: SessionView;
+              try {
+                view = await followSession(client, sessionId, {
+                  mode: followMode(process.stdout, options.json),
+                  out: process.stdout,
+                  signal: stop.signal,
+                });
+              } finally {
+                stop.dispose();
+              }
+              process.exitCode = reportOutcome(view, stop.interrupted());
+            }),
     );
 
   program
