@@ -6,7 +6,8 @@ import { sessionEndedChannel } from '../shared/store/keys.js';
 /**
  * Follows the announcements of sessions that ended (SessionStore.apply publishes them) on a
  * connection of its own, as a subscribed connection can send nothing else; ioredis subscribes
- * again by itself after a reconnect. Resolves once subscribed, to the function that stops.
+ * again by itself after a reconnect. Resolves once subscribed (or, if that fails, once the
+ * failure is logged), to the function that stops.
  */
 export async function followSessionEnds(
   redis: RedisConnection,
@@ -27,8 +28,10 @@ export async function followSessionEnds(
   try {
     await subscriber.subscribe(channel);
   } catch (error) {
+    // Not fatal: the pods' polling of session states still stops the calls, only later.
+    logger.warn({ channel, err: (error as Error).message }, 'not following session ends');
     subscriber.disconnect();
-    throw error;
+    return () => undefined;
   }
   return () => subscriber.disconnect();
 }
