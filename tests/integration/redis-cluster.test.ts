@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
 import type { OrqConfig } from '../../src/shared/config/schema.js';
@@ -18,13 +17,16 @@ import { sweepOutboxes } from '../../src/workers/coordinator/outbox-sweeper.js';
 import { startRoles, type RunningRoles } from '../../src/workers/registry.js';
 import { followSessionEnds } from '../../src/workers/session-ends.js';
 import { ALL_ROLES } from '../support/cluster.js';
-import { startLocalRedisCluster, type LocalRedisCluster } from '../support/redis-cluster.js';
+import {
+  nodeOfSlot,
+  slotOf,
+  startLocalRedisCluster,
+  type LocalRedisCluster,
+} from '../support/redis-cluster.js';
 import { exampleScenario, historyOf } from '../support/scenarios.js';
 import { writeUnflushedSession } from '../support/unflushed-session.js';
 
 const TIMEOUT = 20_000;
-/** The slot Redis Cluster computes for a key (CRC16 of its hash tag), as ioredis does. */
-const slotOf = createRequire(import.meta.url)('cluster-key-slot') as (key: string) => number;
 
 let redisCluster: LocalRedisCluster;
 let config: OrqConfig;
@@ -53,16 +55,14 @@ afterAll(async () => {
 });
 
 /**
- * A fresh prefix whose queue tags ({prefix:queue}) fall in the slot ranges of more than one of
- * the three nodes (each holds a third of the slots, in order), so the test can see them spread.
+ * A fresh prefix whose queue tags ({prefix:queue}) fall on more than one of the three nodes, so
+ * the test can see the queues spread.
  */
 function prefixSpreadOverNodes(): string {
   for (;;) {
     const prefix = `c${randomUUID().slice(0, 8)}`;
-    const thirds = new Set(
-      ALL_QUEUES.map((q) => Math.floor(slotOf(`{${prefix}:${q}}`) / Math.ceil(16384 / 3))),
-    );
-    if (thirds.size > 1) return prefix;
+    const nodes = new Set(ALL_QUEUES.map((q) => nodeOfSlot(slotOf(`{${prefix}:${q}}`), 3)));
+    if (nodes.size > 1) return prefix;
   }
 }
 

@@ -1,10 +1,20 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort, startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
 
 const SLOTS = 16_384;
+
+/** The slot Redis Cluster computes for a key (CRC16 of its hash tag), as ioredis does. */
+export const slotOf = createRequire(import.meta.url)('cluster-key-slot') as (key: string) => number;
+
+/** Slots per node: startLocalRedisCluster gives node i the i-th run of this many slots. */
+const slotsPerNode = (size: number) => Math.ceil(SLOTS / size);
+
+/** The node (index) of a cluster of `size` from startLocalRedisCluster that holds `slot`. */
+export const nodeOfSlot = (slot: number, size: number) => Math.floor(slot / slotsPerNode(size));
 
 export interface LocalRedisCluster {
   /** redis:// URL of each node (masters, no replicas). */
@@ -50,7 +60,7 @@ export async function startLocalRedisCluster(size = 3): Promise<LocalRedisCluste
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const per = Math.ceil(SLOTS / size);
+    const per = slotsPerNode(size);
     await Promise.all(
       nodes.map((node, i) =>
         node.call('CLUSTER', 'ADDSLOTSRANGE', i * per, Math.min(SLOTS, (i + 1) * per) - 1),

@@ -1,13 +1,10 @@
-import { createRequire } from 'node:module';
 import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { ALL_QUEUES, bullPrefix, queuePrefix, type QueueName } from '../../src/shared/queues.js';
 import { configuredConnection, createConnection } from '../../src/shared/redis.js';
 import { sessionKeyList, sessionKeys } from '../../src/shared/store/keys.js';
+import { slotOf } from '../support/redis-cluster.js';
 
-const require = createRequire(import.meta.url);
-/** The slot Redis Cluster computes for a key (CRC16 of its hash tag), as ioredis does. */
-const slotOf = require('cluster-key-slot') as (key: string) => number;
 /** Key suffixes BullMQ uses within a queue (lists, streams, hashes, a job). */
 const BULL_SUFFIXES = ['wait', 'active', 'events', 'meta', 'id', 'completed', '123'];
 
