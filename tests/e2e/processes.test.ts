@@ -138,11 +138,10 @@ describe('orq as separate processes', () => {
           'Run the four steps',
           '--scenario',
           resolve(root, 'examples/scenarios/budget-stop.yaml'),
+          '--session-config',
+          JSON.stringify({ budget: { maxTokens: 2500, reserveTokensPerCall: 600 } }),
         ],
-        {
-          cwd,
-          env: { ...env, ORQ__budget__maxTokens: '2500', ORQ__budget__reserveTokensPerCall: '600' },
-        },
+        { cwd, env },
       );
       expect(stopped.code, stopped.stderr).toBe(1);
       const budgetId = idOf(stopped);

@@ -1,7 +1,9 @@
+import { readFileSync } from 'node:fs';
 import { InvalidArgumentError } from 'commander';
 import { resolve } from 'node:path';
 import { loadConfig } from '../../shared/config/load.js';
 import type { OrqConfig } from '../../shared/config/schema.js';
+import { OrqError } from '../../shared/errors.js';
 import { createClient, type OrqClient } from '../client.js';
 import { redisForCli } from './redis-for-cli.js';
 
@@ -53,4 +55,18 @@ export function parsePositiveNumber(value: string): number {
   if (!Number.isFinite(n) || n <= 0)
     throw new InvalidArgumentError(`expected a number above 0, got "${value}"`);
   return n;
+}
+
+/** `--session-config`: per-session overrides as inline JSON or a JSON file's path. */
+export function sessionOverrides(value: string | undefined): Record<string, unknown> | undefined {
+  if (!value) return undefined;
+  const text = value.trim().startsWith('{') ? value : readFileSync(value, 'utf8');
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch (error) {
+    throw new OrqError(
+      'VALIDATION_FAILED',
+      `--session-config is not valid JSON: ${(error as Error).message}`,
+    );
+  }
 }

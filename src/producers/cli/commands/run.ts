@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { parsePositiveInt } from '../common.js';
+import { parsePositiveInt, sessionOverrides } from '../common.js';
 import { runHere, type RunHereOptions } from '../run-here.js';
 
 /** `orq run`: every role in this process, one session from submit to its end, with progress. */
@@ -10,17 +10,26 @@ export function registerRunCommand(program: Command): void {
     .argument('<instruction>', 'what you want done')
     .option('-c, --config <file>', 'configuration file (YAML or JSON)')
     .option('--scenario <file>', 'script the builtin provider with a scenario file')
+    .option(
+      '--session-config <json|file>',
+      'per-session overrides, e.g. {"budget":{"maxTokens":50000}}',
+    )
     .option('--json', 'print the final session with its tasks as JSON on stdout')
     .option('--concurrency <n>', 'jobs per role in parallel', parsePositiveInt)
     .addOption(
       new Option('--latency <ms>', 'simulated builtin model latency').argParser(Number).hideHelp(),
     )
     .option('-v, --verbose', 'log role activity (JSON lines on stderr)')
-    .action(async (instruction: string, options: RunHereOptions) =>
-      runHere(options, async (client, out) => {
-        const session = await client.submit({ instruction });
+    .action(async (instruction: string, options: RunHereOptions & { sessionConfig?: string }) => {
+      // Bad JSON is a usage error before anything starts.
+      const overrides = sessionOverrides(options.sessionConfig);
+      await runHere(options, async (client, out) => {
+        const session = await client.submit({
+          instruction,
+          ...(overrides ? { config: overrides } : {}),
+        });
         out.write(`orq: session ${session.id} submitted\n`);
         return { sessionId: session.id };
-      }),
-    );
+      });
+    });
 }

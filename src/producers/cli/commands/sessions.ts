@@ -1,27 +1,19 @@
-import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { FINISHED_SESSION_STATES } from '../../../shared/domain/session.js';
 import { OrqError } from '../../../shared/errors.js';
 import type { ResumeRequest, SessionView } from '../../client.js';
-import { parsePositiveInt, parsePositiveNumber, printJson, withClient } from '../common.js';
+import {
+  parsePositiveInt,
+  parsePositiveNumber,
+  printJson,
+  sessionOverrides,
+  withClient,
+} from '../common.js';
 import { followMode, followSession, reportOutcome, stopOnSignals } from '../follow.js';
 import { formatHistoryEntry, formatSessionList, formatSessionTable } from '../format.js';
 import { runHere } from '../run-here.js';
 
 const configOption = ['-c, --config <file>', 'configuration file (YAML or JSON)'] as const;
-
-function sessionOverrides(value: string | undefined): Record<string, unknown> | undefined {
-  if (!value) return undefined;
-  const text = value.trim().startsWith('{') ? value : readFileSync(value, 'utf8');
-  try {
-    return JSON.parse(text) as Record<string, unknown>;
-  } catch (error) {
-    throw new OrqError(
-      'VALIDATION_FAILED',
-      `--session-config is not valid JSON: ${(error as Error).message}`,
-    );
-  }
-}
 
 interface ResumeOptions {
   config?: string;
