@@ -1,5 +1,7 @@
 import type { Queue } from 'bullmq';
-import { afterAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { CommandTally } from '../../bench/lib/command-counter.js';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import type { TaskJudgement } from '../../src/shared/domain/task.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
@@ -14,6 +16,7 @@ import {
 } from '../../src/shared/queues.js';
 import { applyEvent } from '../../src/workers/coordinator/coordinator.js';
 import { onTaskJudged } from '../../src/workers/coordinator/task-judged.js';
+import { SessionStore } from '../../src/shared/store/session-store.js';
 import type { RunningRoles } from '../../src/workers/registry.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { bullQueue } from '../support/pods.js';
@@ -325,6 +328,130 @@ describe('late and out-of-order judgements', () => {
       expect(await client.store.loadTask(id, 't1')).toEqual(task);
     } finally {
       held.releaseAll();
+    }
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(decisions(await historyOf(client, id), 'task:done')).toHaveLength(1);
+  });
+});
+
+/**
+ * A coordinator of another process on the cluster's Redis: a store (and so copies of the tasks
+ * it writes) of its own, the pod's queues. `close` when done.
+ */
+function otherCoordinator(of: TestCluster) {
+  const connection = new Redis(inject('redisUrl'));
+  const store = new SessionStore(connection, of.prefix);
+  const pod = of.pods[0];
+  if (!pod) throw new Error('expected a pod');
+  return {
+    connection,
+    ctx: { store, queues: pod.queues, logger: silentLogger },
+    close: () => connection.disconnect(),
+  };
+}
+
+/** `store` writes `taskIds` unchanged (their versions move on), so it holds them as written. */
+async function rewrite(store: SessionStore, sessionId: string, taskIds: string[]) {
+  const { tasks } = await store.requireForTask(sessionId, taskIds);
+  const written = await store.apply(sessionId, {
+    eventId: `rewrite|${taskIds.join(',')}|${[...tasks.values()].map((t) => t.version).join(',')}`,
+    tasks: [...tasks.values()],
+  });
+  expect(written.status).toBe('OK');
+}
+
+describe("a coordinator's own copy of a task", () => {
+  it('decides a verdict from it, reading no task back', async () => {
+    const held = heldModels(chain);
+    cluster = await startCluster({ models: held.models });
+    const { client } = cluster;
+    const other = otherCoordinator(cluster);
+    const { id } = await client.submit({ instruction: 'A then B' });
+    try {
+      await held.judge.arrived('A#1');
+      await rewrite(other.ctx.store, id, ['A', 'B']);
+      const tally = new CommandTally();
+      tally.attach(other.connection);
+      tally.take();
+      const verdict = await applyEvent(
+        other.ctx,
+        'task-judged',
+        judged(held, id, 'A', 1, ok('A is done')),
+        'A-via-other',
+      );
+      expect(verdict.status).toBe('OK');
+      expect(tally.take()['script:orqReadTasks']).toBeUndefined();
+      // B was released from the copy too: dispatched, at its next version.
+      expect(await client.store.loadTask(id, 'B')).toMatchObject({
+        task: { state: 'RUNNING', attempts: 1 },
+        version: 3,
+      });
+    } finally {
+      held.releaseAll();
+      other.close();
+    }
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(decisions(await historyOf(client, id), 'task:done')).toHaveLength(2);
+  });
+
+  it('is checked against a fresh read before a verdict is ignored as stale', async () => {
+    const held = heldModels(oneTask);
+    cluster = await startCluster({ models: held.models });
+    const { client } = cluster;
+    const other = otherCoordinator(cluster);
+    const { id } = await client.submit({ instruction: 'Write the README' });
+    try {
+      await held.judge.arrived('t1#1');
+      await rewrite(other.ctx.store, id, ['t1']);
+      // The pod's coordinator continues t1: attempt 2, which the other's copy has not seen.
+      held.judge.release('t1#1');
+      await held.judge.arrived('t1#2');
+      expect(other.ctx.store.writtenTasks(id, ['t1'])?.tasks.get('t1')?.task.attempts).toBe(1);
+      const verdict = await applyEvent(
+        other.ctx,
+        'task-judged',
+        judged(held, id, 't1', 2, ok('done on attempt 2')),
+        'attempt-2-via-other',
+      );
+      expect(verdict.status).toBe('OK');
+      expect((await client.store.loadTask(id, 't1'))?.task).toMatchObject({
+        state: 'DONE',
+        attempts: 2,
+      });
+    } finally {
+      held.releaseAll();
+      other.close();
+    }
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(decisions(await historyOf(client, id), 'task:done')).toHaveLength(1);
+  });
+
+  it('that another process wrote over since is dropped, and the verdict applied from a read', async () => {
+    const held = heldModels(oneTask);
+    cluster = await startCluster({ models: held.models });
+    const { client } = cluster;
+    const other = otherCoordinator(cluster);
+    const { id } = await client.submit({ instruction: 'Write the README' });
+    try {
+      held.judge.release('t1#1');
+      await held.judge.arrived('t1#2');
+      await rewrite(other.ctx.store, id, ['t1']);
+      // Another writer moves t1's version on: the other's copy is now one version behind.
+      await rewrite(client.store, id, ['t1']);
+      const verdict = await applyEvent(
+        other.ctx,
+        'task-judged',
+        judged(held, id, 't1', 2, ok('done on attempt 2')),
+        'attempt-2-via-other',
+      );
+      expect(verdict.status).toBe('OK');
+      expect((await client.store.loadTask(id, 't1'))?.task.state).toBe('DONE');
+    } finally {
+      held.releaseAll();
+      other.close();
     }
     const view = await client.wait(id, { timeoutMs: TIMEOUT });
     expect(view.session.state).toBe('COMPLETED');

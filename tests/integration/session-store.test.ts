@@ -210,6 +210,59 @@ describe('SessionStore.apply', () => {
   });
 });
 
+describe('SessionStore.writtenTasks', () => {
+  it('gives the open tasks this store wrote, at their new versions, once the session was read', async () => {
+    const id = await seed([task('a'), task('b')]);
+    // The submit-time parts come from a read: before one, nothing is known.
+    expect(store.writtenTasks(id, ['a'])).toBeUndefined();
+    await store.loadForTask(id);
+    expect(store.writtenTasks(id, ['a', 'b'])?.tasks).toEqual(
+      new Map([
+        ['a', { task: task('a'), version: 1 }],
+        ['b', { task: task('b'), version: 1 }],
+      ]),
+    );
+    const running = task('a', { state: 'RUNNING', attempts: 1 });
+    const done = task('b', { state: 'DONE' });
+    const applied = await store.apply(id, {
+      eventId: 'move-on',
+      tasks: [
+        { task: running, version: 1 },
+        { task: done, version: 1 },
+      ],
+    });
+    expect(applied.status).toBe('OK');
+    const written = store.writtenTasks(id, ['a']);
+    expect(written?.session.instruction).toBe('write docs and add tests');
+    expect(written?.tasks.get('a')).toEqual({ task: running, version: 2 });
+    // What the store holds is what Redis holds.
+    expect(await store.loadTask(id, 'a')).toEqual({ task: running, version: 2 });
+    // A finished task is not kept: no verdict moves it again.
+    expect(store.writtenTasks(id, ['b'])).toBeUndefined();
+  });
+
+  it("forgets a session's tasks when an apply is refused, and when the session ends", async () => {
+    const refused = await seed([task('a')]);
+    await store.loadForTask(refused);
+    const stale = await store.apply(refused, {
+      eventId: 'stale',
+      tasks: [{ task: task('a', { attempts: 1 }), version: 0 }],
+    });
+    expect(stale.status).toBe('CONFLICT');
+    expect(store.writtenTasks(refused, ['a'])).toBeUndefined();
+
+    const ended = await seed([task('a')]);
+    await store.loadForTask(ended);
+    expect(store.writtenTasks(ended, ['a'])).toBeDefined();
+    const cancelled = await store.apply(ended, {
+      eventId: 'cancel',
+      session: { record: { ...sessionRecord(ended), state: 'CANCELLED' }, expectedVersion: 1 },
+    });
+    expect(cancelled.status).toBe('OK');
+    expect(store.writtenTasks(ended, ['a'])).toBeUndefined();
+  });
+});
+
 describe('applyArgs', () => {
   const stampOf = { sessionId: 's', timestamp: 'T', historyMaxLength: 9 };
 

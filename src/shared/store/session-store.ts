@@ -7,11 +7,12 @@ import {
   SessionState,
   type SessionEnded,
 } from '../domain/session.js';
-import { Task } from '../domain/task.js';
+import { FINISHED_TASK_STATES, Task } from '../domain/task.js';
 import { OrqError } from '../errors.js';
 import { OutboxJob } from '../queues.js';
 import { APPLY_SCRIPT } from './apply-script.js';
 import { chunked } from '../chunked.js';
+import { WrittenTasks } from './written-tasks.js';
 import {
   idempotencyKey,
   sessionEndedChannel,
@@ -111,6 +112,8 @@ declare module 'ioredis' {
 export class SessionStore {
   /** Sessions as first read: only their submit-time parts are used (loadForTask). */
   private readonly fixedParts = new Map<string, { session: Session; rev: string }>();
+  /** Open tasks as this process last wrote them (see writtenTasks). */
+  private readonly written = new WrittenTasks(WRITTEN_TASKS_CACHE_SIZE);
 
   constructor(
     readonly redis: RedisConnection,
@@ -206,6 +209,24 @@ export class SessionStore {
     return record ? this.remember(sessionId, rev, record) : undefined;
   }
 
+  /**
+   * The coordinator's shortcut for a task transition, with no round trip: the session's
+   * submit-time parts (as loadForTask keeps them; the budget may be older) and `taskIds` as this
+   * process's last apply wrote them. Undefined unless every one is known. The session's state is
+   * not known here, nor what another process wrote since: a changeset built on this must require
+   * the session's state, and apply checks every task version, so a stale entry ends in STATE or
+   * CONFLICT, after which the session's entries are gone and the retry reads. A decision to
+   * ignore an event must not rest on it.
+   */
+  writtenTasks(
+    sessionId: string,
+    taskIds: readonly string[],
+  ): { session: Session; tasks: Map<string, TaskSnapshot> } | undefined {
+    const session = this.fixedParts.get(sessionId)?.session;
+    const tasks = session ? this.written.get(sessionId, taskIds) : undefined;
+    return session && tasks ? { session, tasks } : undefined;
+  }
+
   /** loadForTask for a session that must exist (NOT_FOUND otherwise). */
   async requireForTask(
     sessionId: string,
@@ -278,13 +299,28 @@ export class SessionStore {
       }),
     );
     const ended = changeset.session?.record.state;
-    if (status === 'OK' && ended && FINISHED_SESSION_STATES.includes(ended)) {
+    const finished = ended !== undefined && FINISHED_SESSION_STATES.includes(ended);
+    this.rememberWrites(sessionId, changeset, status === 'OK' && !finished);
+    if (status === 'OK' && ended && finished) {
       await this.announceEnded({ sessionId, state: ended });
     }
     return {
       status: status as ApplyStatus,
       counters: { open: Number(open), active: Number(active) },
     };
+  }
+
+  /** After an apply: the open tasks it wrote, at their new versions; or nothing, when it failed. */
+  private rememberWrites(sessionId: string, changeset: Changeset, keep: boolean): void {
+    if (!keep) {
+      this.written.forget(sessionId);
+      return;
+    }
+    for (const { task, version } of changeset.tasks ?? []) {
+      // Finished tasks are not transitioned again by a verdict: no need to keep their results.
+      if (FINISHED_TASK_STATES.includes(task.state)) this.written.drop(sessionId, task.id);
+      else this.written.put(sessionId, { task, version: version + 1 });
+    }
   }
 
   /**
@@ -494,6 +530,9 @@ if #ARGV > 1 then
 end
 return reply
 `;
+
+/** Open tasks one process keeps as it wrote them (records without results, mostly). */
+const WRITTEN_TASKS_CACHE_SIZE = 20_000;
 
 /** Sessions whose fixed parts one process keeps parsed (a few MB at most). */
 const FIXED_PARTS_CACHE_SIZE = 1000;
