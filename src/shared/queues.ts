@@ -49,7 +49,16 @@ export const JudgePlanJob = z.object({
 });
 export type JudgePlanJob = z.infer<typeof JudgePlanJob>;
 
-export const ExecuteJob = z.object({ sessionId: SessionId, taskId: TaskId, attempt });
+export const ExecuteJob = z.object({
+  sessionId: SessionId,
+  taskId: TaskId,
+  attempt,
+  /**
+   * The task's dependencies when it was dispatched, so the worker reads their results with the
+   * task in one round trip. A hint: the worker goes by the task it reads (older jobs lack it).
+   */
+  dependencies: z.array(TaskId).optional(),
+});
 export type ExecuteJob = z.infer<typeof ExecuteJob>;
 
 export const JudgeTaskJob = z.object({

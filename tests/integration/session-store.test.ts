@@ -241,8 +241,8 @@ describe('SessionStore.writtenTasks', () => {
     expect(store.writtenTasks(id, ['b'])).toBeUndefined();
   });
 
-  it("forgets a session's tasks when an apply is refused, and when the session ends", async () => {
-    const refused = await seed([task('a')]);
+  it('drops the copies a refused apply built on, and all of a session that moved on', async () => {
+    const refused = await seed([task('a'), task('b')]);
     await store.loadForTask(refused);
     const stale = await store.apply(refused, {
       eventId: 'stale',
@@ -250,6 +250,14 @@ describe('SessionStore.writtenTasks', () => {
     });
     expect(stale.status).toBe('CONFLICT');
     expect(store.writtenTasks(refused, ['a'])).toBeUndefined();
+    // One stale copy does not cost the others.
+    expect(store.writtenTasks(refused, ['b'])?.tasks.get('b')?.version).toBe(1);
+    const wrongState = await store.apply(refused, {
+      eventId: 'state',
+      requireStates: ['PLANNING'],
+    });
+    expect(wrongState.status).toBe('STATE');
+    expect(store.writtenTasks(refused, ['b'])).toBeUndefined();
 
     const ended = await seed([task('a')]);
     await store.loadForTask(ended);

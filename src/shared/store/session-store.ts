@@ -215,7 +215,7 @@ export class SessionStore {
    * process's last apply wrote them. Undefined unless every one is known. The session's state is
    * not known here, nor what another process wrote since: a changeset built on this must require
    * the session's state, and apply checks every task version, so a stale entry ends in STATE or
-   * CONFLICT, after which the session's entries are gone and the retry reads. A decision to
+   * CONFLICT, after which the entries it built on are gone and the retry reads. A decision to
    * ignore an event must not rest on it.
    */
   writtenTasks(
@@ -300,7 +300,7 @@ export class SessionStore {
     );
     const ended = changeset.session?.record.state;
     const finished = ended !== undefined && FINISHED_SESSION_STATES.includes(ended);
-    this.rememberWrites(sessionId, changeset, status === 'OK' && !finished);
+    this.rememberWrites(sessionId, changeset, finished ? 'STATE' : (status as ApplyStatus));
     if (status === 'OK' && ended && finished) {
       await this.announceEnded({ sessionId, state: ended });
     }
@@ -310,16 +310,25 @@ export class SessionStore {
     };
   }
 
-  /** After an apply: the open tasks it wrote, at their new versions; or nothing, when it failed. */
-  private rememberWrites(sessionId: string, changeset: Changeset, keep: boolean): void {
-    if (!keep) {
+  /**
+   * After an apply: OK keeps the open tasks it wrote, at their new versions. A refusal drops
+   * what it built on (one stale copy must not cost the session's others); a state change or a
+   * session's end drops the session's copies.
+   */
+  private rememberWrites(sessionId: string, changeset: Changeset, status: ApplyStatus): void {
+    const tasks = changeset.tasks ?? [];
+    if (status === 'STATE' || status === 'COUNTERS') {
       this.written.forget(sessionId);
-      return;
-    }
-    for (const { task, version } of changeset.tasks ?? []) {
-      // Finished tasks are not transitioned again by a verdict: no need to keep their results.
-      if (FINISHED_TASK_STATES.includes(task.state)) this.written.drop(sessionId, task.id);
-      else this.written.put(sessionId, { task, version: version + 1 });
+    } else if (status !== 'OK') {
+      for (const { task } of [...tasks, ...(changeset.readTasks ?? [])]) {
+        this.written.drop(sessionId, task.id);
+      }
+    } else {
+      for (const { task, version } of tasks) {
+        // Finished tasks are not transitioned again by a verdict: no need to keep their results.
+        if (FINISHED_TASK_STATES.includes(task.state)) this.written.drop(sessionId, task.id);
+        else this.written.put(sessionId, { task, version: version + 1 });
+      }
     }
   }
 

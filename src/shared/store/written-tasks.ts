@@ -4,7 +4,7 @@ import type { TaskSnapshot } from './session-store.js';
  * The open tasks one process last wrote, per session, each with the version its write gave
  * it: the coordinator builds its next transition of a task from here instead of reading the
  * task back. An entry is only a guess: the apply script checks every version it builds on, and
- * SessionStore drops a session's entries on any outcome but OK, so the retry reads.
+ * SessionStore drops the entries an apply was refused on, so the retry reads.
  *
  * Bounded to `capacity` tasks; past it, the tasks of the session touched longest ago go first.
  */

@@ -8,6 +8,9 @@ import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import { jobIds, outboxJob, type OutboxJob } from '../../shared/queues.js';
 import type { Counters, TaskSnapshot } from '../../shared/store/session-store.js';
 
+/** Up to this many, a task's dependencies ride in its execute job (loadForTask reads a few). */
+const DEPENDENCIES_IN_JOB = 100;
+
 export const isOpen = (state: TaskState) => !FINISHED_TASK_STATES.includes(state);
 export const isActive = (state: TaskState) => state === 'RUNNING' || state === 'NEEDS_CONTINUATION';
 export const isSatisfying = (state: TaskState) => SATISFYING_TASK_STATES.includes(state);
@@ -79,6 +82,9 @@ export class TaskEdits {
         sessionId: this.sessionId,
         taskId,
         attempt,
+        ...(task.dependencies.length > 0 && task.dependencies.length <= DEPENDENCIES_IN_JOB
+          ? { dependencies: task.dependencies }
+          : {}),
       }),
     );
   }

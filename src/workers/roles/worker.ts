@@ -14,12 +14,19 @@ export function createWorkerProcessor(
 ) {
   return async (job: Job, _token?: string, signal?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(ExecuteJob, job.data, 'execute job');
-    const { snapshot, tasks } = await ctx.store.loadForTask(data.sessionId, [data.taskId]);
+    const { snapshot, tasks } = await ctx.store.loadForTask(data.sessionId, [
+      data.taskId,
+      ...(data.dependencies ?? []),
+    ]);
     const current = tasks.get(data.taskId);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
     if (!current || current.task.attempts !== data.attempt) return 'stale';
     const task = current.task;
-    const deps = await ctx.store.loadTasks(data.sessionId, task.dependencies);
+    const unread = task.dependencies.filter((id) => !tasks.has(id));
+    const deps =
+      unread.length > 0
+        ? new Map([...tasks, ...(await ctx.store.loadTasks(data.sessionId, unread))])
+        : tasks;
     const dependencyResults: DependencyResult[] = task.dependencies.flatMap((id) => {
       const dep = deps.get(id)?.task;
       return dep?.result ? [{ taskId: id, title: dep.title, output: dep.result.output }] : [];
