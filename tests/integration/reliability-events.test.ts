@@ -361,101 +361,98 @@ async function rewrite(store: SessionStore, sessionId: string, taskIds: string[]
   expect(written.status).toBe('OK');
 }
 
+/**
+ * A session of `scenario` on held models, with a coordinator of another process beside the
+ * pod's: runs `steps` (which release the gates they need), then lets the session finish. It must
+ * complete with one task:done decision per task, however the coordinators shared the verdicts.
+ */
+async function withOtherCoordinator(
+  scenario: string,
+  tasks: number,
+  steps: (s: {
+    held: ReturnType<typeof heldModels>;
+    client: TestCluster['client'];
+    other: ReturnType<typeof otherCoordinator>;
+    id: string;
+  }) => Promise<void>,
+) {
+  const held = heldModels(scenario);
+  cluster = await startCluster({ models: held.models });
+  const { client } = cluster;
+  const other = otherCoordinator(cluster);
+  const { id } = await client.submit({ instruction: 'Write the README' });
+  try {
+    await steps({ held, client, other, id });
+  } finally {
+    held.releaseAll();
+    other.close();
+  }
+  const view = await client.wait(id, { timeoutMs: TIMEOUT });
+  expect(view.session.state).toBe('COMPLETED');
+  expect(decisions(await historyOf(client, id), 'task:done')).toHaveLength(tasks);
+}
+
+/** The verdict "done" on `attempt` of `taskId`, applied by the other coordinator: OK. */
+async function doneViaOther(
+  held: ReturnType<typeof heldModels>,
+  other: ReturnType<typeof otherCoordinator>,
+  id: string,
+  taskId: string,
+  attempt: number,
+) {
+  const verdict = await applyEvent(
+    other.ctx,
+    'task-judged',
+    judged(held, id, taskId, attempt, ok(`done on attempt ${attempt}`)),
+    `${taskId}#${attempt}-via-other`,
+  );
+  expect(verdict.status).toBe('OK');
+}
+
 describe("a coordinator's own copy of a task", () => {
   it('decides a verdict from it, reading no task back', async () => {
-    const held = heldModels(chain);
-    cluster = await startCluster({ models: held.models });
-    const { client } = cluster;
-    const other = otherCoordinator(cluster);
-    const { id } = await client.submit({ instruction: 'A then B' });
-    try {
+    await withOtherCoordinator(chain, 2, async ({ held, client, other, id }) => {
       await held.judge.arrived('A#1');
       await rewrite(other.ctx.store, id, ['A', 'B']);
       const tally = new CommandTally();
       tally.attach(other.connection);
       tally.take();
-      const verdict = await applyEvent(
-        other.ctx,
-        'task-judged',
-        judged(held, id, 'A', 1, ok('A is done')),
-        'A-via-other',
-      );
-      expect(verdict.status).toBe('OK');
+      await doneViaOther(held, other, id, 'A', 1);
       expect(tally.take()['script:orqReadTasks']).toBeUndefined();
       // B was released from the copy too: dispatched, at its next version.
       expect(await client.store.loadTask(id, 'B')).toMatchObject({
         task: { state: 'RUNNING', attempts: 1 },
         version: 3,
       });
-    } finally {
-      held.releaseAll();
-      other.close();
-    }
-    const view = await client.wait(id, { timeoutMs: TIMEOUT });
-    expect(view.session.state).toBe('COMPLETED');
-    expect(decisions(await historyOf(client, id), 'task:done')).toHaveLength(2);
+    });
   });
 
   it('is checked against a fresh read before a verdict is ignored as stale', async () => {
-    const held = heldModels(oneTask);
-    cluster = await startCluster({ models: held.models });
-    const { client } = cluster;
-    const other = otherCoordinator(cluster);
-    const { id } = await client.submit({ instruction: 'Write the README' });
-    try {
+    await withOtherCoordinator(oneTask, 1, async ({ held, client, other, id }) => {
       await held.judge.arrived('t1#1');
       await rewrite(other.ctx.store, id, ['t1']);
       // The pod's coordinator continues t1: attempt 2, which the other's copy has not seen.
       held.judge.release('t1#1');
       await held.judge.arrived('t1#2');
       expect(other.ctx.store.writtenTasks(id, ['t1'])?.tasks.get('t1')?.task.attempts).toBe(1);
-      const verdict = await applyEvent(
-        other.ctx,
-        'task-judged',
-        judged(held, id, 't1', 2, ok('done on attempt 2')),
-        'attempt-2-via-other',
-      );
-      expect(verdict.status).toBe('OK');
+      await doneViaOther(held, other, id, 't1', 2);
       expect((await client.store.loadTask(id, 't1'))?.task).toMatchObject({
         state: 'DONE',
         attempts: 2,
       });
-    } finally {
-      held.releaseAll();
-      other.close();
-    }
-    const view = await client.wait(id, { timeoutMs: TIMEOUT });
-    expect(view.session.state).toBe('COMPLETED');
-    expect(decisions(await historyOf(client, id), 'task:done')).toHaveLength(1);
+    });
   });
 
   it('that another process wrote over since is dropped, and the verdict applied from a read', async () => {
-    const held = heldModels(oneTask);
-    cluster = await startCluster({ models: held.models });
-    const { client } = cluster;
-    const other = otherCoordinator(cluster);
-    const { id } = await client.submit({ instruction: 'Write the README' });
-    try {
+    await withOtherCoordinator(oneTask, 1, async ({ held, client, other, id }) => {
       held.judge.release('t1#1');
       await held.judge.arrived('t1#2');
       await rewrite(other.ctx.store, id, ['t1']);
       // Another writer moves t1's version on: the other's copy is now one version behind.
       await rewrite(client.store, id, ['t1']);
-      const verdict = await applyEvent(
-        other.ctx,
-        'task-judged',
-        judged(held, id, 't1', 2, ok('done on attempt 2')),
-        'attempt-2-via-other',
-      );
-      expect(verdict.status).toBe('OK');
+      await doneViaOther(held, other, id, 't1', 2);
       expect((await client.store.loadTask(id, 't1'))?.task.state).toBe('DONE');
-    } finally {
-      held.releaseAll();
-      other.close();
-    }
-    const view = await client.wait(id, { timeoutMs: TIMEOUT });
-    expect(view.session.state).toBe('COMPLETED');
-    expect(decisions(await historyOf(client, id), 'task:done')).toHaveLength(1);
+    });
   });
 });
 
