@@ -300,7 +300,8 @@ export class SessionStore {
     );
     const ended = changeset.session?.record.state;
     const finished = ended !== undefined && FINISHED_SESSION_STATES.includes(ended);
-    this.rememberWrites(sessionId, changeset, finished ? 'STATE' : (status as ApplyStatus));
+    if (finished) this.written.forget(sessionId);
+    else this.rememberWrites(sessionId, changeset, status as ApplyStatus);
     if (status === 'OK' && ended && finished) {
       await this.announceEnded({ sessionId, state: ended });
     }
@@ -312,8 +313,8 @@ export class SessionStore {
 
   /**
    * After an apply: OK keeps the open tasks it wrote, at their new versions. A refusal drops
-   * what it built on (one stale copy must not cost the session's others); a state change or a
-   * session's end drops the session's copies.
+   * what it built on (one stale copy must not cost the session's others); a change of the
+   * session's state drops all of the session's copies.
    */
   private rememberWrites(sessionId: string, changeset: Changeset, status: ApplyStatus): void {
     const tasks = changeset.tasks ?? [];
