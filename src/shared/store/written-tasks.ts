@@ -11,6 +11,8 @@ import type { TaskSnapshot } from './session-store.js';
 export class WrittenTasks {
   private readonly bySession = new Map<string, Map<string, TaskSnapshot>>();
   private count = 0;
+  /** The session put last, already at the back of the eviction order. */
+  private latest: string | undefined;
 
   constructor(private readonly capacity: number) {}
 
@@ -19,10 +21,15 @@ export class WrittenTasks {
   }
 
   put(sessionId: string, entry: TaskSnapshot): void {
-    const tasks = this.bySession.get(sessionId) ?? new Map<string, TaskSnapshot>();
-    // Re-inserted, the session moves to the back of the eviction order.
-    this.bySession.delete(sessionId);
-    this.bySession.set(sessionId, tasks);
+    let tasks = this.bySession.get(sessionId);
+    // Re-inserted, the session moves to the back of the eviction order (once per run of puts:
+    // an accepted plan writes thousands of one session's tasks).
+    if (!tasks || sessionId !== this.latest) {
+      tasks ??= new Map<string, TaskSnapshot>();
+      this.bySession.delete(sessionId);
+      this.bySession.set(sessionId, tasks);
+      this.latest = sessionId;
+    }
     if (!tasks.has(entry.task.id)) this.count += 1;
     tasks.set(entry.task.id, entry);
     while (this.count > this.capacity) this.evictOne();
