@@ -1,9 +1,4 @@
-import Anthropic, {
-  APIConnectionError,
-  APIConnectionTimeoutError,
-  APIError,
-  APIUserAbortError,
-} from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
 import type { LlmRoleConfig } from '../config/schema.js';
 import {
   callFailure,
@@ -17,14 +12,11 @@ import {
   type ChatRequest,
   type ModelRole,
 } from './chat.js';
+import { loadOnce } from '../load-once.js';
 import { replyJsonSchema } from './structured.js';
 
-const SDK_ERRORS = {
-  APIError,
-  APIConnectionError,
-  APIConnectionTimeoutError,
-  APIUserAbortError,
-};
+// The SDK is ~250 modules: it loads on a provider's first call, not with every CLI command.
+const loadSdk = loadOnce(() => import('@anthropic-ai/sdk'));
 
 /** Anthropic's messages API requires max_tokens; this is used when maxOutputTokens is unset. */
 export const DEFAULT_ANTHROPIC_MAX_TOKENS = 8192;
@@ -41,14 +33,18 @@ export function createAnthropicProvider(
   config: LlmRoleConfig,
   env: NodeJS.ProcessEnv = process.env,
 ): ChatProvider {
-  const client = new Anthropic({
-    // An explicit key: without one the SDK would look for credential profiles on disk.
-    apiKey: resolveApiKey(role, config, env),
-    ...(config.baseUrl ? { baseURL: config.baseUrl } : {}),
-    maxRetries: config.maxRetries,
-    timeout: config.timeoutSeconds * 1000,
-    logLevel: 'off',
-    openTelemetry: false,
+  const apiKey = resolveApiKey(role, config, env);
+  const client = loadOnce(async () => {
+    const sdk = await loadSdk();
+    return new sdk.default({
+      // An explicit key: without one the SDK would look for credential profiles on disk.
+      apiKey,
+      ...(config.baseUrl ? { baseURL: config.baseUrl } : {}),
+      maxRetries: config.maxRetries,
+      timeout: config.timeoutSeconds * 1000,
+      logLevel: 'off',
+      openTelemetry: false,
+    });
   });
   const label = `anthropic:${config.model}`;
 
@@ -63,16 +59,17 @@ export function createAnthropicProvider(
         maxRetries: config.maxRetries,
         apiKeyEnv: config.apiKeyEnv ?? 'ANTHROPIC_API_KEY',
       };
+      const [sdk, anthropic] = [await loadSdk(), await client()];
       const call = callSignal(request);
       let message: Anthropic.Messages.Message;
       try {
-        message = await client.messages.create(messageParams(config, request), {
+        message = await anthropic.messages.create(messageParams(config, request), {
           signal: call.signal,
           timeout: Math.max(1, Math.round(request.timeoutMs)),
           maxRetries: config.maxRetries,
         });
       } catch (error) {
-        throw sdkCallFailure(error, call, target, SDK_ERRORS);
+        throw sdkCallFailure(error, call, target, sdk);
       }
       if (message.stop_reason === 'max_tokens') {
         // A cut-off JSON reply cannot be repaired by asking again with the same limit.

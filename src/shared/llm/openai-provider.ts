@@ -1,9 +1,4 @@
-import OpenAI, {
-  APIConnectionError,
-  APIConnectionTimeoutError,
-  APIError,
-  APIUserAbortError,
-} from 'openai';
+import type OpenAI from 'openai';
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import type { LlmRoleConfig } from '../config/schema.js';
 import {
@@ -18,14 +13,11 @@ import {
   type ChatRequest,
   type ModelRole,
 } from './chat.js';
+import { loadOnce } from '../load-once.js';
 import { replyJsonSchema } from './structured.js';
 
-const SDK_ERRORS = {
-  APIError,
-  APIConnectionError,
-  APIConnectionTimeoutError,
-  APIUserAbortError,
-};
+// The SDK is ~150 modules: it loads on a provider's first call, not with every CLI command.
+const loadSdk = loadOnce(() => import('openai'));
 
 /**
  * OpenAI and every server that speaks its chat-completions protocol (Ollama, vLLM, LM Studio)
@@ -40,12 +32,16 @@ export function createOpenAiProvider(
   config: LlmRoleConfig,
   env: NodeJS.ProcessEnv = process.env,
 ): ChatProvider {
-  const client = new OpenAI({
-    apiKey: resolveApiKey(role, config, env),
-    ...(config.baseUrl ? { baseURL: config.baseUrl } : {}),
-    maxRetries: config.maxRetries,
-    timeout: config.timeoutSeconds * 1000,
-    logLevel: 'off',
+  const apiKey = resolveApiKey(role, config, env);
+  const client = loadOnce(async () => {
+    const sdk = await loadSdk();
+    return new sdk.default({
+      apiKey,
+      ...(config.baseUrl ? { baseURL: config.baseUrl } : {}),
+      maxRetries: config.maxRetries,
+      timeout: config.timeoutSeconds * 1000,
+      logLevel: 'off',
+    });
   });
   const label = `openai:${config.model}`;
 
@@ -60,16 +56,17 @@ export function createOpenAiProvider(
         maxRetries: config.maxRetries,
         apiKeyEnv: config.apiKeyEnv ?? (config.baseUrl ? undefined : 'OPENAI_API_KEY'),
       };
+      const [sdk, openai] = [await loadSdk(), await client()];
       const call = callSignal(request);
       let completion: OpenAI.Chat.Completions.ChatCompletion;
       try {
-        completion = await client.chat.completions.create(chatParams(config, request), {
+        completion = await openai.chat.completions.create(chatParams(config, request), {
           signal: call.signal,
           timeout: Math.max(1, Math.round(request.timeoutMs)),
           maxRetries: config.maxRetries,
         });
       } catch (error) {
-        throw sdkCallFailure(error, call, target, SDK_ERRORS);
+        throw sdkCallFailure(error, call, target, sdk);
       }
       const choice = completion.choices?.[0];
       const message = choice?.message;

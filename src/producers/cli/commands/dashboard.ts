@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { createLogger } from '../../../shared/logger.js';
-import { resolveApiToken, startHttpServer } from '../../http/server.js';
 import { withClient } from '../common.js';
 
 function parsePort(value: string): number {
@@ -28,6 +27,8 @@ export function registerDashboardCommand(program: Command): void {
     .option('-c, --config <file>', 'configuration file (YAML or JSON)')
     .action(async (options: DashboardOptions) =>
       withClient(options, async (client, config) => {
+        // The HTTP stack (fastify, Bull Board, OpenAPI) loads for this command only.
+        const { resolveApiToken, startHttpServer } = await import('../../http/server.js');
         const logger = createLogger({ level: config.logLevel, fd: 2 });
         const token = resolveApiToken(undefined);
         const server = await startHttpServer({

@@ -3,7 +3,6 @@ import { createLogger } from '../../../shared/logger.js';
 import { Role } from '../../../shared/queues.js';
 import { OrqError } from '../../../shared/errors.js';
 import { configuredConnection } from '../../../shared/redis.js';
-import { createRoleMetrics, startMetricsServer } from '../../../workers/metrics.js';
 import { startRoles } from '../../../workers/registry.js';
 import { cliConfig, parsePositiveInt } from '../common.js';
 
@@ -80,15 +79,20 @@ export function registerStartCommand(program: Command): void {
           process.once('SIGTERM', () => resolve('SIGTERM'));
           process.once('SIGINT', () => resolve('SIGINT'));
         });
-        const metrics = options.metricsPort ? createRoleMetrics() : undefined;
+        // prom-client loads only for a pod that serves metrics.
+        const metricsModule = options.metricsPort
+          ? await import('../../../workers/metrics.js')
+          : undefined;
+        const metrics = metricsModule?.createRoleMetrics();
         // Counts and durations only, no session data: fine for a scraper beyond loopback. Listen
         // before the consumers start, so a taken port fails the command before it takes jobs.
-        const metricsServer = metrics
-          ? await startMetricsServer(metrics, {
-              host: options.metricsHost,
-              port: options.metricsPort!,
-            })
-          : undefined;
+        const metricsServer =
+          metricsModule && metrics
+            ? await metricsModule.startMetricsServer(metrics, {
+                host: options.metricsHost,
+                port: options.metricsPort!,
+              })
+            : undefined;
         const pod = await startRoles({
           roles,
           connection,

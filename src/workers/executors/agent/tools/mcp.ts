@@ -1,11 +1,7 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import {
-  getDefaultEnvironment,
-  StdioClientTransport,
-} from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { McpServerConfig } from '../../../../shared/config/schema.js';
+import { loadOnce } from '../../../../shared/load-once.js';
 import type { Logger } from '../../../../shared/logger.js';
 import { TailBuffer } from '../../process.js';
 import type { Tool, ToolOutcome } from './types.js';
@@ -26,6 +22,17 @@ export interface McpTools {
 }
 
 const MAX_TOOL_PAGES = 20;
+
+// The SDK loads when a run first connects to a server, not with every worker.
+const loadSdk = loadOnce(async () => {
+  const [client, stdio, http] = await Promise.all([
+    import('@modelcontextprotocol/sdk/client/index.js'),
+    import('@modelcontextprotocol/sdk/client/stdio.js'),
+    import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+  ]);
+  return { ...client, ...stdio, ...http };
+});
+type McpSdk = Awaited<ReturnType<typeof loadSdk>>;
 
 /** `<server>__<tool>`: the characters function-calling APIs accept, at most 64 of them. */
 export function mcpToolName(server: string, tool: string): string {
@@ -64,20 +71,21 @@ function cap(text: string, maxBytes: number): string {
 }
 
 function transportFor(
+  sdk: McpSdk,
   server: McpServerConfig,
   options: McpToolsOptions,
   stderr: TailBuffer,
 ): Transport {
   if (server.transport === 'http') {
-    return new StreamableHTTPClientTransport(new URL(server.url), {
+    return new sdk.StreamableHTTPClientTransport(new URL(server.url), {
       requestInit: { headers: server.headers },
     });
   }
-  const transport = new StdioClientTransport({
+  const transport = new sdk.StdioClientTransport({
     command: server.command,
     args: server.args,
     // The SDK's safe default set (PATH, HOME...), not the pod's secrets, plus what is configured.
-    env: { ...getDefaultEnvironment(), ...server.env },
+    env: { ...sdk.getDefaultEnvironment(), ...server.env },
     cwd: options.cwd,
     stderr: 'pipe',
   });
@@ -89,10 +97,13 @@ async function connectOne(
   server: McpServerConfig,
   options: McpToolsOptions,
 ): Promise<{ client: Client; tools: Tool[] }> {
+  const sdk = await loadSdk();
   const stderr = new TailBuffer(4096);
-  const client = new Client({ name: 'orq-agent', version: '1.0.0' });
+  const client = new sdk.Client({ name: 'orq-agent', version: '1.0.0' });
   try {
-    await client.connect(transportFor(server, options, stderr), { timeout: options.timeoutMs });
+    await client.connect(transportFor(sdk, server, options, stderr), {
+      timeout: options.timeoutMs,
+    });
     const listed: { name: string; description?: string; inputSchema: Record<string, unknown> }[] =
       [];
     let cursor: string | undefined;

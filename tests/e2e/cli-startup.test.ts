@@ -1,0 +1,49 @@
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { root } from '../support/cli.js';
+import { tempFilesPerFile } from '../support/temp-files.js';
+
+const temp = tempFilesPerFile('orq-cli-startup-');
+
+/** The packages of every module `orq ARGS` loads, recorded by a module hook. */
+async function packagesLoaded(args: string[]): Promise<Set<string>> {
+  const file = temp.write('loaded.txt', '');
+  const hook = pathToFileURL(join(root, 'tests/support/record-loads.mjs')).href;
+  const tsx = pathToFileURL(join(root, 'node_modules/tsx/dist/loader.mjs')).href;
+  await new Promise<void>((resolve, reject) =>
+    execFile(
+      process.execPath,
+      ['--import', hook, '--import', tsx, join(root, 'src/producers/cli/main.ts'), ...args],
+      { cwd: root, env: { ...process.env, ORQ_TEST_LOADED_FILE: file }, timeout: 30_000 },
+      (error) => (error ? reject(error) : resolve()),
+    ),
+  );
+  const packages = readFileSync(file, 'utf8')
+    .split('\n')
+    .map((url) => /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1])
+    .filter((name): name is string => name !== undefined);
+  return new Set(packages);
+}
+
+// Every command module is registered at start, so what `--version` loads every command pays for.
+describe('orq start-up', () => {
+  it('loads no LLM SDK, MCP client, HTTP server or metrics library until a command needs one', async () => {
+    const loaded = await packagesLoaded(['--version']);
+    // The recording works: the CLI's own dependencies are there.
+    expect(loaded).toContain('commander');
+    expect(loaded).toContain('bullmq');
+    for (const heavy of [
+      'openai',
+      '@anthropic-ai/sdk',
+      '@modelcontextprotocol/sdk',
+      'fastify',
+      '@bull-board/api',
+      'prom-client',
+    ]) {
+      expect(loaded, heavy).not.toContain(heavy);
+    }
+  });
+});

@@ -1,0 +1,13 @@
+// Module customization hooks of record-loads.mjs (they run on Node's loader thread).
+import { appendFileSync } from 'node:fs';
+
+let file;
+
+export function initialize(data) {
+  file = data.file;
+}
+
+export async function load(url, context, nextLoad) {
+  if (file) appendFileSync(file, `${url}\n`);
+  return nextLoad(url, context);
+}
