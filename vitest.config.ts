@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
@@ -8,5 +9,8 @@ export default defineConfig({
     hookTimeout: 30_000,
     // Integration tests share one redis-server; each test file uses its own key prefix.
     pool: 'forks',
+    // Most test time is spent waiting (on child processes, Redis, lock expiry), so two files
+    // at once even on 2 cores, where Vitest's default (cores - 1) would run one at a time.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
   },
 });
