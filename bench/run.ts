@@ -21,8 +21,9 @@ import { shapes } from './scenarios/shapes.js';
 import { scaling } from './scenarios/scaling.js';
 import { judgeNoise } from './scenarios/judge-noise.js';
 import { latency } from './scenarios/latency.js';
+import { startup } from './scenarios/startup.js';
 
-const SCENARIOS: BenchScenario[] = [overhead, shapes, scaling, judgeNoise, latency];
+const SCENARIOS: BenchScenario[] = [overhead, shapes, scaling, judgeNoise, latency, startup];
 
 const USAGE = `usage: npm run bench -- [--quick] [--only ${SCENARIOS.map((s) => s.name).join(',')}] [--out DIR]`;
 

@@ -129,6 +129,21 @@ export function summaryFigure(measurements: Measurement[], run: RunInfo): Figure
     });
   }
 
+  const startup = ['node', 'bullmq_import', 'orq_version', 'orq_status'].flatMap((name) => {
+    const ms = value(`startup.${name}_ms`);
+    return ms === undefined
+      ? []
+      : [{ label: name.replace('_', ' '), bars: [{ series: 'ms', value: ms }] }];
+  });
+  if (startup.length > 0) {
+    panels.push({
+      title: '6. Start-up: spawn to exit of one process (compiled CLI)',
+      unit: 'ms',
+      note: 'median; node = node -e "", bullmq import = a process that only imports BullMQ',
+      groups: startup,
+    });
+  }
+
   const machine = run.machine;
   return {
     title: `orq benchmarks — ${run.quick ? 'quick' : 'full'} run, ${run.startedAt.slice(0, 16).replace('T', ' ')} UTC`,

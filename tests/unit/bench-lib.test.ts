@@ -11,6 +11,7 @@ import {
 import { chain, fanOut, independentTasks, lattice, randomDag } from '../../bench/lib/plans.js';
 import { seededRng } from '../../bench/lib/random.js';
 import { fileStamp } from '../../bench/lib/report.js';
+import { summaryFigure } from '../../bench/lib/summary-chart.js';
 import { mean, percentile } from '../../bench/lib/stats.js';
 
 const asPlanned = (tasks: ReturnType<typeof chain>) =>
@@ -122,6 +123,22 @@ describe('bench chart and report helpers', () => {
     expect(svg).toContain('T &#60;1&#62;');
     expect(svg).toContain('ideal');
     expect(svg.trim().endsWith('</svg>')).toBe(true);
+  });
+
+  it('charts the start-up times that were measured, and no start-up panel without them', () => {
+    const run = { startedAt: '2026-11-21T13:00:00Z', quick: true, machine: {} };
+    const ms = (name: string, value: number) => ({ name: `startup.${name}_ms`, value, unit: 'ms' });
+    const figure = summaryFigure(
+      [ms('node', 100), ms('orq_version', 650), ms('orq_status', 700)],
+      run,
+    );
+    const panel = figure.panels.find((p) => p.title.startsWith('6. Start-up'));
+    expect(panel?.groups.map((g) => [g.label, g.bars[0]?.value])).toEqual([
+      ['node', 100],
+      ['orq version', 650],
+      ['orq status', 700],
+    ]);
+    expect(summaryFigure([], run).panels).toEqual([]);
   });
 
   it('stamps result files without colons', () => {
