@@ -4,6 +4,7 @@ import {
   callFailure,
   callSignal,
   sdkCallFailure,
+  sdkClientOptions,
   resolveApiKey,
   tokenCount,
   type CallTarget,
@@ -33,19 +34,10 @@ export function createAnthropicProvider(
   config: LlmRoleConfig,
   env: NodeJS.ProcessEnv = process.env,
 ): ChatProvider {
-  const apiKey = resolveApiKey(role, config, env);
-  const client = loadOnce(async () => {
-    const sdk = await loadSdk();
-    return new sdk.default({
-      // An explicit key: without one the SDK would look for credential profiles on disk.
-      apiKey,
-      ...(config.baseUrl ? { baseURL: config.baseUrl } : {}),
-      maxRetries: config.maxRetries,
-      timeout: config.timeoutSeconds * 1000,
-      logLevel: 'off',
-      openTelemetry: false,
-    });
-  });
+  const options = sdkClientOptions(config, resolveApiKey(role, config, env));
+  const client = loadOnce(
+    async () => new (await loadSdk()).default({ ...options, openTelemetry: false }),
+  );
   const label = `anthropic:${config.model}`;
 
   return {

@@ -126,6 +126,20 @@ export function resolveApiKey(
   );
 }
 
+/**
+ * The client options both SDKs take alike. The key is always explicit: without one the
+ * Anthropic SDK would look for credential profiles on disk.
+ */
+export function sdkClientOptions(config: LlmRoleConfig, apiKey: string) {
+  return {
+    apiKey,
+    ...(config.baseUrl ? { baseURL: config.baseUrl } : {}),
+    maxRetries: config.maxRetries,
+    timeout: config.timeoutSeconds * 1000,
+    logLevel: 'off' as const,
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Deadlines, cancellation and error mapping
 

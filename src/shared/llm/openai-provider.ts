@@ -5,6 +5,7 @@ import {
   callFailure,
   callSignal,
   sdkCallFailure,
+  sdkClientOptions,
   resolveApiKey,
   tokenCount,
   type CallTarget,
@@ -32,17 +33,8 @@ export function createOpenAiProvider(
   config: LlmRoleConfig,
   env: NodeJS.ProcessEnv = process.env,
 ): ChatProvider {
-  const apiKey = resolveApiKey(role, config, env);
-  const client = loadOnce(async () => {
-    const sdk = await loadSdk();
-    return new sdk.default({
-      apiKey,
-      ...(config.baseUrl ? { baseURL: config.baseUrl } : {}),
-      maxRetries: config.maxRetries,
-      timeout: config.timeoutSeconds * 1000,
-      logLevel: 'off',
-    });
-  });
+  const options = sdkClientOptions(config, resolveApiKey(role, config, env));
+  const client = loadOnce(async () => new (await loadSdk()).default(options));
   const label = `openai:${config.model}`;
 
   return {
