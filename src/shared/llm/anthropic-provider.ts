@@ -1,5 +1,6 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import type { LlmRoleConfig } from '../config/schema.js';
+import { loadOnce } from '../load-once.js';
 import {
   callFailure,
   callSignal,
@@ -13,7 +14,6 @@ import {
   type ChatRequest,
   type ModelRole,
 } from './chat.js';
-import { loadOnce } from '../load-once.js';
 import { replyJsonSchema } from './structured.js';
 
 // The SDK is ~250 modules: it loads on a provider's first call, not with every CLI command.
@@ -51,7 +51,8 @@ export function createAnthropicProvider(
         maxRetries: config.maxRetries,
         apiKeyEnv: config.apiKeyEnv ?? 'ANTHROPIC_API_KEY',
       };
-      const [sdk, anthropic] = [await loadSdk(), await client()];
+      const sdk = await loadSdk();
+      const anthropic = await client();
       const call = callSignal(request);
       let message: Anthropic.Messages.Message;
       try {

@@ -1,6 +1,7 @@
 import type OpenAI from 'openai';
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import type { LlmRoleConfig } from '../config/schema.js';
+import { loadOnce } from '../load-once.js';
 import {
   callFailure,
   callSignal,
@@ -14,7 +15,6 @@ import {
   type ChatRequest,
   type ModelRole,
 } from './chat.js';
-import { loadOnce } from '../load-once.js';
 import { replyJsonSchema } from './structured.js';
 
 // The SDK is ~150 modules: it loads on a provider's first call, not with every CLI command.
@@ -48,7 +48,8 @@ export function createOpenAiProvider(
         maxRetries: config.maxRetries,
         apiKeyEnv: config.apiKeyEnv ?? (config.baseUrl ? undefined : 'OPENAI_API_KEY'),
       };
-      const [sdk, openai] = [await loadSdk(), await client()];
+      const sdk = await loadSdk();
+      const openai = await client();
       const call = callSignal(request);
       let completion: OpenAI.Chat.Completions.ChatCompletion;
       try {
