@@ -1,4 +1,4 @@
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BenchContext, BenchScenario } from '../lib/context.js';
@@ -28,6 +28,8 @@ interface Command {
   name: string;
   args: string[];
   note: string;
+  /** A long-running command is timed until this text appears in its output, then stopped. */
+  readyText?: string;
 }
 
 /** Wall time of one process from spawn to exit, in ms; a non-zero exit fails the scenario. */
@@ -42,11 +44,42 @@ function timeProcess(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
   );
 }
 
+/** Wall time from spawn until the process writes `text`, in ms; then it is stopped (SIGTERM). */
+function timeUntilOutput(args: string[], env: NodeJS.ProcessEnv, text: string): Promise<number> {
+  const started = now();
+  const child = spawn(process.execPath, args, {
+    cwd: repoRoot,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`node ${args.join(' ')}: no "${text}" within 60 s\n${seen}`));
+    }, 60_000);
+    const onData = (chunk: Buffer) => {
+      seen += chunk.toString();
+      if (!seen.includes(text)) return;
+      const ms = now() - started;
+      clearTimeout(timer);
+      child.stdout.off('data', onData);
+      child.stderr.off('data', onData);
+      child.once('exit', () => resolve(ms));
+      child.kill('SIGTERM');
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.once('error', reject);
+  });
+}
+
 /**
  * 6. Start-up: how long a CLI command takes from spawn to exit, as users run it (the compiled
  * `dist/`, built here first), against bare Node and against a process that only imports
- * BullMQ, the floor of any command that talks to the queues. Every command starts a process,
- * and so does every pod; what the CLI loads at start, each of them pays.
+ * BullMQ, the floor of any command that talks to the queues; and a pod (`orq start`) from spawn
+ * until it takes jobs. Every command starts a process, and so does every pod a cluster scales
+ * out with; what the CLI loads at start, each of them pays.
  */
 async function run(ctx: BenchContext): Promise<void> {
   if (distIsFresh()) {
@@ -75,13 +108,26 @@ async function run(ctx: BenchContext): Promise<void> {
       args: [cli, 'status'],
       note: 'orq status on the bench Redis (no sessions)',
     },
+    {
+      name: 'orq_start_ready',
+      args: [cli, 'start', '--roles', 'worker,judge'],
+      note: 'orq start --roles worker,judge until it logs "roles started" (then stopped)',
+      readyText: 'roles started',
+    },
   ];
   const rounds = ctx.quick ? 5 : 15;
   const samples = new Map<string, number[]>(commands.map((c) => [c.name, []]));
   // One discarded round (disk cache), then rounds that alternate the commands.
   for (let round = -1; round < rounds; round += 1) {
     for (const command of commands) {
-      const ms = await timeProcess(command.args, command.name.startsWith('orq') ? orqEnv : env);
+      const commandEnv = command.name.startsWith('orq') ? orqEnv : env;
+      const ms = command.readyText
+        ? await timeUntilOutput(
+            command.args,
+            { ...commandEnv, ORQ_LOG_LEVEL: 'info' },
+            command.readyText,
+          )
+        : await timeProcess(command.args, commandEnv);
       if (round >= 0) samples.get(command.name)?.push(ms);
     }
   }
@@ -91,7 +137,7 @@ async function run(ctx: BenchContext): Promise<void> {
       name: `startup.${command.name}_ms`,
       value: ms(command.name),
       unit: 'ms',
-      note: `median wall time from spawn to exit: ${command.note}`,
+      note: `median wall time from spawn to ${command.readyText ? 'ready' : 'exit'}: ${command.note}`,
       rounds,
       ...(command.name.startsWith('orq')
         ? {
@@ -105,6 +151,7 @@ async function run(ctx: BenchContext): Promise<void> {
 
 export const startup: BenchScenario = {
   name: 'startup',
-  description: 'CLI start-up: orq --version and orq status against bare Node and a BullMQ import',
+  description:
+    'start-up: orq --version, orq status and an orq start pod against bare Node and a BullMQ import',
   run,
 };

@@ -129,7 +129,7 @@ describe('bench chart and report helpers', () => {
     const run = { startedAt: '2026-11-21T13:00:00Z', quick: true, machine: {} };
     const ms = (name: string, value: number) => ({ name: `startup.${name}_ms`, value, unit: 'ms' });
     const figure = summaryFigure(
-      [ms('node', 100), ms('orq_version', 650), ms('orq_status', 700)],
+      [ms('node', 100), ms('orq_version', 650), ms('orq_status', 700), ms('orq_start_ready', 750)],
       run,
     );
     const panel = figure.panels.find((p) => p.title.startsWith('6. Start-up'));
@@ -137,6 +137,7 @@ describe('bench chart and report helpers', () => {
       ['node', 100],
       ['orq version', 650],
       ['orq status', 700],
+      ['orq start ready', 750],
     ]);
     expect(summaryFigure([], run).panels).toEqual([]);
   });
