@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { root } from '../support/cli.js';
+import { orq, root } from '../support/cli.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
 
 const temp = tempFilesPerFile('orq-cli-startup-');
@@ -27,6 +27,16 @@ async function packagesLoaded(args: string[]): Promise<Set<string>> {
     .filter((name): name is string => name !== undefined);
   return new Set(packages);
 }
+
+describe('orq --version', () => {
+  it("prints the package's version", async () => {
+    const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    const result = await orq(['--version']);
+    expect(result).toMatchObject({ code: 0, stdout: `${version}\n` });
+  });
+});
 
 // Every command module is registered at start, so what `--version` loads every command pays for.
 describe('orq start-up', () => {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +9,12 @@ import { startPrivateRedis } from '../../src/shared/redis-server.js';
 import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
 import { parseSseStream, type SseEvent } from '../../src/producers/http/sse.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
+
+const packageVersion = (
+  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  }
+).version;
 
 const TOKEN = 'test-token-0123456789abcdef';
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -365,10 +371,12 @@ describe('documents and metrics', () => {
     expect(res.status).toBe(200);
     const doc = (await res.json()) as {
       openapi: string;
+      info: { version: string };
       paths: Record<string, Record<string, unknown>>;
       components: { schemas: Record<string, unknown> };
     };
     expect(doc.openapi).toMatch(/^3\./);
+    expect(doc.info.version).toBe(packageVersion);
     for (const path of [
       '/sessions',
       '/sessions/{id}',

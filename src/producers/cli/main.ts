@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
+import { ORQ_VERSION } from '../../shared/version.js';
 import { registerConfigCommands } from './commands/config.js';
 import { registerDashboardCommand } from './commands/dashboard.js';
 import { registerRunCommand } from './commands/run.js';
@@ -10,7 +11,7 @@ import { runCli } from './run-cli.js';
 const program = new Command()
   .name('orq')
   .description('Distributed orchestrator for LLM agents on BullMQ and Redis')
-  .version('0.1.0');
+  .version(ORQ_VERSION);
 
 registerRunCommand(program);
 registerStartCommand(program);

@@ -9,6 +9,7 @@ import {
 import { silentLogger, type Logger } from '../../shared/logger.js';
 import { QueueSet } from '../../shared/queue-set.js';
 import { createConnection, type ConnectionInput } from '../../shared/redis.js';
+import { ORQ_VERSION } from '../../shared/version.js';
 import type { OrqClient } from '../client.js';
 import { assertSafeToListen, installAuth } from './auth.js';
 import { installErrorHandler } from './errors.js';
@@ -121,7 +122,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
         title: 'orq',
         description:
           'Submit instructions to orq, follow their sessions and history. Auth: `Authorization: Bearer <ORQ_API_TOKEN>` when the server has a token.',
-        version: '0.1.0',
+        version: ORQ_VERSION,
       },
       components: {
         securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
