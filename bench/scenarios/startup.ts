@@ -71,6 +71,11 @@ function timeUntilOutput(args: string[], env: NodeJS.ProcessEnv, text: string): 
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
     child.once('error', reject);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      if (!seen.includes(text))
+        reject(new Error(`node ${args.join(' ')} exited (${code}) before "${text}"\n${seen}`));
+    });
   });
 }
 
