@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -209,6 +211,26 @@ describe('errors and exit codes', () => {
     }
     expect(badOption.stderr).toContain('--limit');
     expect(badUsd.stderr).toContain('--max-usd');
+  });
+
+  it('without REDIS_URL where no `orq run` kept data, a session command says so and starts no Redis', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-nothing-here-'));
+    try {
+      const results = await Promise.all(
+        [['status'], ['status', 'some-id'], ['history', 'some-id'], ['watch', 'some-id']].map(
+          (args) => orq(args, { cwd }),
+        ),
+      );
+      for (const result of results) {
+        expect(result.code, result.stderr).toBe(1);
+        expect(result.stdout).toBe('');
+        expect(result.stderr).toContain('No orq sessions here: REDIS_URL is not set');
+        expect(result.stderr).toContain(join(cwd, '.orq', 'redis'));
+      }
+      expect(existsSync(join(cwd, '.orq'))).toBe(false);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
   });
 
   it('an unreachable Redis exits 3 with a message naming Redis', async () => {

@@ -5,7 +5,7 @@ import { loadConfig } from '../../shared/config/load.js';
 import type { OrqConfig } from '../../shared/config/schema.js';
 import { OrqError } from '../../shared/errors.js';
 import { createClient, type OrqClient } from '../client.js';
-import { redisForCli } from './redis-for-cli.js';
+import { redisForCli, type RedisForCliOptions } from './redis-for-cli.js';
 
 export interface GlobalOptions {
   config?: string;
@@ -22,9 +22,10 @@ export function cliConfig(options: GlobalOptions & { scenario?: string }): OrqCo
 export async function withClient<T>(
   options: GlobalOptions,
   fn: (client: OrqClient, config: OrqConfig) => Promise<T>,
+  redisOptions: RedisForCliOptions = {},
 ): Promise<T> {
   const config = cliConfig(options);
-  const redis = await redisForCli(config);
+  const redis = await redisForCli(config, redisOptions);
   try {
     const client = await createClient({ connection: redis.connection, config });
     try {
@@ -35,6 +36,17 @@ export async function withClient<T>(
   } finally {
     await redis.release();
   }
+}
+
+/**
+ * withClient for commands about existing sessions: with no Redis to find them in (no REDIS_URL,
+ * no private Redis here) they say so, rather than start an empty server and leave .orq/ behind.
+ */
+export function withSessions<T>(
+  options: GlobalOptions,
+  fn: (client: OrqClient, config: OrqConfig) => Promise<T>,
+): Promise<T> {
+  return withClient(options, fn, { existing: true });
 }
 
 export function printJson(value: unknown): void {

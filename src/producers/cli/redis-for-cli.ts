@@ -2,6 +2,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import type { OrqConfig } from '../../shared/config/schema.js';
+import { OrqError } from '../../shared/errors.js';
 import { configuredConnection, type ConnectionInput } from '../../shared/redis.js';
 import { startPrivateRedis } from '../../shared/redis-server.js';
 
@@ -37,12 +38,23 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
+export interface RedisForCliOptions {
+  /**
+   * The command only reads sessions: without REDIS_URL and without a private Redis here it
+   * fails, instead of starting an empty server (and leaving an empty .orq/ behind).
+   */
+  existing?: boolean;
+}
+
 /**
  * The Redis a CLI command talks to: REDIS_URL / config when given; otherwise the private,
  * persistent server under .orq/redis, reused when another orq command already runs it, so a
  * finished session can still be inspected with `orq status` or `orq history`.
  */
-export async function redisForCli(config: OrqConfig): Promise<CliRedis> {
+export async function redisForCli(
+  config: OrqConfig,
+  options: RedisForCliOptions = {},
+): Promise<CliRedis> {
   const configured = configuredConnection(config);
   if (config.redis.url && configured) {
     return {
@@ -53,6 +65,15 @@ export async function redisForCli(config: OrqConfig): Promise<CliRedis> {
     };
   }
   const dir = join(dataDir(), 'redis');
+  if (options.existing && !existsSync(dir)) {
+    throw new OrqError(
+      'NOT_FOUND',
+      `No orq sessions here: REDIS_URL is not set and ${dir} does not exist (orq run keeps its private Redis there)`,
+      {
+        hint: 'Set REDIS_URL to the Redis your roles use, or run the command in the directory of your `orq run` (or set ORQ_DATA_DIR).',
+      },
+    );
+  }
   const marker = join(dir, 'server.json');
   if (existsSync(marker)) {
     try {

@@ -8,6 +8,7 @@ import {
   printJson,
   sessionOverrides,
   withClient,
+  withSessions,
 } from '../common.js';
 import { followMode, followSession, reportOutcome, stopOnSignals } from '../follow.js';
 import { formatHistoryEntry, formatSessionList, formatSessionTable } from '../format.js';
@@ -86,7 +87,7 @@ export function registerSessionCommands(program: Command): void {
         sessionId: string | undefined,
         options: { config?: string; limit: number; json?: boolean },
       ) =>
-        withClient(options, async (client) => {
+        withSessions(options, async (client) => {
           if (!sessionId) {
             const sessions = await client.list({ limit: options.limit });
             if (options.json) printJson(sessions);
@@ -115,7 +116,7 @@ export function registerSessionCommands(program: Command): void {
       async (sessionId: string, options: { config?: string; json?: boolean; run?: boolean }) =>
         options.run
           ? runHere(options, async () => ({ sessionId }), 'history')
-          : withClient(options, async (client) => {
+          : withSessions(options, async (client) => {
               const stop = stopOnSignals();
               let view: SessionView;
               try {
@@ -176,7 +177,7 @@ export function registerSessionCommands(program: Command): void {
         });
         return;
       }
-      await withClient(options, async (client) => {
+      await withSessions(options, async (client) => {
         await client.resume(sessionId, request);
         process.stdout.write(requested);
       });
@@ -189,7 +190,7 @@ export function registerSessionCommands(program: Command): void {
     .option(...configOption)
     .option('--reason <text>', 'recorded in the history', 'cancelled by user')
     .action(async (sessionId: string, options: { config?: string; reason: string }) =>
-      withClient(options, async (client) => {
+      withSessions(options, async (client) => {
         const { session } = await client.get(sessionId);
         if (FINISHED_SESSION_STATES.includes(session.state)) {
           throw new OrqError('INVALID_STATE', `Session ${sessionId} is already ${session.state}`, {
@@ -211,7 +212,7 @@ export function registerSessionCommands(program: Command): void {
     .addOption(new Option('--json', 'one JSON array of the entries').conflicts('jsonl'))
     .action(
       async (sessionId: string, options: { config?: string; jsonl?: boolean; json?: boolean }) =>
-        withClient(options, async (client) => {
+        withSessions(options, async (client) => {
           if (options.jsonl) {
             process.stdout.write(await client.historyJsonl(sessionId));
             return;
