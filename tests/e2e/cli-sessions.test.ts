@@ -213,7 +213,7 @@ describe('errors and exit codes', () => {
     expect(badUsd.stderr).toContain('--max-usd');
   });
 
-  it('without REDIS_URL where no `orq run` kept data, a session command says so and starts no Redis', async () => {
+  it('without REDIS_URL where no `orq run` kept data, a session command says so and starts no Redis; a submit says how to run its session', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-nothing-here-'));
     try {
       const results = await Promise.all(
@@ -228,6 +228,16 @@ describe('errors and exit codes', () => {
         expect(result.stderr).toContain(join(cwd, '.orq', 'redis'));
       }
       expect(existsSync(join(cwd, '.orq'))).toBe(false);
+
+      // A submit there keeps the session in a private Redis, tells how to run it, and the
+      // session commands find it from then on.
+      const submit = await orq(['submit', 'Write the parser'], { cwd });
+      expect(submit.code, submit.stderr).toBe(0);
+      const id = submit.stdout.trim();
+      expect(submit.stderr).toContain(`orq watch ${id} --run`);
+      const status = await orq(['status', id, '--json'], { cwd });
+      expect(status.code, status.stderr).toBe(0);
+      expect(StatusJson.parse(JSON.parse(status.stdout)).session.state).toBe('PLANNING');
     } finally {
       rmSync(cwd, { recursive: true, force: true });
     }

@@ -12,6 +12,7 @@ import {
 } from '../common.js';
 import { followMode, followSession, reportOutcome, stopOnSignals } from '../follow.js';
 import { formatHistoryEntry, formatSessionList, formatSessionTable } from '../format.js';
+import { dataDir } from '../redis-for-cli.js';
 import { runHere } from '../run-here.js';
 
 const configOption = ['-c, --config <file>', 'configuration file (YAML or JSON)'] as const;
@@ -63,7 +64,7 @@ export function registerSessionCommands(program: Command): void {
           json?: boolean;
         },
       ) =>
-        withClient(options, async (client) => {
+        withClient(options, async (client, config) => {
           const overrides = sessionOverrides(options.sessionConfig);
           const session = await client.submit({
             instruction,
@@ -72,6 +73,13 @@ export function registerSessionCommands(program: Command): void {
           });
           if (options.json) printJson(session);
           else process.stdout.write(`${session.id}\n`);
+          // No pods share the private Redis: say how the session gets run.
+          if (!config.redis.url) {
+            process.stderr.write(
+              `orq: REDIS_URL is not set, so the session waits in the private Redis in ${dataDir()}; ` +
+                `run it here with \`orq watch ${session.id} --run\`, or submit with REDIS_URL set to your roles' Redis\n`,
+            );
+          }
         }),
     );
 
