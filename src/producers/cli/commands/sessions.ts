@@ -73,11 +73,12 @@ export function registerSessionCommands(program: Command): void {
           });
           if (options.json) printJson(session);
           else process.stdout.write(`${session.id}\n`);
-          // No pods share the private Redis: say how the session gets run.
+          // Pods do not share the private Redis: say how the session gets run.
           if (!config.redis.url) {
             process.stderr.write(
-              `orq: REDIS_URL is not set, so the session waits in the private Redis in ${dataDir()}; ` +
-                `run it here with \`orq watch ${session.id} --run\`, or submit with REDIS_URL set to your roles' Redis\n`,
+              `orq: REDIS_URL is not set: the session is in the private Redis in ${dataDir()}, where only ` +
+                `\`orq run\` and the \`--run\` commands run roles; run it with \`orq watch ${session.id} --run\`, ` +
+                `or submit with REDIS_URL set to your roles' Redis\n`,
             );
           }
         }),
