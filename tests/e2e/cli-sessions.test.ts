@@ -238,6 +238,13 @@ describe('errors and exit codes', () => {
       const status = await orq(['status', id, '--json'], { cwd });
       expect(status.code, status.stderr).toBe(0);
       expect(StatusJson.parse(JSON.parse(status.stdout)).session.state).toBe('PLANNING');
+      // Nothing runs roles there: watching would wait for ever, so it says what to run.
+      const watch = await orq(['watch', id], { cwd });
+      expect(watch.code).toBe(1);
+      expect(watch.stderr).toContain(
+        `Session ${id} is PLANNING, and no roles run on the private Redis`,
+      );
+      expect(watch.stderr).toContain(`orq watch ${id} --run`);
     } finally {
       rmSync(cwd, { recursive: true, force: true });
     }

@@ -5,7 +5,7 @@ import { loadConfig } from '../../shared/config/load.js';
 import type { OrqConfig } from '../../shared/config/schema.js';
 import { OrqError } from '../../shared/errors.js';
 import { createClient, type OrqClient } from '../client.js';
-import { redisForCli, type RedisForCliOptions } from './redis-for-cli.js';
+import { redisForCli, type CliRedis, type RedisForCliOptions } from './redis-for-cli.js';
 
 export interface GlobalOptions {
   config?: string;
@@ -21,7 +21,7 @@ export function cliConfig(options: GlobalOptions & { scenario?: string }): OrqCo
 /** Runs `fn` with a client on the CLI's Redis, and always releases both. */
 export async function withClient<T>(
   options: GlobalOptions,
-  fn: (client: OrqClient, config: OrqConfig) => Promise<T>,
+  fn: (client: OrqClient, config: OrqConfig, redis: CliRedis) => Promise<T>,
   redisOptions: RedisForCliOptions = {},
 ): Promise<T> {
   const config = cliConfig(options);
@@ -29,7 +29,7 @@ export async function withClient<T>(
   try {
     const client = await createClient({ connection: redis.connection, config });
     try {
-      return await fn(client, config);
+      return await fn(client, config, redis);
     } finally {
       await client.close();
     }
@@ -44,7 +44,7 @@ export async function withClient<T>(
  */
 export function withSessions<T>(
   options: GlobalOptions,
-  fn: (client: OrqClient, config: OrqConfig) => Promise<T>,
+  fn: (client: OrqClient, config: OrqConfig, redis: CliRedis) => Promise<T>,
 ): Promise<T> {
   return withClient(options, fn, { existing: true });
 }

@@ -125,7 +125,23 @@ export function registerSessionCommands(program: Command): void {
       async (sessionId: string, options: { config?: string; json?: boolean; run?: boolean }) =>
         options.run
           ? runHere(options, async () => ({ sessionId }), 'history')
-          : withSessions(options, async (client) => {
+          : withSessions(options, async (client, _config, redis) => {
+              // This command started the private Redis: no process runs roles on it, and the
+              // session would never move. Finished and blocked ones are still shown.
+              if (redis.owned) {
+                const { session } = await client.get(sessionId);
+                const { state } = session;
+                if (!FINISHED_SESSION_STATES.includes(state) && state !== 'BLOCKED') {
+                  throw new OrqError(
+                    'INVALID_STATE',
+                    `Session ${sessionId} is ${state}, and no roles run on the private Redis in ${dataDir()} (REDIS_URL is not set)`,
+                    {
+                      hint: `Run it here with \`orq watch ${sessionId} --run\`, or set REDIS_URL to your roles' Redis.`,
+                      details: { sessionId, state },
+                    },
+                  );
+                }
+              }
               const stop = stopOnSignals();
               let view: SessionView;
               try {
