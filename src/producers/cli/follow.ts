@@ -1,5 +1,6 @@
 import { createLogUpdate } from 'log-update';
 import type { HistoryEntry } from '../../shared/domain/history.js';
+import type { SessionState } from '../../shared/domain/session.js';
 import type { OrqClient, SessionView } from '../client.js';
 import {
   formatHistoryEntry,
@@ -108,6 +109,10 @@ export function stopOnSignals(): { signal: AbortSignal; interrupted(): boolean; 
   };
 }
 
+/** PLANNING or RUNNING: the session moves only while roles run, not when a person acts. */
+export const waitsForRoles = (state: SessionState): boolean =>
+  state === 'PLANNING' || state === 'RUNNING';
+
 /**
  * The exit code of a command that followed a session: 0 only when it COMPLETED; otherwise
  * what happened (blocked and how to resume, failed and why) is said on stderr.
@@ -121,7 +126,7 @@ export function reportOutcome(
   if (interrupted) {
     const { id, state } = view.session;
     // The roles stopped with this command: the session waits for them, not for a person.
-    if (options.resumeHere && (state === 'PLANNING' || state === 'RUNNING')) {
+    if (options.resumeHere && waitsForRoles(state)) {
       process.stderr.write(
         `orq: interrupted: session ${id} is ${state} and waits for its roles. Run \`orq watch ${id} --run\` to go on with it here\n`,
       );

@@ -10,7 +10,13 @@ import {
   withClient,
   withSessions,
 } from '../common.js';
-import { followMode, followSession, reportOutcome, stopOnSignals } from '../follow.js';
+import {
+  followMode,
+  followSession,
+  reportOutcome,
+  stopOnSignals,
+  waitsForRoles,
+} from '../follow.js';
 import { formatHistoryEntry, formatSessionList, formatSessionTable } from '../format.js';
 import { dataDir } from '../redis-for-cli.js';
 import { runHere } from '../run-here.js';
@@ -129,9 +135,8 @@ export function registerSessionCommands(program: Command): void {
               // This command started the private Redis: no process runs roles on it, and the
               // session would never move. Finished and blocked ones are still shown.
               if (redis.owned) {
-                const { session } = await client.get(sessionId);
-                const { state } = session;
-                if (!FINISHED_SESSION_STATES.includes(state) && state !== 'BLOCKED') {
+                const { state } = (await client.get(sessionId)).session;
+                if (waitsForRoles(state)) {
                   throw new OrqError(
                     'INVALID_STATE',
                     `Session ${sessionId} is ${state}, and no roles run on the private Redis in ${dataDir()} (REDIS_URL is not set)`,
