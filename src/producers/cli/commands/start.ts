@@ -22,6 +22,13 @@ function parseRoles(value: string): Role[] {
 }
 
 /** `orq start`: the consumers of a pod, until SIGTERM/SIGINT (then a bounded graceful close). */
+/** A pod's metrics and the server that exposes them: prom-client loads only for such a pod. */
+async function serveMetrics(host: string, port: number) {
+  const { createRoleMetrics, startMetricsServer } = await import('../../../workers/metrics.js');
+  const metrics = createRoleMetrics();
+  return { metrics, server: await startMetricsServer(metrics, { host, port }) };
+}
+
 export function registerStartCommand(program: Command): void {
   program
     .command('start')
@@ -79,20 +86,11 @@ export function registerStartCommand(program: Command): void {
           process.once('SIGTERM', () => resolve('SIGTERM'));
           process.once('SIGINT', () => resolve('SIGINT'));
         });
-        // prom-client loads only for a pod that serves metrics.
-        const metricsModule = options.metricsPort
-          ? await import('../../../workers/metrics.js')
-          : undefined;
-        const metrics = metricsModule?.createRoleMetrics();
         // Counts and durations only, no session data: fine for a scraper beyond loopback. Listen
         // before the consumers start, so a taken port fails the command before it takes jobs.
-        const metricsServer =
-          metricsModule && metrics
-            ? await metricsModule.startMetricsServer(metrics, {
-                host: options.metricsHost,
-                port: options.metricsPort!,
-              })
-            : undefined;
+        const served = options.metricsPort
+          ? await serveMetrics(options.metricsHost, options.metricsPort)
+          : undefined;
         const pod = await startRoles({
           roles,
           connection,
@@ -100,16 +98,16 @@ export function registerStartCommand(program: Command): void {
           logger,
           ...(options.concurrency ? { concurrency: options.concurrency } : {}),
           ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
-          ...(metrics ? { metrics } : {}),
+          ...(served ? { metrics: served.metrics } : {}),
         });
-        if (metricsServer) logger.info({ url: metricsServer.url }, 'metrics listening');
+        if (served) logger.info({ url: served.server.url }, 'metrics listening');
         const signal = await stopSignal;
         logger.info(
           { signal, timeoutMs: options.shutdownTimeout },
           'shutting down: finishing active jobs',
         );
         await pod.close(options.shutdownTimeout);
-        await metricsServer?.close();
+        await served?.server.close();
         logger.info('stopped');
         // A job that ignored the shutdown abort must not keep a stopped pod alive past its bound
         // (unref'd: a pod whose work all ended exits at once, as usual).
