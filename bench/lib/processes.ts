@@ -9,7 +9,7 @@ const cliMain = join(repoRoot, 'src/producers/cli/main.ts');
 const tsxLoader = pathToFileURL(join(repoRoot, 'node_modules/tsx/dist/loader.mjs')).href;
 
 /** The environment without the machine's orq or Redis settings, plus `env`. */
-function benchEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+export function benchEnv(env: Record<string, string> = {}): NodeJS.ProcessEnv {
   const base = Object.fromEntries(
     Object.entries(process.env).filter(([k]) => !k.startsWith('ORQ') && k !== 'REDIS_URL'),
   );

@@ -2,7 +2,7 @@ import { execFile, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BenchContext, BenchScenario } from '../lib/context.js';
-import { repoRoot } from '../lib/processes.js';
+import { benchEnv, repoRoot } from '../lib/processes.js';
 import { log } from '../lib/report.js';
 import { median } from '../lib/stats.js';
 import { now } from '../lib/timing.js';
@@ -96,10 +96,8 @@ async function run(ctx: BenchContext): Promise<void> {
       throw new Error(`npm run build failed:\n${build.stdout}${build.stderr}`);
   }
 
-  const env = Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => !k.startsWith('ORQ') && k !== 'REDIS_URL'),
-  );
-  const orqEnv = { ...env, REDIS_URL: ctx.redis.url, ORQ_PREFIX: 'bench-startup' };
+  const env = benchEnv();
+  const orqEnv = benchEnv({ REDIS_URL: ctx.redis.url, ORQ_PREFIX: 'bench-startup' });
   const commands: Command[] = [
     { name: 'node', args: ['-e', ''], note: 'bare Node: node -e ""' },
     {
