@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -12,15 +11,8 @@ const temp = tempFilesPerFile('orq-cli-startup-');
 async function packagesLoaded(args: string[]): Promise<Set<string>> {
   const file = temp.write('loaded.txt', '');
   const hook = pathToFileURL(join(root, 'tests/support/record-loads.mjs')).href;
-  const tsx = pathToFileURL(join(root, 'node_modules/tsx/dist/loader.mjs')).href;
-  await new Promise<void>((resolve, reject) =>
-    execFile(
-      process.execPath,
-      ['--import', hook, '--import', tsx, join(root, 'src/producers/cli/main.ts'), ...args],
-      { cwd: root, env: { ...process.env, ORQ_TEST_LOADED_FILE: file }, timeout: 30_000 },
-      (error) => (error ? reject(error) : resolve()),
-    ),
-  );
+  const result = await orq(args, { env: { ORQ_TEST_LOADED_FILE: file }, preload: [hook] });
+  expect(result.code, result.stderr).toBe(0);
   const packages = readFileSync(file, 'utf8')
     .split('\n')
     .map((url) => /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1])

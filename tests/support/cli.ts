@@ -14,22 +14,31 @@ export interface CliResult {
 }
 
 /** The environment without any orq or Redis variable of the machine running the tests. */
-function cleanEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+export function cleanEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   const base = Object.fromEntries(
     Object.entries(process.env).filter(([name]) => !name.startsWith('ORQ') && name !== 'REDIS_URL'),
   );
   return { ...base, ...env };
 }
 
-/** Runs `orq ARGS` as its own process and waits for it to exit. */
+/**
+ * Runs `orq ARGS` as its own process and waits for it to exit. `preload`: modules Node imports
+ * before the CLI (`--import`), such as a module hook.
+ */
 export function orq(
   args: string[],
-  options: { env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {},
+  options: {
+    env?: Record<string, string>;
+    cwd?: string;
+    timeoutMs?: number;
+    preload?: string[];
+  } = {},
 ): Promise<CliResult> {
+  const preload = (options.preload ?? []).flatMap((module) => ['--import', module]);
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', tsxLoader, main, ...args],
+      [...preload, '--import', tsxLoader, main, ...args],
       {
         cwd: options.cwd ?? root,
         env: cleanEnv(options.env ?? {}),

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { z } from 'zod';
 import { Role } from '../../src/shared/queues.js';
-import { root, stopProcess, waitForOutput } from '../support/cli.js';
+import { cleanEnv, root, stopProcess, waitForOutput } from '../support/cli.js';
 import { dryBuild, parseDockerfile, type ImageStage } from '../support/dockerfile.js';
 
 // No Docker engine runs where the tests run: the compose file is checked against the parts of
@@ -285,12 +285,9 @@ async function runInImage(args: string[], env: Record<string, string>): Promise<
   const app = await image();
   const [program, ...entryArgs] = entrypoint();
   expect(program).toBe('node');
-  const inherited = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !name.startsWith('ORQ') && name !== 'REDIS_URL'),
-  );
   return spawn(process.execPath, [...entryArgs, ...args], {
     cwd: app,
-    env: { ...inherited, ...env },
+    env: cleanEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
 }
