@@ -110,7 +110,7 @@ const SESSION_CONFIG_KEYS = [
 ] as const;
 
 /** Builds the session's effective config: client defaults, then the request's overrides. */
-function sessionConfig(
+export function sessionConfig(
   base: OrqConfig,
   overrides: Record<string, unknown> | undefined,
 ): SessionConfig {

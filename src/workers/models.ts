@@ -1,7 +1,7 @@
 import type { LlmConfig, LlmRoleConfig } from '../shared/config/schema.js';
 import type { Session, SessionState } from '../shared/domain/session.js';
 import { createBuiltinModels } from '../shared/llm/builtin.js';
-import type { ChatProvider, ModelRole } from '../shared/llm/chat.js';
+import { resolveApiKey, type ChatProvider, type ModelRole } from '../shared/llm/chat.js';
 import { createLlmModels, type LlmRoleConfigs } from '../shared/llm/llm-models.js';
 import { canonicalJson } from '../shared/llm/record-replay.js';
 import { meteredChat, meteredModels } from '../shared/llm/metered.js';
@@ -35,6 +35,24 @@ export function sessionRoleConfigs(config: Session['config']): Record<ModelRole,
     timeoutSeconds: own !== undefined ? Math.min(own, seed) : seed,
   };
   return configs;
+}
+
+/**
+ * Throws the missing-key error a session's first real-model call would meet, for a process that
+ * runs every role itself (`orq run`): there, no other pod can have the key, so a job's retries
+ * would only delay the same failure. Replay answers from a recording and needs no key.
+ */
+export function requireApiKeys(
+  config: Session['config'],
+  env: NodeJS.ProcessEnv = process.env,
+): void {
+  if (config.llm.record.mode === 'replay') return;
+  for (const [role, cfg] of Object.entries(sessionRoleConfigs(config)) as [
+    ModelRole,
+    LlmRoleConfig,
+  ][]) {
+    resolveApiKey(role, cfg, env);
+  }
 }
 
 export interface ModelResolverOptions {

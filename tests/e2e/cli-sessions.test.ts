@@ -250,6 +250,26 @@ describe('errors and exit codes', () => {
     }
   });
 
+  it('orq run without the API key its roles need refuses before it starts anything', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-no-key-'));
+    try {
+      const llm = { default: { provider: 'openai', model: 'gpt-4o-mini' } };
+      const run = await orq(
+        ['run', 'Write the parser', '--session-config', JSON.stringify({ llm })],
+        {
+          cwd,
+        },
+      );
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toMatch(/^orq: No API key for the planner model \(openai\)/);
+      expect(run.stderr).toContain('OPENAI_API_KEY');
+      // No Redis was started, so no session was left behind to fail later.
+      expect(existsSync(join(cwd, '.orq'))).toBe(false);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+
   it('an unreachable Redis exits 3 with a message naming Redis', async () => {
     const port = await closedPort();
     const status = await orq(['status'], {

@@ -1,3 +1,4 @@
+import type { OrqConfig } from '../../shared/config/schema.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Role } from '../../shared/queues.js';
 import { startRoles } from '../../workers/registry.js';
@@ -25,20 +26,29 @@ export interface Started {
   after?: string;
 }
 
+export interface RunHereMode {
+  /**
+   * 'view' (default): the final table (or with --json the final session) after the progress;
+   * 'history': only the history, as `watch` prints it (with --json as JSON lines).
+   */
+  output?: 'view' | 'history';
+  /** Checks the config before any Redis or role starts; throws to refuse the command. */
+  preflight?: (config: OrqConfig) => void;
+}
+
 /**
  * Every role in this process for one session (`orq run`, `orq resume --run`, `orq watch --run`):
  * `start` submits or resumes it once the roles run, then its progress is followed until it ends
  * or blocks, and the outcome is told on stderr and in the exit code. Without REDIS_URL this is
- * orq's private Redis, started for the command (or reused) and stopped after it. `output`: the
- * final table (or with --json the final session) after the progress, or, as `watch` prints,
- * only the history (with --json as JSON lines).
+ * orq's private Redis, started for the command (or reused) and stopped after it.
  */
 export async function runHere(
   options: RunHereOptions,
   start: (client: OrqClient, out: NodeJS.WritableStream) => Promise<Started>,
-  output: 'view' | 'history' = 'view',
+  { output = 'view', preflight }: RunHereMode = {},
 ): Promise<void> {
   const config = cliConfig(options);
+  preflight?.(config);
   // With --json, stdout carries only JSON: what this command says goes to stderr.
   const out = options.json ? process.stderr : process.stdout;
   const history = output === 'history';

@@ -1,4 +1,6 @@
 import { Option, type Command } from 'commander';
+import { requireApiKeys } from '../../../workers/models.js';
+import { sessionConfig } from '../../client.js';
 import { parsePositiveInt, sessionOverrides } from '../common.js';
 import { runHere, type RunHereOptions } from '../run-here.js';
 
@@ -23,13 +25,18 @@ export function registerRunCommand(program: Command): void {
     .action(async (instruction: string, options: RunHereOptions & { sessionConfig?: string }) => {
       // Bad JSON is a usage error before anything starts.
       const overrides = sessionOverrides(options.sessionConfig);
-      await runHere(options, async (client, out) => {
-        const session = await client.submit({
-          instruction,
-          ...(overrides ? { config: overrides } : {}),
-        });
-        out.write(`orq: session ${session.id} submitted\n`);
-        return { sessionId: session.id };
-      });
+      await runHere(
+        options,
+        async (client, out) => {
+          const session = await client.submit({
+            instruction,
+            ...(overrides ? { config: overrides } : {}),
+          });
+          out.write(`orq: session ${session.id} submitted\n`);
+          return { sessionId: session.id };
+        },
+        // Every role runs here: a missing API key fails now, not after the planner's retries.
+        { preflight: (config) => requireApiKeys(sessionConfig(config, overrides)) },
+      );
     });
 }

@@ -130,7 +130,7 @@ export function registerSessionCommands(program: Command): void {
     .action(
       async (sessionId: string, options: { config?: string; json?: boolean; run?: boolean }) =>
         options.run
-          ? runHere(options, async () => ({ sessionId }), 'history')
+          ? runHere(options, async () => ({ sessionId }), { output: 'history' })
           : withSessions(options, async (client, _config, redis) => {
               // This command started the private Redis: no process runs roles on it, and the
               // session would never move. Finished and blocked ones are still shown.
