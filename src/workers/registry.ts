@@ -131,15 +131,17 @@ function wrapProcessor(
   shutdown: ShutdownState,
   metrics?: RoleMetrics,
 ): Processor {
-  // Three parameters: BullMQ then gives every job an abort signal (Worker.cancelAllJobs).
-  return async (job: Job, token?: string, signal?: AbortSignal) => {
+  const wrapped = async (job: Job, token?: string, signal?: AbortSignal) => {
     const data = job.data as { sessionId?: string; taskId?: string } | undefined;
-    const log = ctx.logger.child({
-      role,
-      jobId: job.id,
-      sessionId: data?.sessionId,
-      taskId: data?.taskId,
-    });
+    // Built on the first line logged: most jobs log nothing at the default level.
+    let child: Logger | undefined;
+    const log = () =>
+      (child ??= ctx.logger.child({
+        role,
+        jobId: job.id,
+        sessionId: data?.sessionId,
+        taskId: data?.taskId,
+      }));
     const started = Date.now();
     try {
       // (The coordinator checks its events itself, recording bad ones in their session.)
@@ -149,14 +151,16 @@ function wrapProcessor(
         ]);
       }
       const result: unknown = await processor(job, token, signal);
-      log.debug({ ms: Date.now() - started, result }, 'job done');
+      if (ctx.logger.isLevelEnabled('debug')) {
+        log().debug({ ms: Date.now() - started, result }, 'job done');
+      }
       metrics?.observeJob(role, 'completed', (Date.now() - started) / 1000);
       return result;
     } catch (error) {
       // Cancelled by close() past its timeout: not a failure of the job. Hand it back to its
       // queue without spending an attempt, so another pod takes it now, not when its lock lapses.
       if (signal?.aborted && shutdown.abandoning) {
-        log.warn('job handed back to its queue on shutdown');
+        log().warn('job handed back to its queue on shutdown');
         await job.moveToWait(token).catch(() => undefined);
         throw new WaitingError();
       }
@@ -170,7 +174,10 @@ function wrapProcessor(
           (error.code === 'BUDGET_EXHAUSTED' || error.code === 'NOT_FOUND'));
       const lastTry = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       const message = error instanceof Error ? error.message : String(error);
-      log.warn({ err: message, attemptsMade: job.attemptsMade, permanent, lastTry }, 'job failed');
+      log().warn(
+        { err: message, attemptsMade: job.attemptsMade, permanent, lastTry },
+        'job failed',
+      );
       const failed = permanent || lastTry ? failureEvent(role, job, error, message) : undefined;
       if (failed && job.id) {
         await ctx.queues.add(
@@ -187,6 +194,10 @@ function wrapProcessor(
       throw error;
     }
   };
+  // BullMQ gives a job an abort signal (Worker.cancelAllJobs on shutdown) only when its processor
+  // declares a third parameter, and builds an AbortController per job for it. Model calls need
+  // it; the coordinator's transitions make none and are short, so it declares two.
+  return role === 'coordinator' ? (job: Job, token?: string) => wrapped(job, token) : wrapped;
 }
 
 /**
