@@ -1,4 +1,4 @@
-import { pino, type Logger, type LoggerOptions } from 'pino';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 export type { Logger };
 
@@ -11,9 +11,14 @@ export interface LogBindings {
   [key: string]: unknown;
 }
 
-/** JSON lines through pino; `fd: 2` keeps stdout free for a command's own output. */
-export function createLogger(options: LoggerOptions & { level?: string; fd?: 1 | 2 } = {}): Logger {
-  const { fd = 1, ...rest } = options;
+/**
+ * JSON lines through pino; `fd: 2` keeps stdout free for a command's own output, and
+ * `destination` (which wins over `fd`) takes each line instead (the CLI's live view).
+ */
+export function createLogger(
+  options: LoggerOptions & { level?: string; fd?: 1 | 2; destination?: DestinationStream } = {},
+): Logger {
+  const { fd = 1, destination, ...rest } = options;
   return pino(
     {
       name: 'orq',
@@ -22,7 +27,7 @@ export function createLogger(options: LoggerOptions & { level?: string; fd?: 1 |
       timestamp: pino.stdTimeFunctions.isoTime,
       ...rest,
     },
-    pino.destination({ fd, sync: fd === 2 }),
+    destination ?? pino.destination({ fd, sync: fd === 2 }),
   );
 }
 

@@ -8,6 +8,7 @@ import {
   formatOutcomeNotice,
   LIVE_HISTORY_LINES,
 } from './format.js';
+import type { LogRelay } from './log-relay.js';
 import { ExitCode } from './run-cli.js';
 
 /**
@@ -25,6 +26,8 @@ export interface FollowOptions {
   redrawMs?: number;
   /** Follows the history after this entry id (a resumed session: what came after the resume). */
   after?: string;
+  /** The log lines of roles running in this process: written above the live frame. */
+  logs?: LogRelay;
 }
 
 /** The live frame in a terminal, plain lines otherwise, JSON lines when asked for. */
@@ -58,8 +61,15 @@ export async function followSession(
   const { out } = options;
   const render = createLogUpdate(out);
   const recent: HistoryEntry[] = [];
-  const draw = (view: SessionView) =>
-    render(formatLiveView(view, recent, { rows: out.rows, columns: out.columns }));
+  let frame = '';
+  const draw = (view: SessionView) => {
+    frame = formatLiveView(view, recent, { rows: out.rows, columns: out.columns });
+    render(frame);
+  };
+  const releaseLogs = options.logs?.above({
+    clear: () => render.clear(),
+    redraw: () => frame && render(frame),
+  });
 
   // Redraws are throttled and serialized: a burst of entries costs one read of the session.
   const redrawMs = options.redrawMs ?? 150;
@@ -90,6 +100,7 @@ export async function followSession(
     await drawing;
     // Keeps the last frame on screen and shows the cursor again, also after an error.
     render.done();
+    releaseLogs?.();
   }
 }
 

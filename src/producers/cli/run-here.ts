@@ -6,6 +6,7 @@ import { createClient, type OrqClient } from '../client.js';
 import { cliConfig, printJson } from './common.js';
 import { followMode, followSession, reportOutcome, stopOnSignals } from './follow.js';
 import { formatSessionTable } from './format.js';
+import { LogRelay } from './log-relay.js';
 import { redisForCli } from './redis-for-cli.js';
 
 const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
@@ -52,7 +53,8 @@ export async function runHere(
   // With --json, stdout carries only JSON: what this command says goes to stderr.
   const out = options.json ? process.stderr : process.stdout;
   const history = output === 'history';
-  const logger = createLogger({ level: options.verbose ? 'info' : 'warn', fd: 2 });
+  const logs = new LogRelay(process.stderr);
+  const logger = createLogger({ level: options.verbose ? 'info' : 'warn', destination: logs });
   const redis = await redisForCli(config);
   if (redis.owned)
     out.write(`orq: started a private redis-server at ${redis.url} (data in .orq/redis)\n`);
@@ -74,6 +76,7 @@ export async function runHere(
       mode,
       out: progress,
       signal: stop.signal,
+      logs,
       ...(after ? { after } : {}),
     });
     if (!history && options.json) printJson(view);
