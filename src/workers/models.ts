@@ -47,12 +47,8 @@ export function requireApiKeys(
   env: NodeJS.ProcessEnv = process.env,
 ): void {
   if (config.llm.record.mode === 'replay') return;
-  for (const [role, cfg] of Object.entries(sessionRoleConfigs(config)) as [
-    ModelRole,
-    LlmRoleConfig,
-  ][]) {
-    resolveApiKey(role, cfg, env);
-  }
+  const configs = sessionRoleConfigs(config);
+  for (const role of MODEL_ROLES) resolveApiKey(role, configs[role], env);
 }
 
 export interface ModelResolverOptions {

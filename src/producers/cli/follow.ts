@@ -68,7 +68,9 @@ export async function followSession(
   };
   const releaseLogs = options.logs?.above({
     clear: () => render.clear(),
-    redraw: () => frame && render(frame),
+    redraw: () => {
+      if (frame) render(frame);
+    },
   });
 
   // Redraws are throttled and serialized: a burst of entries costs one read of the session.
