@@ -227,6 +227,24 @@ export async function checkEvictionPolicy(
   }
 }
 
+/** PING with a bound, so a probe or a scrape never hangs on a dead Redis. */
+export async function pingRedis(redis: RedisConnection, timeoutMs = 2_000): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const reply = await Promise.race([
+      redis.ping(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('PING timed out')), timeoutMs);
+      }),
+    ]);
+    return reply === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Turns a transport error from ioredis into REDIS_UNAVAILABLE, leaving other errors alone. */
 export function asRedisUnavailable(error: unknown): unknown {
   if (error instanceof OrqError) return error;

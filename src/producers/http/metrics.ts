@@ -1,4 +1,4 @@
-import { pipelineEach, type RedisConnection } from '../../shared/redis.js';
+import { pingRedis, pipelineEach, type RedisConnection } from '../../shared/redis.js';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { SessionState } from '../../shared/domain/session.js';
 import type { Logger } from '../../shared/logger.js';
@@ -83,24 +83,6 @@ function sharedPerScrape<T>(load: () => Promise<T>, ttlMs = 1_000): () => Promis
     }
     return cached.value;
   };
-}
-
-/** PING with a bound, so a probe or a scrape never hangs on a dead Redis. */
-export async function pingRedis(redis: RedisConnection, timeoutMs = 2_000): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    const reply = await Promise.race([
-      redis.ping(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error('PING timed out')), timeoutMs);
-      }),
-    ]);
-    return reply === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /**

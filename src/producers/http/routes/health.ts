@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { pingRedis } from '../metrics.js';
+import { pingRedis } from '../../../shared/redis.js';
 import { Health } from '../schemas.js';
 import { typed, type RouteContext } from './context.js';
 
