@@ -1,4 +1,3 @@
-import { createServer, type Server } from 'node:http';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Role } from '../shared/queues.js';
 
@@ -34,37 +33,5 @@ export function createRoleMetrics(): RoleMetrics {
     registry,
     observeJob: (role, outcome, seconds) => duration.observe({ role, outcome }, seconds),
     countDecision: (decision) => decisions.inc({ decision }),
-  };
-}
-
-export interface MetricsServer {
-  url: string;
-  close(): Promise<void>;
-}
-
-/** A bare HTTP listener for Prometheus: GET /metrics, nothing else. */
-export async function startMetricsServer(
-  metrics: RoleMetrics,
-  options: { host: string; port: number },
-): Promise<MetricsServer> {
-  const server: Server = createServer((request, response) => {
-    if (request.method !== 'GET' || request.url?.split('?')[0] !== '/metrics') {
-      response.writeHead(404).end();
-      return;
-    }
-    metrics.registry.metrics().then(
-      (text) => response.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-      () => response.writeHead(500).end(),
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => resolve());
-  });
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : options.port;
-  return {
-    url: `http://${options.host}:${port}/metrics`,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }

@@ -17,6 +17,7 @@ import {
 import {
   checkEvictionPolicy,
   createConnection,
+  pingRedis,
   refuseClusterNode,
   type ConnectionInput,
   type RedisConnection,
@@ -35,6 +36,7 @@ import { createWorkerProcessor } from './roles/worker.js';
 import { followSessionEnds } from './session-ends.js';
 import type { RoleModels } from '../shared/llm/types.js';
 import type { RoleMetrics } from './metrics.js';
+import { podHealth, type PodHealth } from './pod-health.js';
 
 export interface StartRolesOptions {
   roles: readonly Role[];
@@ -59,6 +61,8 @@ export interface RunningRoles {
   workers: Worker[];
   store: SessionStore;
   queues: QueueSet;
+  /** Whether the pod can take jobs, and if not why (its /readyz). */
+  health(): Promise<PodHealth>;
   /** Stops taking jobs, lets active ones finish for up to `timeoutMs`, then closes connections. */
   close(timeoutMs?: number): Promise<void>;
 }
@@ -304,11 +308,21 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
     : () => undefined;
   logger.info({ roles: options.roles, prefix: config.redis.prefix }, 'roles started');
 
+  let closing = false;
   return {
     workers,
     store,
     queues,
+    async health() {
+      const consumers = workers.map((w, i) => ({
+        role: options.roles[i] as Role,
+        running: w.isRunning(),
+      }));
+      if (closing) return podHealth({ phase: 'stopping', consumers });
+      return podHealth({ phase: 'running', redisUp: await pingRedis(redis), consumers });
+    },
     async close(timeoutMs = 30_000) {
+      closing = true;
       stopSweeper();
       const graceful = Promise.all(workers.map((w) => w.close()));
       if (!(await settlesWithin(graceful, timeoutMs))) {

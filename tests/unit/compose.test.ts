@@ -58,13 +58,28 @@ const OrqService = z.object({
   }, `REDIS_URL points at the ${REDIS_SERVICE} service`),
 });
 
-/** `start --roles <role>` and nothing that pins a container (so `--scale` works). */
+/** A `CMD node -e <script>` healthcheck that fetches `url`. */
+const NodeProbe = (url: string) =>
+  z.object({
+    test: z
+      .array(z.string())
+      .refine(
+        (t) => t[0] === 'CMD' && t[1] === 'node' && t[2] === '-e' && t[3]?.includes(url),
+        `node -e fetch of ${url}`,
+      ),
+  });
+
+/**
+ * `start --roles <role> --metrics-port 9464`, a healthcheck on that port's /readyz, and nothing
+ * that pins a container (so `--scale` works).
+ */
 const roleService = (role: Role) =>
   OrqService.extend({
     command: Command.refine(
       (c) => c[0] === 'start' && flag(c, '--roles') === role,
       `command starts the ${role} role`,
-    ),
+    ).refine((c) => flag(c, '--metrics-port') === '9464', 'probes on --metrics-port 9464'),
+    healthcheck: NodeProbe('http://127.0.0.1:9464/readyz'),
     // Longer than `orq start`'s default --shutdown-timeout (30 s), or Docker kills active jobs.
     stop_grace_period: z
       .string()
@@ -75,7 +90,7 @@ const roleService = (role: Role) =>
   });
 
 const DashboardService = OrqService.extend({
-  healthcheck: z.object({ test: z.array(z.string()).min(2) }),
+  healthcheck: NodeProbe('http://127.0.0.1:3000/readyz'),
   command: Command.refine(
     (c) => c[0] === 'dashboard' && flag(c, '--host') === '0.0.0.0' && flag(c, '--port') === '3000',
     'dashboard --host 0.0.0.0 --port 3000',
@@ -195,13 +210,15 @@ describe('Dockerfile', () => {
 });
 
 describe('the compose commands, run with the image replayed from the Dockerfile', () => {
-  it('every role service starts with its command and stops on SIGTERM', async () => {
+  it('every role service starts with its command, passes its healthcheck, and stops on SIGTERM', async () => {
     const compose = loadCompose();
     const prefix = `c${randomUUID().slice(0, 8)}`;
     await Promise.all(
       ROLE_SERVICES.map(async (role) => {
         const service = compose.services[role];
-        const child = await runInImage(service.command, {
+        // Each container has port 9464 to itself; here they share a machine: a free port each.
+        const port = await freePort();
+        const child = await runInImage(onPort(service.command, '--metrics-port', port), {
           ...containerEnv(service.environment),
           REDIS_URL: inject('redisUrl'),
           ORQ_PREFIX: prefix,
@@ -209,37 +226,26 @@ describe('the compose commands, run with the image replayed from the Dockerfile'
         });
         try {
           await waitForOutput(child, 'roles started', 60_000);
-        } catch (error) {
-          await stopProcess(child);
-          throw error;
+          expect(await healthcheck(service.healthcheck.test, 9464, port), `${role} ready`).toBe(0);
+        } finally {
+          expect(await stopProcess(child), `${role} stops cleanly`).toBe(0);
         }
-        expect(await stopProcess(child), `${role} stops cleanly`).toBe(0);
       }),
     );
   }, 120_000);
 
   it('the dashboard starts with its command and token, and its healthcheck passes', async () => {
-    const { command, environment, healthcheck } = loadCompose().services.dashboard;
+    const { command, environment, healthcheck: check } = loadCompose().services.dashboard;
     // Port 3000 may be taken on this machine: the same command on a free port.
     const port = await freePort();
-    const argv = command.map((arg, i) => (command[i - 1] === '--port' ? String(port) : arg));
-    const child = await runInImage(argv, {
+    const child = await runInImage(onPort(command, '--port', port), {
       ...containerEnv(environment),
       REDIS_URL: inject('redisUrl'),
       ORQ_PREFIX: `c${randomUUID().slice(0, 8)}`,
     });
     try {
       await waitForOutput(child, 'HTTP API on', 60_000);
-      const [kind, program, ...args] = healthcheck.test;
-      expect([kind, program]).toEqual(['CMD', 'node']);
-      const probe = await run(
-        process.execPath,
-        args.map((a) => a.replaceAll(':3000/', `:${port}/`)),
-      ).then(
-        () => 0,
-        (error: { code?: number }) => error.code ?? 1,
-      );
-      expect(probe).toBe(0);
+      expect(await healthcheck(check.test, 3000, port)).toBe(0);
     } finally {
       expect(await stopProcess(child)).toBe(0);
     }
@@ -290,6 +296,20 @@ async function runInImage(args: string[], env: Record<string, string>): Promise<
     env: cleanEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+}
+
+/** A service's command with the value of `option` replaced by `port`. */
+function onPort(command: readonly string[], option: string, port: number): string[] {
+  return command.map((arg, i) => (command[i - 1] === option ? String(port) : arg));
+}
+
+/** Runs a `CMD node …` healthcheck against `port` instead of the container's `composePort`. */
+function healthcheck(test: readonly string[], composePort: number, port: number): Promise<number> {
+  const args = test.slice(2).map((a) => a.replaceAll(`:${composePort}/`, `:${port}/`));
+  return run(process.execPath, args).then(
+    () => 0,
+    (error: { code?: number }) => error.code ?? 1,
+  );
 }
 
 function freePort(): Promise<number> {

@@ -3,6 +3,7 @@ import { createLogger } from '../../../shared/logger.js';
 import { Role } from '../../../shared/queues.js';
 import { OrqError } from '../../../shared/errors.js';
 import { configuredConnection } from '../../../shared/redis.js';
+import { startPodServer } from '../../../workers/pod-server.js';
 import { startRoles } from '../../../workers/registry.js';
 import { cliConfig, parsePositiveInt } from '../common.js';
 
@@ -21,14 +22,14 @@ function parseRoles(value: string): Role[] {
   return roles as Role[];
 }
 
-/** `orq start`: the consumers of a pod, until SIGTERM/SIGINT (then a bounded graceful close). */
-/** A pod's metrics and the server that exposes them: prom-client loads only for such a pod. */
+/** A pod's metrics and its HTTP listener: prom-client loads only for such a pod. */
 async function serveMetrics(host: string, port: number) {
-  const { createRoleMetrics, startMetricsServer } = await import('../../../workers/metrics.js');
+  const { createRoleMetrics } = await import('../../../workers/metrics.js');
   const metrics = createRoleMetrics();
-  return { metrics, server: await startMetricsServer(metrics, { host, port }) };
+  return { metrics, server: await startPodServer({ host, port, metrics }) };
 }
 
+/** `orq start`: the consumers of a pod, until SIGTERM/SIGINT (then a bounded graceful close). */
 export function registerStartCommand(program: Command): void {
   program
     .command('start')
@@ -52,7 +53,7 @@ export function registerStartCommand(program: Command): void {
     .option('-c, --config <file>', 'configuration file (YAML or JSON)')
     .option(
       '--metrics-port <n>',
-      'serve Prometheus metrics (job durations per role) on this port at /metrics',
+      'serve Prometheus metrics (job durations per role) at /metrics on this port, and the probes /healthz and /readyz',
       parsePositiveInt,
     )
     .option('--metrics-host <host>', 'address of the metrics listener', '0.0.0.0')
@@ -86,8 +87,9 @@ export function registerStartCommand(program: Command): void {
           process.once('SIGTERM', () => resolve('SIGTERM'));
           process.once('SIGINT', () => resolve('SIGINT'));
         });
-        // Counts and durations only, no session data: fine for a scraper beyond loopback. Listen
-        // before the consumers start, so a taken port fails the command before it takes jobs.
+        // Counts, durations and states only, no session data: fine for a scraper beyond loopback.
+        // Listen before the consumers start, so a taken port fails the command before it takes
+        // jobs; /readyz answers `starting` until they run.
         const served = options.metricsPort
           ? await serveMetrics(options.metricsHost, options.metricsPort)
           : undefined;
@@ -100,7 +102,8 @@ export function registerStartCommand(program: Command): void {
           ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
           ...(served ? { metrics: served.metrics } : {}),
         });
-        if (served) logger.info({ url: served.server.url }, 'metrics listening');
+        served?.server.setHealth(() => pod.health());
+        if (served) logger.info({ url: served.server.url }, 'metrics and probes listening');
         const signal = await stopSignal;
         logger.info(
           { signal, timeoutMs: options.shutdownTimeout },
