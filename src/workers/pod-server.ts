@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { RoleMetrics } from './metrics.js';
-import type { PodHealth } from './pod-health.js';
+import { podHealth, type PodHealth } from './pod-health.js';
 
 export interface PodServer {
   url: string;
@@ -22,7 +22,7 @@ export interface PodServerOptions {
  */
 export async function startPodServer(options: PodServerOptions): Promise<PodServer> {
   const { metrics } = options;
-  let health: () => Promise<PodHealth> = async () => ({ status: 'starting' });
+  let health = async () => podHealth({ phase: 'starting', consumers: [] });
   const json = (status: number, body: unknown) => ({
     status,
     type: 'application/json',

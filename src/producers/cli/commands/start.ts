@@ -56,7 +56,7 @@ export function registerStartCommand(program: Command): void {
       'serve Prometheus metrics (job durations per role) at /metrics on this port, and the probes /healthz and /readyz',
       parsePositiveInt,
     )
-    .option('--metrics-host <host>', 'address of the metrics listener', '0.0.0.0')
+    .option('--metrics-host <host>', 'address of the metrics and probes listener', '0.0.0.0')
     .addOption(
       new Option('--latency <ms>', 'simulated builtin model latency (benchmarks)')
         .argParser(Number)
