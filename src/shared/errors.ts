@@ -13,6 +13,8 @@ export type OrqErrorCode =
   | 'LLM_CALL_FAILED'
   | 'SCENARIO_INVALID'
   | 'INVALID_STATE'
+  /** A server (HTTP API, a pod's metrics and probes) could not listen on its address. */
+  | 'LISTEN_FAILED'
   /** A model call could not reserve its estimate within the session's budget (issue 4). */
   | 'BUDGET_EXHAUSTED';
 

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { RoleMetrics } from './metrics.js';
+import { listenError } from '../shared/listen-error.js';
 import { podHealth, type PodHealth } from './pod-health.js';
 
 export interface PodServer {
@@ -52,7 +53,16 @@ export async function startPodServer(options: PodServerOptions): Promise<PodServ
     );
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (error) =>
+      reject(
+        listenError(error, {
+          host: options.host,
+          port: options.port,
+          portOption: '--metrics-port',
+          hostOption: '--metrics-host',
+        }),
+      ),
+    );
     server.listen(options.port, options.host, () => resolve());
   });
   const address = server.address();

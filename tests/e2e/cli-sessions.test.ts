@@ -278,6 +278,32 @@ describe('errors and exit codes', () => {
     expect(status.code).toBe(3);
     expect(status.stderr).toMatch(/^orq: .*Redis/);
   });
+
+  it('a taken port exits 3 naming the port and the option that sets it', async () => {
+    const taken = createServer();
+    await new Promise<void>((done) => taken.listen(0, '127.0.0.1', done));
+    const port = String((taken.address() as AddressInfo).port);
+    try {
+      const [pod, dashboard] = await Promise.all([
+        orq(['start', '--roles', 'worker', '--metrics-port', port, '--metrics-host', '127.0.0.1'], {
+          env,
+        }),
+        orq(['dashboard', '--port', port, '--host', '127.0.0.1'], { env }),
+      ]);
+      for (const [result, option] of [
+        [pod, '--metrics-port'],
+        [dashboard, '--port'],
+      ] as const) {
+        expect(result.code, result.stderr).toBe(3);
+        expect(result.stderr).toMatch(
+          new RegExp(`^orq: Port ${port} on 127\\.0\\.0\\.1 is already in use\\. .*${option}`),
+        );
+        expect(result.stderr.trim().split('\n')).toHaveLength(1);
+      }
+    } finally {
+      taken.close();
+    }
+  });
 });
 
 describe('watch in a terminal', () => {

@@ -16,7 +16,7 @@ export const ExitCode = {
   NOT_COMPLETED: 1,
   /** Bad usage: unknown option or command, missing or invalid argument, invalid config or request. */
   USAGE: 2,
-  /** Redis unreachable, redis-server not installed, or another environment problem. */
+  /** Redis unreachable, redis-server not installed, a port taken, or another environment problem. */
   ENVIRONMENT: 3,
   /** Interrupted by Ctrl-C (SIGINT) while following a session. */
   INTERRUPTED: 130,
@@ -28,6 +28,7 @@ const EXIT_CODE_BY_ERROR: Partial<Record<OrqErrorCode, ExitCode>> = {
   REDIS_UNAVAILABLE: ExitCode.ENVIRONMENT,
   REDIS_NOT_INSTALLED: ExitCode.ENVIRONMENT,
   REDIS_START_FAILED: ExitCode.ENVIRONMENT,
+  LISTEN_FAILED: ExitCode.ENVIRONMENT,
   CONFIG_INVALID: ExitCode.USAGE,
   CONFIG_NOT_FOUND: ExitCode.USAGE,
   VALIDATION_FAILED: ExitCode.USAGE,

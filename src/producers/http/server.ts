@@ -6,6 +6,7 @@ import {
   serializerCompiler,
   validatorCompiler,
 } from 'fastify-type-provider-zod';
+import { listenError } from '../../shared/listen-error.js';
 import { silentLogger, type Logger } from '../../shared/logger.js';
 import { QueueSet } from '../../shared/queue-set.js';
 import { createConnection, type ConnectionInput } from '../../shared/redis.js';
@@ -169,7 +170,12 @@ export async function startHttpServer(options: StartHttpServerOptions): Promise<
     await app.listen({ host: options.host, port: options.port });
   } catch (error) {
     await app.close();
-    throw error;
+    throw listenError(error, {
+      host: options.host,
+      port: options.port,
+      portOption: '--port (or http.port in the config)',
+      hostOption: '--host (or http.host)',
+    });
   }
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : options.port;
