@@ -199,18 +199,38 @@ describe('errors and exit codes', () => {
   });
 
   it('bad usage exits 2 with one orq: line', async () => {
-    const [badId, badOption, both, badUsd] = await Promise.all([
-      cli('status', 'not a session id!'),
-      cli('status', '--limit', '0'),
-      cli('history', 'whatever', '--json', '--jsonl'),
-      cli('resume', 'whatever', '--max-usd', 'lots'),
-    ]);
-    for (const result of [badId, badOption, both, badUsd]) {
+    const [badId, badOption, both, badUsd, noOverrides, runNoOverrides, noScenario] =
+      await Promise.all([
+        cli('status', 'not a session id!'),
+        cli('status', '--limit', '0'),
+        cli('history', 'whatever', '--json', '--jsonl'),
+        cli('resume', 'whatever', '--max-usd', 'lots'),
+        cli('submit', 'Write it', '--session-config', 'no-such-overrides.json'),
+        cli('run', 'Write it', '--session-config', 'no-such-overrides.json'),
+        cli('run', 'Write it', '--scenario', 'no-such-scenario.yaml'),
+      ]);
+    for (const result of [
+      badId,
+      badOption,
+      both,
+      badUsd,
+      noOverrides,
+      runNoOverrides,
+      noScenario,
+    ]) {
       expect(result.code, result.stderr).toBe(2);
       expect(result.stderr).toMatch(/^orq: .+\n$/);
     }
     expect(badOption.stderr).toContain('--limit');
     expect(badUsd.stderr).toContain('--max-usd');
+    for (const result of [noOverrides, runNoOverrides]) {
+      expect(result.stderr).toContain(
+        '--session-config no-such-overrides.json: cannot read the file',
+      );
+    }
+    // orq run reads its scenario before it submits: no session is left to fail in the planner.
+    expect(noScenario.stderr).toMatch(/^orq: Cannot read scenario file .*no-such-scenario\.yaml/);
+    expect(noScenario.stdout).not.toContain('submitted');
   });
 
   it('without REDIS_URL where no `orq run` kept data, a session command says so and starts no Redis; a submit says how to run its session', async () => {
@@ -270,13 +290,18 @@ describe('errors and exit codes', () => {
     }
   });
 
-  it('an unreachable Redis exits 3 with a message naming Redis', async () => {
+  it('an unreachable Redis exits 3 with a message naming Redis, orq run too', async () => {
     const port = await closedPort();
-    const status = await orq(['status'], {
-      env: { ...env, REDIS_URL: `redis://127.0.0.1:${port}` },
-    });
-    expect(status.code).toBe(3);
-    expect(status.stderr).toMatch(/^orq: .*Redis/);
+    const unreachable = { ...env, REDIS_URL: `redis://127.0.0.1:${port}` };
+    const [status, run] = await Promise.all([
+      orq(['status'], { env: unreachable }),
+      // Its roles' consumers would wait for Redis for ever: the command must not.
+      orq(['run', 'Write the parser'], { env: unreachable, timeoutMs: 20_000 }),
+    ]);
+    for (const result of [status, run]) {
+      expect(result.code, result.stderr).toBe(3);
+      expect(result.stderr).toMatch(/^orq: Redis at 127\.0\.0\.1:\d+ is unreachable/);
+    }
   });
 
   it('a taken port exits 3 naming the port and the option that sets it', async () => {

@@ -72,13 +72,28 @@ export function parsePositiveNumber(value: string): number {
 /** `--session-config`: per-session overrides as inline JSON or a JSON file's path. */
 export function sessionOverrides(value: string | undefined): Record<string, unknown> | undefined {
   if (!value) return undefined;
-  const text = value.trim().startsWith('{') ? value : readFileSync(value, 'utf8');
+  const text = value.trim().startsWith('{') ? value : readOverridesFile(value);
   try {
     return JSON.parse(text) as Record<string, unknown>;
   } catch (error) {
     throw new OrqError(
       'VALIDATION_FAILED',
       `--session-config is not valid JSON: ${(error as Error).message}`,
+    );
+  }
+}
+
+function readOverridesFile(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new OrqError(
+      'VALIDATION_FAILED',
+      `--session-config ${path}: cannot read the file (${reason})`,
+      {
+        hint: 'Give a JSON object, such as {"budget":{"maxTokens":50000}}, or the path of a JSON file',
+      },
     );
   }
 }

@@ -56,38 +56,46 @@ export async function runHere(
   const logs = new LogRelay(process.stderr);
   const logger = createLogger({ level: options.verbose ? 'info' : 'warn', destination: logs });
   const redis = await redisForCli(config);
-  if (redis.owned)
-    out.write(`orq: started a private redis-server at ${redis.url} (data in .orq/redis)\n`);
-  const pod = await startRoles({
-    roles: ALL_ROLES,
-    connection: redis.connection,
-    config,
-    logger,
-    ...(options.concurrency ? { concurrency: options.concurrency } : {}),
-    ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
-  });
-  const client = await createClient({ connection: redis.connection, config });
-  const stop = stopOnSignals();
   try {
-    const { sessionId, after } = await start(client, out);
-    const progress = history ? process.stdout : out;
-    const mode = followMode(progress, history && options.json);
-    const view = await followSession(client, sessionId, {
-      mode,
-      out: progress,
-      signal: stop.signal,
-      logs,
-      ...(after ? { after } : {}),
-    });
-    if (!history && options.json) printJson(view);
-    // The live frame already shows the table; plain progress ends with it.
-    else if (!history && mode !== 'live') out.write(`\n${formatSessionTable(view)}\n`);
-    // Nothing runs the roles once this command ends: a resume is to be run here too.
-    process.exitCode = reportOutcome(view, stop.interrupted(), { resumeHere: true });
+    if (redis.owned)
+      out.write(`orq: started a private redis-server at ${redis.url} (data in .orq/redis)\n`);
+    // The client first: it says at once that Redis does not answer, where the roles' consumers
+    // would wait for it for ever.
+    const client = await createClient({ connection: redis.connection, config });
+    try {
+      const pod = await startRoles({
+        roles: ALL_ROLES,
+        connection: redis.connection,
+        config,
+        logger,
+        ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+        ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
+      });
+      const stop = stopOnSignals();
+      try {
+        const { sessionId, after } = await start(client, out);
+        const progress = history ? process.stdout : out;
+        const mode = followMode(progress, history && options.json);
+        const view = await followSession(client, sessionId, {
+          mode,
+          out: progress,
+          signal: stop.signal,
+          logs,
+          ...(after ? { after } : {}),
+        });
+        if (!history && options.json) printJson(view);
+        // The live frame already shows the table; plain progress ends with it.
+        else if (!history && mode !== 'live') out.write(`\n${formatSessionTable(view)}\n`);
+        // Nothing runs the roles once this command ends: a resume is to be run here too.
+        process.exitCode = reportOutcome(view, stop.interrupted(), { resumeHere: true });
+      } finally {
+        stop.dispose();
+        await pod.close(10_000);
+      }
+    } finally {
+      await client.close();
+    }
   } finally {
-    stop.dispose();
-    await client.close();
-    await pod.close(10_000);
     await redis.release();
   }
 }

@@ -69,9 +69,10 @@ export function registerSessionCommands(program: Command): void {
           idempotencyKey?: string;
           json?: boolean;
         },
-      ) =>
-        withClient(options, async (client, config) => {
-          const overrides = sessionOverrides(options.sessionConfig);
+      ) => {
+        // Bad JSON is a usage error before any Redis starts.
+        const overrides = sessionOverrides(options.sessionConfig);
+        return withClient(options, async (client, config) => {
           const session = await client.submit({
             instruction,
             ...(overrides ? { config: overrides } : {}),
@@ -87,7 +88,8 @@ export function registerSessionCommands(program: Command): void {
                 `or submit with REDIS_URL set to your roles' Redis\n`,
             );
           }
-        }),
+        });
+      },
     );
 
   program
