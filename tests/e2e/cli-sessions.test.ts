@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
@@ -11,6 +12,7 @@ import { Session } from '../../src/shared/domain/session.js';
 import { Task } from '../../src/shared/domain/task.js';
 import { orq, root } from '../support/cli.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
+import { bullQueue } from '../support/pods.js';
 
 // The CLI as a user runs it: separate processes pointed at the roles (running in this test
 // process) through REDIS_URL and ORQ_PREFIX.
@@ -288,6 +290,40 @@ describe('errors and exit codes', () => {
     } finally {
       rmSync(cwd, { recursive: true, force: true });
     }
+  });
+
+  it('watch --run checks the API keys of a session it would run before its roles start', async () => {
+    // A prefix no roles serve: the session waits in PLANNING for whoever runs its roles.
+    const idle = { ...env, ORQ_PREFIX: `idle${randomUUID().slice(0, 8)}` };
+    const llm = { default: { provider: 'openai', model: 'gpt-4o-mini' } };
+    const submit = await orq(
+      ['submit', 'Write the parser', '--session-config', JSON.stringify({ llm })],
+      {
+        env: idle,
+      },
+    );
+    expect(submit.code, submit.stderr).toBe(0);
+    const id = submit.stdout.trim();
+
+    const watch = await orq(['watch', id, '--run'], { env: idle });
+    expect(watch.code, watch.stderr).toBe(2);
+    expect(watch.stderr).toMatch(/^orq: No API key for the planner model \(openai\)/);
+    // Refused before any role ran: the planner's job waits, with no attempt spent.
+    const plan = bullQueue(cluster.client.store.redis, idle.ORQ_PREFIX, 'plan');
+    try {
+      const [job] = await plan.getJobs(['waiting', 'prioritized']);
+      expect(job?.data).toMatchObject({ sessionId: id });
+      expect(job?.attemptsMade).toBe(0);
+    } finally {
+      await plan.close();
+    }
+    const status = await orq(['status', id, '--json'], { env: idle });
+    expect(StatusJson.parse(JSON.parse(status.stdout)).session.state).toBe('PLANNING');
+
+    // resume --run checks only a session it can resume: this one says why it cannot.
+    const resume = await orq(['resume', id, '--run'], { env: idle });
+    expect(resume.code, resume.stderr).toBe(1);
+    expect(resume.stderr).toContain(`session ${id} is PLANNING`);
   });
 
   it('an unreachable Redis exits 3 with a message naming Redis, orq run too', async () => {

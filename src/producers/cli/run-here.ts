@@ -1,6 +1,8 @@
-import type { OrqConfig } from '../../shared/config/schema.js';
+import type { OrqConfig, SessionConfig } from '../../shared/config/schema.js';
+import { loadScenarioFile } from '../../shared/llm/scenario.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Role } from '../../shared/queues.js';
+import { requireApiKeys } from '../../workers/models.js';
 import { startRoles } from '../../workers/registry.js';
 import { createClient, type OrqClient } from '../client.js';
 import { cliConfig, printJson } from './common.js';
@@ -35,6 +37,18 @@ export interface RunHereMode {
   output?: 'view' | 'history';
   /** Checks the config before any Redis or role starts; throws to refuse the command. */
   preflight?: (config: OrqConfig) => void;
+  /** Checks the session once Redis answers, before the roles start; throws to refuse. */
+  beforeRoles?: (client: OrqClient) => Promise<void>;
+}
+
+/**
+ * What a session run here would fail on that can be told before its roles start: a scenario
+ * file that does not load, an API key that is not set. Every role runs in this process, so no
+ * other pod can have the key, and each would fail the session only after its job's retries.
+ */
+export function checkRunnable(config: SessionConfig): void {
+  if (config.llm.scenario) loadScenarioFile(config.llm.scenario);
+  requireApiKeys(config);
 }
 
 /**
@@ -46,7 +60,7 @@ export interface RunHereMode {
 export async function runHere(
   options: RunHereOptions,
   start: (client: OrqClient, out: NodeJS.WritableStream) => Promise<Started>,
-  { output = 'view', preflight }: RunHereMode = {},
+  { output = 'view', preflight, beforeRoles }: RunHereMode = {},
 ): Promise<void> {
   const config = cliConfig(options);
   preflight?.(config);
@@ -63,6 +77,7 @@ export async function runHere(
     // would wait for it for ever.
     const client = await createClient({ connection: redis.connection, config });
     try {
+      await beforeRoles?.(client);
       const pod = await startRoles({
         roles: ALL_ROLES,
         connection: redis.connection,

@@ -1,20 +1,7 @@
 import { Option, type Command } from 'commander';
-import type { SessionConfig } from '../../../shared/config/schema.js';
-import { loadScenarioFile } from '../../../shared/llm/scenario.js';
-import { requireApiKeys } from '../../../workers/models.js';
 import { sessionConfig } from '../../client.js';
 import { parsePositiveInt, sessionOverrides } from '../common.js';
-import { runHere, type RunHereOptions } from '../run-here.js';
-
-/**
- * What `orq run` can tell is wrong before it starts Redis and the roles: a scenario file that
- * does not load, an API key that is not set. Every role runs here, so each would otherwise fail
- * the session only after its job's retries.
- */
-function preflight(config: SessionConfig): void {
-  if (config.llm.scenario) loadScenarioFile(config.llm.scenario);
-  requireApiKeys(config);
-}
+import { checkRunnable, runHere, type RunHereOptions } from '../run-here.js';
 
 /** `orq run`: every role in this process, one session from submit to its end, with progress. */
 export function registerRunCommand(program: Command): void {
@@ -47,7 +34,8 @@ export function registerRunCommand(program: Command): void {
           out.write(`orq: session ${session.id} submitted\n`);
           return { sessionId: session.id };
         },
-        { preflight: (config) => preflight(sessionConfig(config, overrides)) },
+        // Before Redis and the roles start: the session's config is known from the command line.
+        { preflight: (config) => checkRunnable(sessionConfig(config, overrides)) },
       );
     });
 }

@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
-import { FINISHED_SESSION_STATES } from '../../../shared/domain/session.js';
+import { FINISHED_SESSION_STATES, type SessionState } from '../../../shared/domain/session.js';
 import { OrqError } from '../../../shared/errors.js';
-import type { ResumeRequest, SessionView } from '../../client.js';
+import type { OrqClient, ResumeRequest, SessionView } from '../../client.js';
 import {
   parsePositiveInt,
   parsePositiveNumber,
@@ -19,9 +19,23 @@ import {
 } from '../follow.js';
 import { formatHistoryEntry, formatSessionList, formatSessionTable } from '../format.js';
 import { dataDir } from '../redis-for-cli.js';
-import { runHere } from '../run-here.js';
+import { checkRunnable, runHere } from '../run-here.js';
 
 const configOption = ['-c, --config <file>', 'configuration file (YAML or JSON)'] as const;
+
+/** The states client.resume accepts. */
+const RESUMABLE: readonly SessionState[] = ['BLOCKED', 'RUNNING', 'BUDGET_EXHAUSTED'];
+
+/**
+ * A `--run` command's check before its roles start: the session's own config, when the session
+ * is in a state the roles would run it from (any other is left to the command to report).
+ */
+function runnableWhen(sessionId: string, runs: (state: SessionState) => boolean) {
+  return async (client: OrqClient): Promise<void> => {
+    const { session } = await client.get(sessionId);
+    if (runs(session.state)) checkRunnable(session.config);
+  };
+}
 
 interface ResumeOptions {
   config?: string;
@@ -132,7 +146,10 @@ export function registerSessionCommands(program: Command): void {
     .action(
       async (sessionId: string, options: { config?: string; json?: boolean; run?: boolean }) =>
         options.run
-          ? runHere(options, async () => ({ sessionId }), { output: 'history' })
+          ? runHere(options, async () => ({ sessionId }), {
+              output: 'history',
+              beforeRoles: runnableWhen(sessionId, waitsForRoles),
+            })
           : withSessions(options, async (client, _config, redis) => {
               // This command started the private Redis: no process runs roles on it, and the
               // session would never move. Finished and blocked ones are still shown.
@@ -200,13 +217,17 @@ export function registerSessionCommands(program: Command): void {
       const request = resumeRequest(options);
       const requested = `resume (${request.budget ? 'with a higher budget' : request.mode}) requested for ${sessionId}\n`;
       if (options.run) {
-        await runHere(options, async (client, out) => {
-          const after = await client.store.lastHistoryId(sessionId);
-          // The roles run here: wait for the coordinator to apply the request before following.
-          await client.resume(sessionId, request, { waitMs: 30_000 });
-          out.write(`orq: ${requested}`);
-          return { sessionId, ...(after ? { after } : {}) };
-        });
+        await runHere(
+          options,
+          async (client, out) => {
+            const after = await client.store.lastHistoryId(sessionId);
+            // The roles run here: wait for the coordinator to apply the request before following.
+            await client.resume(sessionId, request, { waitMs: 30_000 });
+            out.write(`orq: ${requested}`);
+            return { sessionId, ...(after ? { after } : {}) };
+          },
+          { beforeRoles: runnableWhen(sessionId, (state) => RESUMABLE.includes(state)) },
+        );
         return;
       }
       await withSessions(options, async (client) => {
