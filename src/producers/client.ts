@@ -3,7 +3,12 @@ import { z } from 'zod';
 import { applyLegacyKeys, parseConfig, mergeConfig } from '../shared/config/load.js';
 import { SessionConfig, type OrqConfig, type OrqConfigInput } from '../shared/config/schema.js';
 import type { HistoryEntry } from '../shared/domain/history.js';
-import { FINISHED_SESSION_STATES, Session, SessionId } from '../shared/domain/session.js';
+import {
+  FINISHED_SESSION_STATES,
+  RESUMABLE_SESSION_STATES,
+  Session,
+  SessionId,
+} from '../shared/domain/session.js';
 import type { Task } from '../shared/domain/task.js';
 import { describeZodIssues, OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
@@ -355,7 +360,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
         const { session } = await store.requireSession(sessionId);
         if (session.state === 'BUDGET_EXHAUSTED') {
           await checkBudgetRaise(session, parsed.budget);
-        } else if (session.state !== 'BLOCKED' && session.state !== 'RUNNING') {
+        } else if (!RESUMABLE_SESSION_STATES.includes(session.state)) {
           throw new OrqError('INVALID_STATE', `session ${sessionId} is ${session.state}`, {
             hint: 'Only BLOCKED (or RUNNING with blocked tasks) and BUDGET_EXHAUSTED sessions can be resumed.',
             details: { sessionId, state: session.state },

@@ -27,6 +27,13 @@ export const FINISHED_SESSION_STATES: readonly SessionState[] = [
   'BUDGET_EXHAUSTED',
 ];
 
+/** States a resume applies to: blocked tasks (BLOCKED, or RUNNING with some), or a raised budget. */
+export const RESUMABLE_SESSION_STATES: readonly SessionState[] = [
+  'BLOCKED',
+  'RUNNING',
+  'BUDGET_EXHAUSTED',
+];
+
 export const SessionId = z
   .string()
   .min(1)

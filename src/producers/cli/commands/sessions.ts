@@ -1,5 +1,9 @@
 import { Option, type Command } from 'commander';
-import { FINISHED_SESSION_STATES, type SessionState } from '../../../shared/domain/session.js';
+import {
+  FINISHED_SESSION_STATES,
+  RESUMABLE_SESSION_STATES,
+  type SessionState,
+} from '../../../shared/domain/session.js';
 import { OrqError } from '../../../shared/errors.js';
 import type { OrqClient, ResumeRequest, SessionView } from '../../client.js';
 import {
@@ -22,9 +26,6 @@ import { dataDir } from '../redis-for-cli.js';
 import { checkRunnable, runHere } from '../run-here.js';
 
 const configOption = ['-c, --config <file>', 'configuration file (YAML or JSON)'] as const;
-
-/** The states client.resume accepts. */
-const RESUMABLE: readonly SessionState[] = ['BLOCKED', 'RUNNING', 'BUDGET_EXHAUSTED'];
 
 /**
  * A `--run` command's check before its roles start: the session's own config, when the session
@@ -226,7 +227,11 @@ export function registerSessionCommands(program: Command): void {
             out.write(`orq: ${requested}`);
             return { sessionId, ...(after ? { after } : {}) };
           },
-          { beforeRoles: runnableWhen(sessionId, (state) => RESUMABLE.includes(state)) },
+          {
+            beforeRoles: runnableWhen(sessionId, (state) =>
+              RESUMABLE_SESSION_STATES.includes(state),
+            ),
+          },
         );
         return;
       }
