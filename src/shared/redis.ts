@@ -1,6 +1,7 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { OrqError } from './errors.js';
 import type { Logger } from './logger.js';
+import { nextOutage, UP, type OutageEvent, type OutageState } from './outage.js';
 
 /** A connection to one Redis server or to a Redis Cluster: ioredis's two clients. */
 export type RedisConnection = Redis | Cluster;
@@ -42,6 +43,8 @@ export function createConnection(
   input: ConnectionInput,
   kind: 'consumer' | 'producer',
   logger?: Logger,
+  /** Where the connection's outages are told (default: one log of its own on `logger`). */
+  outage: OutageLog | undefined = logger && new OutageLog(logger.child({ kind })),
 ): RedisConnection {
   const common: RedisOptions =
     kind === 'consumer'
@@ -57,10 +60,51 @@ export function createConnection(
     : typeof input === 'string'
       ? new Redis(input, { ...common, lazyConnect: false })
       : new Redis({ ...input, ...common });
-  redis.on('error', (error: Error) => {
-    logger?.warn({ err: error.message, kind }, 'redis connection error');
-  });
+  if (outage) {
+    redis.on('error', (error: Error) => outage.error(error));
+    redis.on('ready', () => outage.ready());
+  }
   return redis;
+}
+
+/** How often an outage that goes on is reported again. */
+const OUTAGE_REPEAT_MS = 30_000;
+
+/**
+ * Logs one connection's outages (outage.ts): when one starts, every 30 s while it lasts, and
+ * when the connection is ready again, instead of a warning per failed reconnect. A role's
+ * consumer feeds the errors of the connections BullMQ makes itself into its connection's log.
+ */
+export class OutageLog {
+  private state: OutageState = UP;
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly repeatEveryMs = OUTAGE_REPEAT_MS,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  error(error: Error): void {
+    this.step({ type: 'error', error: error.message, at: this.now() });
+  }
+
+  ready(): void {
+    this.step({ type: 'ready', at: this.now() });
+  }
+
+  private step(event: OutageEvent): void {
+    const { state, report } = nextOutage(this.state, event, this.repeatEveryMs);
+    this.state = state;
+    if (report?.kind === 'down') {
+      this.logger.warn({ err: report.error }, 'redis unreachable; reconnecting');
+    } else if (report?.kind === 'still-down') {
+      const { error, ...counts } = report;
+      this.logger.warn({ err: error, ...counts }, 'redis still unreachable; reconnecting');
+    } else if (report?.kind === 'restored') {
+      const { kind: _kind, ...counts } = report;
+      this.logger.info(counts, 'redis connection restored');
+    }
+  }
 }
 
 function createCluster(input: ClusterInput, common: RedisOptions): Cluster {
@@ -245,18 +289,24 @@ export async function pingRedis(redis: RedisConnection, timeoutMs = 2_000): Prom
   }
 }
 
-/** Turns a transport error from ioredis into REDIS_UNAVAILABLE, leaving other errors alone. */
-export function asRedisUnavailable(error: unknown): unknown {
-  if (error instanceof OrqError) return error;
+/** Whether an error from ioredis (or BullMQ over it) means Redis could not be reached. */
+export function isTransportError(error: unknown): boolean {
   const message = error instanceof Error ? error.message : String(error);
   // ioredis's MaxRetriesPerRequestError says "Reached the max retries per request limit".
   const name = error instanceof Error ? error.name : '';
-  if (
+  return (
     name === 'MaxRetriesPerRequestError' ||
-    /Connection is closed|ECONNREFUSED|ETIMEDOUT|enableOfflineQueue|Stream isn't writeable|MaxRetriesPerRequest|max retries per request|ENOTFOUND|EHOSTUNREACH/i.test(
+    /Connection is closed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|enableOfflineQueue|Stream isn't writeable|MaxRetriesPerRequest|max retries per request|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH/i.test(
       message,
     )
-  ) {
+  );
+}
+
+/** Turns a transport error from ioredis into REDIS_UNAVAILABLE, leaving other errors alone. */
+export function asRedisUnavailable(error: unknown): unknown {
+  if (error instanceof OrqError) return error;
+  if (isTransportError(error)) {
+    const message = error instanceof Error ? error.message : String(error);
     return new OrqError('REDIS_UNAVAILABLE', `Redis is unreachable (${message})`, {
       hint: 'Start Redis or set REDIS_URL to a reachable server.',
       cause: error,

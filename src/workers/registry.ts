@@ -17,6 +17,8 @@ import {
 import {
   checkEvictionPolicy,
   createConnection,
+  isTransportError,
+  OutageLog,
   pingRedis,
   refuseClusterNode,
   type ConnectionInput,
@@ -275,7 +277,9 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
   const shutdown: ShutdownState = { abandoning: false };
   const connections: RedisConnection[] = [redis];
   const workers = options.roles.map((role) => {
-    const connection = createConnection(options.connection, 'consumer', logger);
+    // One outage log per role: its connection and the blocking one BullMQ makes from it.
+    const outage = new OutageLog(logger.child({ role, kind: 'consumer' }));
+    const connection = createConnection(options.connection, 'consumer', logger, outage);
     connections.push(connection);
     const worker = new Worker(
       ROLE_QUEUE[role],
@@ -289,7 +293,10 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
         maxStalledCount: 3,
       },
     );
-    worker.on('error', (error) => logger.error({ role, err: error.message }, 'worker error'));
+    worker.on('error', (error) => {
+      if (isTransportError(error)) outage.error(error);
+      else logger.error({ role, err: error.message }, 'worker error');
+    });
     worker.on('failed', (job, error) => void reportDeferredFailure(role, job, error, ctx));
     return worker;
   });

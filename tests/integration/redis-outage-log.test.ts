@@ -1,0 +1,66 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/shared/config/load.js';
+import { createLogger } from '../../src/shared/logger.js';
+import { startPrivateRedis } from '../../src/shared/redis-server.js';
+import { startRoles } from '../../src/workers/registry.js';
+import { eventually } from '../support/scenarios.js';
+
+interface Line {
+  level: number;
+  msg: string;
+  role?: string;
+  kind?: string;
+  errors?: number;
+}
+
+describe('a pod through a Redis outage', () => {
+  it('logs the outage once per connection, not once per failed reconnect, and its end', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orq-outage-log-'));
+    let redis = await startPrivateRedis({ dir, appendonly: false });
+    const lines: Line[] = [];
+    const logger = createLogger({
+      level: 'info',
+      destination: { write: (line: string) => void lines.push(JSON.parse(line) as Line) },
+    });
+    const pod = await startRoles({
+      roles: ['worker', 'judge'],
+      connection: redis.url,
+      config: parseConfig({ redis: { prefix: `o${randomUUID().slice(0, 8)}` } }),
+      logger,
+    });
+    try {
+      const port = Number(new URL(redis.url).port);
+      await redis.stop();
+      // ioredis retries after 50, 100, 150 ... ms: a few seconds are many failed reconnects.
+      await new Promise((r) => setTimeout(r, 3_000));
+      redis = await startPrivateRedis({ dir, port, appendonly: false });
+      // One log per connection: the pod's shared one and each role's (with BullMQ's own).
+      const restored = await eventually(
+        () => {
+          const done = lines.filter((l) => l.msg === 'redis connection restored');
+          return done.length === 3 ? done : undefined;
+        },
+        'each connection to log its restore',
+        20_000,
+      );
+      const lost = lines.filter((l) => l.msg === 'redis unreachable; reconnecting');
+      expect(lost.map((l) => l.role ?? 'shared').sort()).toEqual(['judge', 'shared', 'worker']);
+      expect(restored.map((l) => l.role ?? 'shared').sort()).toEqual(['judge', 'shared', 'worker']);
+      // Each restore counts the failed reconnects it did not log one by one.
+      for (const line of restored) expect(line.errors).toBeGreaterThan(3);
+      // Nothing else at warn or above: no line per failed reconnect, no "worker error".
+      const loud = lines.filter(
+        (l) => l.level >= 40 && l.msg !== 'redis unreachable; reconnecting',
+      );
+      expect(loud).toEqual([]);
+    } finally {
+      await pod.close(5_000);
+      await redis.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
