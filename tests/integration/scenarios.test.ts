@@ -328,6 +328,68 @@ describe('plan refinement (seeds 000 and 003)', () => {
     expect(decisions(h, 'refinement:accept-previous')).toHaveLength(1);
   });
 
+  it('replans from the previous plan when a replan of an unacceptable plan breaks the structure', async () => {
+    const ordered = [twoTasks[0]!, { ...twoTasks[1]!, dependencies: ['A'] }];
+    const path = scenarios.write('broken-replan-of-unacceptable', {
+      plans: [{ tasks: twoTasks }, { tasks: cyclic }, { tasks: ordered }],
+      planJudgements: [
+        { score: 50, isAcceptable: false, issues: ['Validate only after the form exists'] },
+        { score: 90, isAcceptable: true },
+        { score: 85, isAcceptable: true },
+      ],
+    });
+    const { models, calls } = recordingModels(path);
+    const { client, id } = await run(path, { instruction, models });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    // The third plan ran, not the broken second one.
+    expect(view.tasks.map((t) => [t.id, t.dependencies, t.state])).toEqual([
+      ['A', [], 'DONE'],
+      ['B', ['A'], 'DONE'],
+    ]);
+    const h = await historyOf(client, id);
+    expect(decisions(h, 'structure:invalid')[0]?.reason).toContain('cycle');
+    const replans = decisions(h, 'refinement:replan').map((d) => d.inputs);
+    expect(replans.map((r) => r.reasonCode)).toEqual([
+      'quality_below_threshold',
+      'structure_broken',
+    ]);
+    expect(replans[1]).toMatchObject({ attemptCount: 1, previousScore: 50, score: 90 });
+    // The Planner was asked to revise the first plan, told what broke and what the judge wanted.
+    const third = calls.plan[2];
+    expect(third?.previousPlan?.tasks.map((t) => t.dependencies)).toEqual([[], []]);
+    expect(third?.feedback?.issues).toEqual([
+      expect.stringMatching(/dependency cycle/i),
+      'Validate only after the form exists',
+    ]);
+    expect(view.session.planning.refinementHistory.map((r) => r.reasonCode)).toEqual([
+      'quality_below_threshold',
+      'structure_broken',
+      // Both attempts are spent (the broken replan took one): the acceptable plan stands.
+      'max_attempts_reached',
+    ]);
+  });
+
+  it('fails with STRUCTURE_BROKEN when a replan breaks the structure and no attempt is left', async () => {
+    const path = scenarios.write('broken-replan-last-attempt', {
+      plans: [{ tasks: twoTasks }, { tasks: cyclic }],
+      planJudgements: [
+        { score: 50, isAcceptable: false },
+        { score: 90, isAcceptable: true },
+      ],
+    });
+    const { client, id } = await run(path, {
+      instruction,
+      config: { refinement: { maxRefinementAttempts: 1 } },
+    });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('FAILED');
+    expect(view.session.failure?.code).toBe('STRUCTURE_BROKEN');
+    expect(view.session.failure?.reason).toMatch(/dependency cycle/i);
+    expect(view.session.failure?.reason).toContain('1 of maxRefinementAttempts 1');
+    expect(view.tasks).toEqual([]);
+  });
+
   it('replans a first plan whose dependencies form a cycle, even if the judge liked it', async () => {
     const path = scenarios.write('cyclic-first', {
       plans: [{ tasks: cyclic }, { tasks: twoTasks }],

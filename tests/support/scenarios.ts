@@ -7,6 +7,7 @@ import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
 import { loadScenarioFile, type ScenarioInput } from '../../src/shared/llm/scenario.js';
 import type {
   ExecuteRequest,
+  PlanRequest,
   ReplanRequest,
   RoleModels,
   TaskJudgeRequest,
@@ -64,6 +65,7 @@ export interface ModelHooks {
 }
 
 export interface RecordedCalls {
+  plan: PlanRequest[];
   execute: ExecuteRequest[];
   judgeTask: TaskJudgeRequest[];
   replan: ReplanRequest[];
@@ -81,10 +83,13 @@ export function recordingModels(
   const inner = createBuiltinModels({
     scenario: typeof scenario === 'string' ? loadScenarioFile(scenario) : scenario,
   });
-  const calls: RecordedCalls = { execute: [], judgeTask: [], replan: [] };
+  const calls: RecordedCalls = { plan: [], execute: [], judgeTask: [], replan: [] };
   const models: RoleModels = {
     label: inner.label,
-    plan: (request) => inner.plan(request),
+    plan(request) {
+      calls.plan.push(request);
+      return inner.plan(request);
+    },
     judgePlan: (request) => inner.judgePlan(request),
     async execute(request) {
       calls.execute.push(request);

@@ -4,6 +4,7 @@ import { RefinementConfig } from '../../src/shared/config/schema.js';
 import { RefinementResult } from '../../src/shared/domain/refinement.js';
 import {
   advanceRefinementCounters,
+  decideBrokenReplan,
   makeRefinementDecision,
 } from '../../src/shared/rules/refinement.js';
 
@@ -247,6 +248,92 @@ describe('the refinement loop with a judge that never accepts but keeps improvin
         expect(replansOf(rounds).all).toBe(config.maxRefinementAttempts);
         expect(final?.decision).toBe('reject');
         expect(final?.reasonCode).toBe('max_attempts_reached');
+      }),
+      { numRuns: NUM_RUNS },
+    );
+  });
+});
+
+describe('the refinement loop when replans may break the structure', () => {
+  interface StructuredRound extends Round {
+    broken: boolean;
+    /** Whether the plan the decision would run (the previous one, for a broken replan) was acceptable. */
+    baseAcceptable: boolean | undefined;
+  }
+
+  /**
+   * The coordinator's loop with seed 000's structure check: a broken replan goes to
+   * decideBrokenReplan and leaves the previous plan as the one to improve on.
+   */
+  function runStructuredLoop(
+    config: RefinementConfig,
+    judge: (round: number) => JudgeReply,
+    breaks: (round: number) => boolean,
+  ): { rounds: StructuredRound[]; final: RefinementResult | undefined } {
+    const rounds: StructuredRound[] = [];
+    let counters = { attemptCount: 0, suggestionReplanCount: 0 };
+    let base:
+      | { score: number | undefined; acceptable: boolean; feedback?: RefinementResult['feedback'] }
+      | undefined;
+    for (let round = 0; round < ROUND_LIMIT; round++) {
+      const reply = judge(round);
+      const broken = round > 0 && breaks(round);
+      const result =
+        broken && base
+          ? decideBrokenReplan({
+              problems: ['dependency cycle: A -> B -> A'],
+              previousAcceptable: base.acceptable,
+              previousScore: base.score,
+              score: reply.score,
+              previousFeedback: base.feedback,
+              ...counters,
+              config,
+            })
+          : makeRefinementDecision({ ...reply, previousScore: base?.score, ...counters, config });
+      rounds.push({
+        reply,
+        result,
+        broken,
+        baseAcceptable: broken ? base?.acceptable : reply.isAcceptable,
+      });
+      if (result.decision !== 'replan') return { rounds, final: result };
+      counters = advanceRefinementCounters(result);
+      if (!broken)
+        base = { score: reply.score, acceptable: reply.isAcceptable, feedback: result.feedback };
+    }
+    return { rounds, final: undefined };
+  }
+
+  const configs = fc
+    .tuple(anyConfig, fc.boolean())
+    .map(([config, enableIndividualFallback]) => ({ ...config, enableIndividualFallback }));
+  const breaksArb = fc
+    .array(fc.boolean(), { minLength: 1, maxLength: ROUND_LIMIT })
+    .map((flags) => (round: number) => flags[round % flags.length] as boolean);
+
+  it('always ends in accept or reject, within the same replan budget', () => {
+    fc.assert(
+      fc.property(configs, judgeArb, breaksArb, (config, judge, breaks) => {
+        const { rounds, final } = runStructuredLoop(config, judge, breaks);
+        expect(final?.decision).toMatch(/^(accept|reject)$/);
+        const { all, suggestion } = replansOf(rounds);
+        expect(all).toBeLessThanOrEqual(config.maxRefinementAttempts + config.maxSuggestionReplans);
+        expect(all - suggestion).toBeLessThanOrEqual(config.maxRefinementAttempts);
+      }),
+      { numRuns: NUM_RUNS },
+    );
+  });
+
+  it('never runs a broken plan, nor a plan the judge found unacceptable', () => {
+    fc.assert(
+      fc.property(configs, judgeArb, breaksArb, (config, judge, breaks) => {
+        const { final, rounds } = runStructuredLoop(config, judge, breaks);
+        const last = rounds.at(-1);
+        if (final?.decision === 'accept') expect(last?.baseAcceptable).toBe(true);
+        if (last?.broken && final?.decision === 'accept') {
+          expect(final.reasonCode).toBe('structure_broken');
+          expect(config.enableIndividualFallback).toBe(true);
+        }
       }),
       { numRuns: NUM_RUNS },
     );

@@ -4,6 +4,7 @@ import type { RefinementConfigInput } from '../../src/shared/config/schema.js';
 import { RefinementResult } from '../../src/shared/domain/refinement.js';
 import {
   advanceRefinementCounters,
+  decideBrokenReplan,
   determineScoreDirection,
   isScoreChangeSignificant,
   isStagnated,
@@ -712,5 +713,108 @@ describe('advanceRefinementCounters', () => {
       'quality_below_threshold',
       'max_attempts_reached',
     ]);
+  });
+});
+
+describe('decideBrokenReplan (seed 000: a replan whose structure broke is not run)', () => {
+  const problems = ['task count changed by 100% (5 -> 10)'];
+  const broken = (
+    overrides: Partial<Parameters<typeof decideBrokenReplan>[0]> = {},
+  ): RefinementResult =>
+    RefinementResult.parse(
+      decideBrokenReplan({
+        problems,
+        previousAcceptable: false,
+        previousScore: 50,
+        score: 90,
+        previousFeedback: { issues: ['No tests'], suggestions: ['Add a README task'] },
+        attemptCount: 1,
+        suggestionReplanCount: 0,
+        config: defaults,
+        ...overrides,
+      }),
+    );
+
+  // Every combination: previous plan acceptable or not, fallback on or off, attempts left or not.
+  it.each([
+    [true, true, 1, 'accept'],
+    [true, true, 2, 'accept'],
+    [true, false, 1, 'replan'],
+    [true, false, 2, 'reject'],
+    [false, true, 1, 'replan'],
+    [false, true, 2, 'reject'],
+    [false, false, 1, 'replan'],
+    [false, false, 2, 'reject'],
+  ] as const)(
+    'previous acceptable %s, enableIndividualFallback %s, %i of 2 attempts used: %s',
+    (previousAcceptable, enableIndividualFallback, attemptCount, decision) => {
+      const result = broken({
+        previousAcceptable,
+        attemptCount,
+        config: config({ enableIndividualFallback }),
+      });
+      expect(result.decision).toBe(decision);
+      expect(result.reasonCode).toBe('structure_broken');
+      expect(result.reason).toContain('replan broke the structure (task count changed by 100%');
+    },
+  );
+
+  it('accepts the previous plan when it was acceptable, whatever the attempts', () => {
+    const result = broken({ previousAcceptable: true, attemptCount: 2 });
+    expect(result.reason).toContain('falling back to the previous plan, which was acceptable');
+    expect(result.feedback).toBeUndefined();
+  });
+
+  it("asks the Planner to revise the previous plan, with the problems and the judge's feedback", () => {
+    const result = broken();
+    expect(result.feedback).toEqual({
+      issues: [
+        "Your last revision broke the plan's structure (task count changed by 100% (5 -> 10)). Revise the previous plan instead, keeping its structure.",
+        'No tests',
+      ],
+      suggestions: ['Add a README task'],
+    });
+    expect(result.reason).toContain('the previous plan was not acceptable: replanning from it');
+    expect(result.reason).toContain('1 of 2 attempts used');
+    // It spends a refinement attempt, so the loop stays bounded.
+    expect(advanceRefinementCounters(result)).toEqual({
+      attemptCount: 2,
+      suggestionReplanCount: 0,
+    });
+  });
+
+  it('asks with the problems alone when the judge said nothing of the previous plan', () => {
+    expect(broken({ previousFeedback: undefined }).feedback).toEqual({
+      issues: [expect.stringContaining("broke the plan's structure")],
+      suggestions: [],
+    });
+  });
+
+  it('says why it fails once the attempts are used, and why it could not fall back', () => {
+    expect(broken({ attemptCount: 2 }).reason).toBe(
+      'replan broke the structure (task count changed by 100% (5 -> 10)); the previous plan was not acceptable, and 2 of maxRefinementAttempts 2 refinement attempts are used',
+    );
+    const off = broken({
+      previousAcceptable: true,
+      attemptCount: 2,
+      config: config({ enableIndividualFallback: false }),
+    });
+    expect(off.reason).toContain(
+      'the previous plan was acceptable, but enableIndividualFallback is off',
+    );
+  });
+
+  it('records both scores and the direction between them', () => {
+    expect(broken()).toMatchObject({
+      previousScore: 50,
+      currentScore: 90,
+      scoreDirection: 'improved',
+      attemptCount: 1,
+      suggestionReplanCount: 0,
+    });
+    const first = broken({ previousScore: undefined, score: undefined });
+    expect(first.previousScore).toBeUndefined();
+    expect(first.currentScore).toBeUndefined();
+    expect(first.scoreDirection).toBe('unknown');
   });
 });

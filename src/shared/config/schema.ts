@@ -29,7 +29,7 @@ export const RefinementConfig = z.strictObject({
     .boolean()
     .default(true)
     .describe(
-      'When a replan breaks the structure, fall back to the previous plan instead of failing.',
+      'When a replan breaks the structure and the previous plan was acceptable, run the previous plan. Otherwise the previous plan goes back to the Planner while refinement attempts remain.',
     ),
   deltaThreshold: z
     .number()

@@ -16,6 +16,8 @@ export const RefinementReasonCode = z.enum([
   'quality_below_threshold',
   'apply_suggestions',
   'quality_ok',
+  /** A replan broke the plan's structure: the previous plan is used (decideBrokenReplan). */
+  'structure_broken',
 ]);
 export type RefinementReasonCode = z.infer<typeof RefinementReasonCode>;
 

@@ -256,3 +256,70 @@ export function advanceRefinementCounters(result: RefinementResult): {
   }
   return { attemptCount: attemptCount + 1, suggestionReplanCount };
 }
+
+export interface BrokenReplanParams {
+  /** Why the replan's structure is broken (validateStructure's problems). */
+  problems: readonly string[];
+  /** The judge's verdict on the previous plan, the last one with a sound structure. */
+  previousAcceptable: boolean;
+  previousScore?: number | undefined;
+  /** The judge's score of the broken replan. */
+  score?: number | undefined;
+  /** What the judge asked of the previous plan, to ask for again. */
+  previousFeedback?: Feedback | undefined;
+  attemptCount: number;
+  suggestionReplanCount: number;
+  config: RefinementConfig;
+}
+
+/**
+ * Seed 000: a replan whose structure broke is never run; the previous plan is used instead
+ * ("構造破壊時 → ... 前回タスク使用"). It is accepted when the judge found it acceptable
+ * (enableIndividualFallback; orq falls back to the whole plan, as a replan's tasks need not keep
+ * their ids). Otherwise it goes back to the Planner with the problems and what the judge asked
+ * of it, which spends a refinement attempt like any quality replan; with none left, the session
+ * fails. So the loop stays bounded by maxRefinementAttempts.
+ */
+export function decideBrokenReplan(params: BrokenReplanParams): RefinementResult {
+  const { problems, previousAcceptable, previousScore, score, attemptCount, config } = params;
+  const broken = `replan broke the structure (${problems.join('; ')})`;
+  const result = (
+    decision: RefinementResult['decision'],
+    reason: string,
+    feedback?: Feedback,
+  ): RefinementResult => ({
+    decision,
+    reasonCode: 'structure_broken',
+    reason,
+    ...(feedback ? { feedback } : {}),
+    ...(previousScore !== undefined ? { previousScore } : {}),
+    ...(score !== undefined ? { currentScore: score } : {}),
+    attemptCount,
+    suggestionReplanCount: params.suggestionReplanCount,
+    scoreDirection: determineScoreDirection(score, previousScore, config.noiseThreshold),
+  });
+
+  if (previousAcceptable && config.enableIndividualFallback) {
+    return result('accept', `${broken}; falling back to the previous plan, which was acceptable`);
+  }
+  const previous = previousAcceptable
+    ? 'the previous plan was acceptable, but enableIndividualFallback is off'
+    : 'the previous plan was not acceptable';
+  if (attemptCount < config.maxRefinementAttempts) {
+    return result(
+      'replan',
+      `${broken}; ${previous}: replanning from it (${attemptCount} of ${config.maxRefinementAttempts} attempts used)`,
+      {
+        issues: [
+          `Your last revision broke the plan's structure (${problems.join('; ')}). Revise the previous plan instead, keeping its structure.`,
+          ...(params.previousFeedback?.issues ?? []),
+        ],
+        suggestions: params.previousFeedback?.suggestions ?? [],
+      },
+    );
+  }
+  return result(
+    'reject',
+    `${broken}; ${previous}, and ${attemptCount} of maxRefinementAttempts ${config.maxRefinementAttempts} refinement attempts are used`,
+  );
+}

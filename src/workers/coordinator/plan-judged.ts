@@ -1,11 +1,12 @@
 import type { PlanBreakdown, PlannedTask } from '../../shared/domain/plan.js';
-import type { RefinementResult } from '../../shared/domain/refinement.js';
+import type { Feedback, RefinementResult } from '../../shared/domain/refinement.js';
 import type { Session } from '../../shared/domain/session.js';
 import { Task } from '../../shared/domain/task.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import { jobIds, outboxJob, type PlanJudgedEvent } from '../../shared/queues.js';
 import {
   advanceRefinementCounters,
+  decideBrokenReplan,
   makeRefinementDecision,
 } from '../../shared/rules/refinement.js';
 import {
@@ -87,7 +88,7 @@ export async function onPlanJudged(
   const ownProblems = ownStructureProblems(event.plan);
   const previousPlan = planning.previousPlan;
 
-  // Seed 000: a replan whose structure is broken falls back to the previous plan.
+  // Seed 000: a replan whose structure is broken is not run; the previous plan is used.
   if (previousPlan) {
     const structure = validateStructure(
       previousPlan.tasks,
@@ -117,23 +118,10 @@ export async function onPlanJudged(
       });
     }
     if (!structure.isValid) {
-      const fallbackOk = config.enableIndividualFallback && planning.previousAcceptable === true;
-      const reason = fallbackOk
-        ? `replan broke the structure (${structure.problems.join('; ')}); falling back to the previous plan`
-        : `replan broke the structure (${structure.problems.join('; ')})${
-            config.enableIndividualFallback ? ' and the previous plan was not acceptable' : ''
-          }`;
-      return fallbackOk
-        ? accept(
-            session,
-            version,
-            previousPlan,
-            eventId,
-            history,
-            reason,
-            'refinement:accept-previous',
-          )
-        : reject(session, version, eventId, history, reason, 'STRUCTURE_BROKEN');
+      return brokenReplan(session, version, event, eventId, history, {
+        previousPlan,
+        problems: structure.problems,
+      });
     }
   } else if (ownProblems.length > 0) {
     // A first plan that is not a DAG cannot run: count it as unacceptable so the loop replans.
@@ -154,22 +142,7 @@ export async function onPlanJudged(
     suggestionReplanCount: planning.suggestionReplanCount,
     config,
   });
-  history.push({
-    type: 'decision',
-    decision: `refinement:${result.decision}`,
-    reason: result.reason,
-    inputs: {
-      reasonCode: result.reasonCode,
-      isAcceptable: judgement.isAcceptable,
-      score: result.currentScore,
-      previousScore: result.previousScore,
-      scoreDirection: result.scoreDirection,
-      attemptCount: result.attemptCount,
-      suggestionReplanCount: result.suggestionReplanCount,
-      issues: judgement.issues,
-      suggestions: judgement.suggestions,
-    },
-  });
+  history.push(refinementEntry(result, judgement.isAcceptable, judgement));
   const refinementHistory = [...planning.refinementHistory, result];
 
   if (result.decision === 'accept') {
@@ -205,20 +178,69 @@ export async function onPlanJudged(
     );
   }
 
+  return replan(
+    { ...session, planning: { ...planning, refinementHistory } },
+    version,
+    event.attempt,
+    eventId,
+    history,
+    result,
+    {
+      previousScore: judgement.score,
+      previousPlan: event.plan,
+      previousAcceptable: judgement.isAcceptable,
+    },
+  );
+}
+
+/** The history entry of a refinement decision, with the feedback it acts on. */
+function refinementEntry(
+  result: RefinementResult,
+  isAcceptable: boolean,
+  feedback: Feedback | undefined,
+): HistoryEntryDraft {
+  return {
+    type: 'decision',
+    decision: `refinement:${result.decision}`,
+    reason: result.reason,
+    inputs: {
+      reasonCode: result.reasonCode,
+      isAcceptable,
+      score: result.currentScore,
+      previousScore: result.previousScore,
+      scoreDirection: result.scoreDirection,
+      attemptCount: result.attemptCount,
+      suggestionReplanCount: result.suggestionReplanCount,
+      issues: feedback?.issues ?? [],
+      suggestions: feedback?.suggestions ?? [],
+    },
+  };
+}
+
+/**
+ * Back to the Planner for the next attempt, with the decision's feedback; `base` is the plan the
+ * next one is compared with (structure) and improves on (score).
+ */
+function replan(
+  session: Session,
+  version: number,
+  attempt: number,
+  eventId: string,
+  history: HistoryEntryDraft[],
+  result: RefinementResult,
+  base: Pick<Session['planning'], 'previousScore' | 'previousPlan' | 'previousAcceptable'>,
+): Transition {
   const counters = advanceRefinementCounters(result);
-  const nextAttempt = event.attempt + 1;
+  const nextAttempt = attempt + 1;
   const next: Session = {
     ...session,
     updatedAt: new Date().toISOString(),
     planning: {
-      ...planning,
+      ...session.planning,
+      ...base,
       attempt: nextAttempt,
       attemptCount: counters.attemptCount,
       suggestionReplanCount: counters.suggestionReplanCount,
-      previousScore: judgement.score,
-      previousPlan: event.plan,
-      previousAcceptable: judgement.isAcceptable,
-      refinementHistory,
     },
   };
   return {
@@ -235,6 +257,59 @@ export async function onPlanJudged(
       history,
     },
   };
+}
+
+/**
+ * A replan whose structure broke (decideBrokenReplan): the previous plan is accepted, sent back
+ * to the Planner with the problems, or the session fails. The previous plan stays the one to
+ * compare the next replan with.
+ */
+function brokenReplan(
+  session: Session,
+  version: number,
+  event: PlanJudgedEvent,
+  eventId: string,
+  history: HistoryEntryDraft[],
+  { previousPlan, problems }: { previousPlan: PlanBreakdown; problems: readonly string[] },
+): Transition {
+  const { planning } = session;
+  // What the judge asked of the previous plan: the last verdict that was not a broken structure.
+  const judged = planning.refinementHistory.findLast((r) => r.reasonCode !== 'structure_broken');
+  const result = decideBrokenReplan({
+    problems,
+    previousAcceptable: planning.previousAcceptable === true,
+    previousScore: planning.previousScore,
+    score: event.judgement.score,
+    previousFeedback: judged?.feedback,
+    attemptCount: planning.attemptCount,
+    suggestionReplanCount: planning.suggestionReplanCount,
+    config: session.config.refinement,
+  });
+  const recorded: Session = {
+    ...session,
+    planning: { ...planning, refinementHistory: [...planning.refinementHistory, result] },
+  };
+  if (result.decision === 'accept') {
+    return accept(
+      recorded,
+      version,
+      previousPlan,
+      eventId,
+      history,
+      result.reason,
+      'refinement:accept-previous',
+    );
+  }
+  history.push(refinementEntry(result, event.judgement.isAcceptable, result.feedback));
+  if (result.decision === 'reject') {
+    return reject(recorded, version, eventId, history, result.reason, 'STRUCTURE_BROKEN');
+  }
+  return replan(recorded, version, event.attempt, eventId, history, result, {
+    // The broken plan is not the one to improve on: the next replan starts from the previous.
+    previousScore: planning.previousScore,
+    previousPlan,
+    previousAcceptable: planning.previousAcceptable,
+  });
 }
 
 function accept(
