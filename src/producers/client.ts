@@ -9,7 +9,7 @@ import {
   Session,
   SessionId,
 } from '../shared/domain/session.js';
-import type { Task } from '../shared/domain/task.js';
+import { TaskId, type Task } from '../shared/domain/task.js';
 import { describeZodIssues, OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
 import { BudgetRaise, defaultJobOptions, jobIds, outboxJob, ResumeMode } from '../shared/queues.js';
@@ -43,8 +43,9 @@ export type SubmitRequest = z.input<typeof SubmitRequest>;
 
 export const ResumeRequest = z.strictObject({
   mode: ResumeMode.default('retry'),
-  taskIds: z.array(z.string().min(1)).optional(),
-  note: z.string().max(20_000).optional(),
+  /** Only these blocked tasks (default: every blocked task). */
+  taskIds: z.array(TaskId).min(1).optional(),
+  note: z.string().min(1).max(20_000).optional(),
   /** Higher limits for a BUDGET_EXHAUSTED session: its cancelled tasks then run again. */
   budget: BudgetRaise.optional(),
 });
@@ -183,6 +184,38 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       );
     }
   }
+  /**
+   * A resume of a BLOCKED or RUNNING session acts on its blocked tasks: say so now when it has
+   * none, or names a task it does not have or that is not blocked, rather than accept a request
+   * the coordinator would only record as ignored.
+   */
+  async function checkBlockedTasks(session: Session, taskIds: readonly string[] | undefined) {
+    const tasks = await store.loadTasks(session.id, session.taskIds);
+    const blocked = [...tasks.values()].filter((t) => t.task.state === 'BLOCKED');
+    const details = { sessionId: session.id, state: session.state };
+    if (blocked.length === 0) {
+      throw new OrqError('INVALID_STATE', `session ${session.id} has no blocked task to resume`, {
+        hint: 'Only blocked tasks are resumed; `orq status <id>` shows the state of each task.',
+        details,
+      });
+    }
+    const unknown = (taskIds ?? []).filter((id) => !tasks.has(id));
+    if (unknown.length > 0) {
+      throw new OrqError('NOT_FOUND', `session ${session.id} has no task ${unknown.join(', ')}`, {
+        hint: `Its blocked tasks: ${blocked.map((t) => t.task.id).join(', ')}.`,
+        details: { ...details, taskIds: unknown },
+      });
+    }
+    const notBlocked = (taskIds ?? []).filter((id) => tasks.get(id)?.task.state !== 'BLOCKED');
+    if (notBlocked.length > 0) {
+      const states = notBlocked.map((id) => `${id} is ${tasks.get(id)?.task.state}`).join(', ');
+      throw new OrqError('INVALID_STATE', `only blocked tasks can be resumed: ${states}`, {
+        hint: `Its blocked tasks: ${blocked.map((t) => t.task.id).join(', ')}.`,
+        details: { ...details, taskIds: notBlocked },
+      });
+    }
+  }
+
   const queues = new QueueSet(redis, prefix, defaultJobOptions(config.queues));
   const blockingConnections = new Set<RedisConnection>();
 
@@ -339,6 +372,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
 
     historyJsonl: (sessionId) =>
       guard(async () => {
+        parseOrThrow(SessionId, sessionId, 'session id');
         await store.requireSession(sessionId);
         const entries = await store.history(sessionId);
         return (
@@ -348,7 +382,14 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
 
     cancel: (sessionId, reason = 'cancelled by user') =>
       guard(async () => {
-        await store.requireSession(sessionId);
+        parseOrThrow(SessionId, sessionId, 'session id');
+        const { session } = await store.requireSession(sessionId);
+        if (FINISHED_SESSION_STATES.includes(session.state)) {
+          throw new OrqError('INVALID_STATE', `Session ${sessionId} is already ${session.state}`, {
+            hint: 'Only sessions still planning, running or blocked can be cancelled.',
+            details: { sessionId, state: session.state },
+          });
+        }
         await queues.add(
           outboxJob('coordinator', 'cancel', jobIds.cancel(sessionId), { sessionId, reason }),
         );
@@ -356,6 +397,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
 
     resume: (sessionId, request = {}, resumeOptions = {}) =>
       guard(async () => {
+        parseOrThrow(SessionId, sessionId, 'session id');
         const parsed = parseOrThrow(ResumeRequest, request, 'resume request');
         const { session } = await store.requireSession(sessionId);
         if (session.state === 'BUDGET_EXHAUSTED') {
@@ -371,6 +413,8 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
             `session ${sessionId} is ${session.state}: a budget is only given to resume a BUDGET_EXHAUSTED session`,
             { hint: 'Resume without a budget.', details: { sessionId, state: session.state } },
           );
+        } else {
+          await checkBlockedTasks(session, parsed.taskIds);
         }
         const requestId = randomUUID();
         const eventId = jobIds.resume(sessionId, requestId);

@@ -189,6 +189,19 @@ describe('sessions over HTTP', () => {
     });
     expect(res.status).toBe(409);
     expect(((await res.json()) as { error: string }).error).toBe('INVALID_STATE');
+    // So is a cancel of a finished session, rather than accepted and then ignored.
+    const cancel = await fetch(url(`/sessions/${id}/cancel`), { method: 'POST', headers: auth });
+    expect(cancel.status).toBe(409);
+    expect(await cancel.json()).toMatchObject({
+      error: 'INVALID_STATE',
+      message: expect.stringContaining('is already COMPLETED'),
+    });
+    const badTask = await fetch(url(`/sessions/${id}/resume`), {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ taskIds: ['bad id'] }),
+    });
+    expect(badTask.status).toBe(400);
 
     // A resume body's budget is checked like the rest: limits must be positive, one given.
     for (const budget of [{ maxTokens: 0 }, {}]) {

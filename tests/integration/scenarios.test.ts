@@ -462,6 +462,52 @@ describe('blocked tasks and resume (seed 001)', () => {
     return started;
   }
 
+  it('refuses a resume or a cancel that could change nothing, saying why, and queues nothing', async () => {
+    const { client, id } = await untilBlocked();
+    const refused = async (call: Promise<unknown>, code: string, message: string) =>
+      expect(call).rejects.toMatchObject({ code, message: expect.stringContaining(message) });
+    await refused(client.resume(id, { taskIds: ['nope'] }), 'NOT_FOUND', 'has no task nope');
+    await refused(
+      client.resume(id, { taskIds: ['t1', 't2'] }),
+      'INVALID_STATE',
+      'only blocked tasks can be resumed: t1 is DONE',
+    );
+    await refused(client.resume(id, { taskIds: ['bad id'] }), 'VALIDATION_FAILED', 'taskIds.0');
+    await refused(client.resume(id, { mode: 'continue', note: '' }), 'VALIDATION_FAILED', 'note');
+    await refused(client.resume('not a session'), 'VALIDATION_FAILED', 'session id');
+    await refused(client.cancel('not a session'), 'VALIDATION_FAILED', 'session id');
+    const before = (await historyOf(client, id)).length;
+
+    await client.resume(id, { mode: 'skip', taskIds: ['t2'] });
+    const done = await client.wait(id, { timeoutMs: TIMEOUT, until: 'finished' });
+    expect(done.session.state).toBe('COMPLETED');
+    await refused(client.resume(id), 'INVALID_STATE', 'is COMPLETED');
+    await refused(client.cancel(id), 'INVALID_STATE', `Session ${id} is already COMPLETED`);
+    // Only the one valid resume reached the coordinator: nothing was recorded as ignored.
+    const h = await historyOf(client, id);
+    expect(h.length).toBeGreaterThan(before);
+    expect(decisions(h, 'event:ignored')).toEqual([]);
+    expect(decisions(h, 'resume:skip')).toHaveLength(1);
+  });
+
+  it('refuses to resume a running session that has no blocked task', async () => {
+    const release = deferred();
+    const { models } = recordingModels(exampleScenario('diamond.yaml'), {
+      beforeExecute: () => release.promise,
+    });
+    const { client, id } = await run(exampleScenario('diamond.yaml'), { models });
+    await eventually(
+      async () => ((await client.get(id)).session.state === 'RUNNING' ? true : undefined),
+      'the session to run',
+    );
+    await expect(client.resume(id)).rejects.toMatchObject({
+      code: 'INVALID_STATE',
+      message: expect.stringContaining(`session ${id} has no blocked task to resume`),
+    });
+    release.resolve();
+    expect((await client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');
+  });
+
   it('runs the blocked task again on resume retry and completes', async () => {
     const { client, id } = await untilBlocked();
     await client.resume(id, { mode: 'retry' });

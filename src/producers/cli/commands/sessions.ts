@@ -1,9 +1,5 @@
 import { Option, type Command } from 'commander';
-import {
-  FINISHED_SESSION_STATES,
-  RESUMABLE_SESSION_STATES,
-  type SessionState,
-} from '../../../shared/domain/session.js';
+import { RESUMABLE_SESSION_STATES, type SessionState } from '../../../shared/domain/session.js';
 import { OrqError } from '../../../shared/errors.js';
 import type { OrqClient, ResumeRequest, SessionView } from '../../client.js';
 import {
@@ -249,13 +245,6 @@ export function registerSessionCommands(program: Command): void {
     .option('--reason <text>', 'recorded in the history', 'cancelled by user')
     .action(async (sessionId: string, options: { config?: string; reason: string }) =>
       withSessions(options, async (client) => {
-        const { session } = await client.get(sessionId);
-        if (FINISHED_SESSION_STATES.includes(session.state)) {
-          throw new OrqError('INVALID_STATE', `Session ${sessionId} is already ${session.state}`, {
-            hint: 'Only sessions still planning, running or blocked can be cancelled.',
-            details: { sessionId, state: session.state },
-          });
-        }
         await client.cancel(sessionId, options.reason);
         process.stdout.write(`cancel requested for ${sessionId}\n`);
       }),

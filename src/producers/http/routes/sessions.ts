@@ -87,7 +87,7 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
         summary: 'Cancel a session (applied by the coordinator)',
         params: SessionParams,
         body: CancelRequest,
-        response: { 202: Accepted, 404: ApiError, 503: ApiError },
+        response: { 202: Accepted, 400: ApiError, 404: ApiError, 409: ApiError, 503: ApiError },
       },
     },
     async (request, reply) => {
