@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { orq as runOrq } from '../support/cli.js';
+import { once } from 'node:events';
+import { orq as runOrq, spawnOrq } from '../support/cli.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
 
 /** `orq ARGS` as a process, with only the given orq variables in its environment. */
@@ -110,5 +111,18 @@ describe('orq config show', () => {
     const result = await orq(['config', 'show', file]);
     expect(result.code).toBe(0);
     expect(result.stdout).toContain('  noiseThreshold: 3\n');
+  });
+});
+
+describe('output to a reader that went away', () => {
+  it('ends quietly with exit code 0, as `orq config schema | head -1` expects', async () => {
+    const child = spawnOrq(['config', 'schema']);
+    // The reader closes before the first write: every write then fails with EPIPE.
+    child.stdout?.destroy();
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const [code] = (await once(child, 'exit')) as [number | null];
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
   });
 });

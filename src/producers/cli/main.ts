@@ -8,6 +8,12 @@ import { registerSessionCommands } from './commands/sessions.js';
 import { registerStartCommand } from './commands/start.js';
 import { runCli } from './run-cli.js';
 
+// A reader that goes away (`orq history <id> | head -1`) ends the output; it is not a crash.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error;
+  process.exit(0);
+});
+
 const program = new Command()
   .name('orq')
   .description('Distributed orchestrator for LLM agents on BullMQ and Redis')
