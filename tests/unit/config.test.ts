@@ -278,6 +278,31 @@ describe('applyEnvOverrides', () => {
     expect(raw).toEqual({ redis: { url: 'redis://h:6379', prefix: 'team-a' }, logLevel: 'debug' });
   });
 
+  it.each([
+    'redis://127.0.0.1:99999',
+    'redis://127.0.0.1:0',
+    'redis://[bad',
+    'redis://localhost:6379x',
+    'http://127.0.0.1:6379',
+    'redis://',
+  ])('refuses REDIS_URL=%s, naming the variable and the form it takes', (url) => {
+    const error = configErrorOf(() => loadConfig({ env: { REDIS_URL: url }, cwd: '/' }));
+    expect(error.issues).toEqual([
+      {
+        path: 'redis.url',
+        message: expect.stringContaining('expected a redis:// or rediss:// URL'),
+      },
+    ]);
+    expect(error.message).toContain('REDIS_URL');
+  });
+
+  it.each(['redis://h:6379', 'rediss://user:pw@h:6380/2', 'redis://h', 'localhost:6379'])(
+    'accepts REDIS_URL=%s',
+    (url) => {
+      expect(loadConfig({ env: { REDIS_URL: url }, cwd: '/' }).redis.url).toBe(url);
+    },
+  );
+
   it('ORQ__section__key sets a nested key, JSON values parsed', () => {
     const raw = applyEnvOverrides(
       { refinement: { deltaThreshold: 6 } },

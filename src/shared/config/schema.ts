@@ -451,10 +451,33 @@ export const SessionConfig = z.strictObject({
 });
 export type SessionConfig = z.infer<typeof SessionConfig>;
 
+/**
+ * What ioredis can connect to: a redis:// or rediss:// URL that parses (an unparsable one threw
+ * `Invalid URL` from inside ioredis; another scheme was read as a host named after it), or a
+ * bare `host:port` or socket path, which ioredis reads itself.
+ */
+function isRedisAddress(value: string): boolean {
+  if (!value.includes('://')) return true;
+  try {
+    const url = new URL(value);
+    return (
+      (url.protocol === 'redis:' || url.protocol === 'rediss:') &&
+      url.hostname !== '' &&
+      url.port !== '0'
+    );
+  } catch {
+    return false;
+  }
+}
+
 export const RedisConfig = z.strictObject({
   url: z
     .string()
     .min(1)
+    .refine(isRedisAddress, {
+      message:
+        'expected a redis:// or rediss:// URL with a port from 1 to 65535, e.g. redis://127.0.0.1:6379',
+    })
     .optional()
     .describe(
       'redis:// or rediss:// URL; REDIS_URL overrides. Without it `orq run` starts its own.',
