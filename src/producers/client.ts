@@ -259,6 +259,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       });
     });
     try {
+      parseOrThrow(SessionId, sessionId, 'session id');
       await store.requireSession(sessionId);
       for (;;) {
         if (signal?.aborted) return;

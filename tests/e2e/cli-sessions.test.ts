@@ -211,6 +211,16 @@ describe('errors and exit codes', () => {
         cli('run', 'Write it', '--session-config', 'no-such-overrides.json'),
         cli('run', 'Write it', '--scenario', 'no-such-scenario.yaml'),
       ]);
+    // Numbers out of range, and a file that cannot be written: no stack trace either.
+    const outOfRange = await Promise.all([
+      cli('status', '--limit', '99999999999999999999'),
+      cli('dashboard', '--port', '70000'),
+      cli('start', '--metrics-port', '70000'),
+      cli('start', '--shutdown-timeout', '99999999999999999999'),
+      cli('start', '--concurrency', '5000'),
+      cli('watch', 'not a session id!'),
+      cli('config', 'schema', '--out', '/dev/null/schema.json'),
+    ]);
     for (const result of [
       badId,
       badOption,
@@ -219,10 +229,22 @@ describe('errors and exit codes', () => {
       noOverrides,
       runNoOverrides,
       noScenario,
+      ...outOfRange,
     ]) {
       expect(result.code, result.stderr).toBe(2);
       expect(result.stderr).toMatch(/^orq: .+\n$/);
     }
+    expect(outOfRange.map((r) => r.stderr.match(/'(--[a-z-]+)/)?.[1])).toEqual([
+      '--limit',
+      '--port',
+      '--metrics-port',
+      '--shutdown-timeout',
+      '--concurrency',
+      undefined,
+      undefined,
+    ]);
+    expect(outOfRange[0]?.stderr).toContain('expected a whole number from 1 to 500');
+    expect(outOfRange[6]?.stderr).toContain('Cannot write the schema to /dev/null/schema.json');
     expect(badOption.stderr).toContain('--limit');
     expect(badUsd.stderr).toContain('--max-usd');
     for (const result of [noOverrides, runNoOverrides]) {

@@ -56,10 +56,29 @@ export function printJson(value: unknown): void {
 /** Commander reports an InvalidArgumentError as a usage error (exit 2) naming the option. */
 export function parsePositiveInt(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1)
+  if (!Number.isSafeInteger(n) || n < 1)
     throw new InvalidArgumentError(`expected a positive whole number, got "${value}"`);
   return n;
 }
+
+/** A parser for a whole number from `min` to `max`, or a usage error naming the option. */
+export function parseIntIn(min: number, max: number): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new InvalidArgumentError(
+        `expected a whole number from ${min} to ${max.toLocaleString('en-US')}, got "${value}"`,
+      );
+    return n;
+  };
+}
+
+/** Ports: 0 asks the system for a free one where a command allows it. */
+export const parsePort = parseIntIn(0, 65_535);
+/** What a timer can wait (setTimeout's limit is about 24.8 days): one day. */
+export const parseMilliseconds = parseIntIn(1, 86_400_000);
+/** Per-role parallelism, as config.concurrency allows. */
+export const parseConcurrency = parseIntIn(1, 1000);
 
 /** A number above 0 (an amount such as USD), or a usage error naming the option. */
 export function parsePositiveNumber(value: string): number {

@@ -5,7 +5,7 @@ import { stringify as toYaml } from 'yaml';
 import { configJsonSchema } from '../../../shared/config/json-schema.js';
 import { configWarnings, findConfigFile, loadConfig } from '../../../shared/config/load.js';
 import type { OrqConfig } from '../../../shared/config/schema.js';
-import { ConfigError } from '../../../shared/errors.js';
+import { ConfigError, OrqError } from '../../../shared/errors.js';
 import { ExitCode } from '../run-cli.js';
 
 /** A password in `redis://user:secret@host` is shown as `***`, so `config show` can be pasted. */
@@ -38,8 +38,16 @@ export function registerConfigCommands(program: Command): void {
     .action((options: { out?: string }) => {
       const text = `${JSON.stringify(configJsonSchema(), null, 2)}\n`;
       if (options.out) {
-        mkdirSync(dirname(options.out), { recursive: true });
-        writeFileSync(options.out, text);
+        try {
+          mkdirSync(dirname(options.out), { recursive: true });
+          writeFileSync(options.out, text);
+        } catch (error) {
+          throw new OrqError(
+            'VALIDATION_FAILED',
+            `Cannot write the schema to ${options.out}: ${(error as Error).message}`,
+            { hint: 'Give --out a file in a directory you can write to.', cause: error },
+          );
+        }
         process.stderr.write(`wrote ${options.out}\n`);
       } else {
         process.stdout.write(text);

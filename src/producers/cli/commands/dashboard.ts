@@ -1,13 +1,6 @@
 import type { Command } from 'commander';
 import { createLogger } from '../../../shared/logger.js';
-import { withClient } from '../common.js';
-
-function parsePort(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > 65_535)
-    throw new Error(`expected a port between 0 and 65535, got "${value}"`);
-  return n;
-}
+import { parsePort, withClient } from '../common.js';
 
 interface DashboardOptions {
   host?: string;

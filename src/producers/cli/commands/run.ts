@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander';
 import { sessionConfig } from '../../client.js';
-import { parsePositiveInt, sessionOverrides } from '../common.js';
+import { parseConcurrency, sessionOverrides } from '../common.js';
 import { checkRunnable, runHere, type RunHereOptions } from '../run-here.js';
 
 /** `orq run`: every role in this process, one session from submit to its end, with progress. */
@@ -16,7 +16,7 @@ export function registerRunCommand(program: Command): void {
       'per-session overrides, e.g. {"budget":{"maxTokens":50000}}',
     )
     .option('--json', 'print the final session with its tasks as JSON on stdout')
-    .option('--concurrency <n>', 'jobs per role in parallel', parsePositiveInt)
+    .option('--concurrency <n>', 'jobs per role in parallel', parseConcurrency)
     .addOption(
       new Option('--latency <ms>', 'simulated builtin model latency').argParser(Number).hideHelp(),
     )

@@ -3,6 +3,7 @@ import { RESUMABLE_SESSION_STATES, type SessionState } from '../../../shared/dom
 import { OrqError } from '../../../shared/errors.js';
 import type { OrqClient, ResumeRequest, SessionView } from '../../client.js';
 import {
+  parseIntIn,
   parsePositiveInt,
   parsePositiveNumber,
   printJson,
@@ -108,7 +109,7 @@ export function registerSessionCommands(program: Command): void {
     .description('Show a session and a table of its tasks, or list recent sessions')
     .argument('[sessionId]')
     .option(...configOption)
-    .option('--limit <n>', 'sessions to list', parsePositiveInt, 20)
+    .option('--limit <n>', 'sessions to list (at most 500)', parseIntIn(1, 500), 20)
     .option('--json', 'print JSON (the session with its tasks, or the list of sessions)')
     .action(
       async (

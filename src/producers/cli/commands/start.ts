@@ -5,7 +5,7 @@ import { OrqError } from '../../../shared/errors.js';
 import { configuredConnection } from '../../../shared/redis.js';
 import { startPodServer } from '../../../workers/pod-server.js';
 import { startRoles } from '../../../workers/registry.js';
-import { cliConfig, parsePositiveInt } from '../common.js';
+import { cliConfig, parseConcurrency, parseIntIn, parseMilliseconds } from '../common.js';
 
 function parseRoles(value: string): Role[] {
   const roles = value
@@ -42,19 +42,19 @@ export function registerStartCommand(program: Command): void {
     .option(
       '--concurrency <n>',
       'jobs per role in parallel (default: config.concurrency)',
-      parsePositiveInt,
+      parseConcurrency,
     )
     .option(
       '--shutdown-timeout <ms>',
       'time active jobs get to finish on SIGTERM',
-      parsePositiveInt,
+      parseMilliseconds,
       30_000,
     )
     .option('-c, --config <file>', 'configuration file (YAML or JSON)')
     .option(
       '--metrics-port <n>',
       'serve Prometheus metrics (job durations per role) at /metrics on this port, and the probes /healthz and /readyz',
-      parsePositiveInt,
+      parseIntIn(1, 65_535),
     )
     .option('--metrics-host <host>', 'address of the metrics and probes listener', '0.0.0.0')
     .addOption(
