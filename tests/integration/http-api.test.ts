@@ -298,6 +298,25 @@ describe('server-sent events', () => {
     expect(((await res.json()) as { issues: { path: string }[] }).issues[0]!.path).toBe(
       'last-event-id',
     );
+    // Past Redis's 64-bit parts too, on every route that takes one (was a 500 from Redis).
+    const huge = '99999999999999999999-0';
+    const requests = [
+      fetch(url(`/sessions/${id}/events`), { headers: { ...auth, 'last-event-id': huge } }),
+      fetch(url(`/sessions/${id}/events?after=${huge}`), { headers: auth }),
+      fetch(url(`/sessions/${id}/history?after=${huge}`), { headers: auth }),
+    ];
+    for (const response of await Promise.all(requests)) {
+      expect(response.status).toBe(400);
+      expect(await response.json()).toMatchObject({
+        error: 'VALIDATION_FAILED',
+        message: expect.stringContaining('at most 18446744073709551615'),
+      });
+    }
+    const largest = await fetch(url(`/sessions/${id}/history?after=18446744073709551615-0`), {
+      headers: auth,
+    });
+    expect(largest.status).toBe(200);
+    expect(await largest.json()).toEqual([]);
   });
 });
 

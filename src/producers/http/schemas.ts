@@ -11,9 +11,16 @@ import { Task } from '../../shared/domain/task.js';
 export const SessionParams = z.object({ id: SessionId });
 
 /** A Redis stream id, the cursor of a session's history (`1700000000000-0`). */
+const STREAM_ID = /^\d+-\d+$/;
+const MAX_PART = 2n ** 64n - 1n;
+
 export const StreamId = z
   .string()
-  .regex(/^\d+-\d+$/, 'a history stream id looks like 1700000000000-0');
+  .regex(STREAM_ID, 'a history stream id looks like 1700000000000-0')
+  // Redis refuses parts above 64 bits ("Invalid stream ID"): that is bad input, not a 500.
+  .refine((id) => !STREAM_ID.test(id) || id.split('-').every((p) => BigInt(p) <= MAX_PART), {
+    message: 'each part of a history stream id is at most 18446744073709551615',
+  });
 
 export const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(50),

@@ -126,7 +126,11 @@ export function registerEventRoutes(app: FastifyInstance, ctx: RouteContext): vo
         }
       } catch (error) {
         const { body } = toApiError(error);
-        log.warn({ err: body.message }, 'event stream failed');
+        // The client gets the public message; the log gets the cause behind an INTERNAL one.
+        log.warn(
+          { err: error instanceof Error ? error.message : String(error) },
+          'event stream failed',
+        );
         await write(res, formatSseEvent({ event: 'error', data: JSON.stringify(body) }), signal);
       } finally {
         clearInterval(heartbeat);
