@@ -305,6 +305,18 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
           const existing = await store.claimIdempotencyKey(parsed.idempotencyKey, sessionId);
           if (existing) {
             const snapshot = await store.loadSession(existing);
+            // A key names one request: the same key for another instruction is a caller's bug,
+            // and handing back the old session would hide it.
+            if (snapshot && snapshot.session.instruction !== parsed.instruction) {
+              throw new OrqError(
+                'CONFLICT',
+                `idempotency key "${parsed.idempotencyKey}" was used for another instruction (session ${existing})`,
+                {
+                  hint: 'Use a new key for a new request; the same key only for a retry of the same one.',
+                  details: { idempotencyKey: parsed.idempotencyKey, sessionId: existing },
+                },
+              );
+            }
             if (snapshot) return snapshot.session;
             // The first submit claimed the key but died before storing the session: finish it.
             return submitSession(existing);

@@ -175,6 +175,13 @@ describe('sessions over HTTP', () => {
     const a = (await first.json()) as { id: string };
     const b = (await second.json()) as { id: string };
     expect(b.id).toBe(a.id);
+    // The key names that request: another instruction under it is refused, not answered with it.
+    const other = await submit({ instruction: 'write the changelog', idempotencyKey: key });
+    expect(other.status).toBe(409);
+    expect(await other.json()).toMatchObject({
+      error: 'CONFLICT',
+      message: expect.stringContaining(`was used for another instruction (session ${a.id})`),
+    });
   });
 
   it('answers 409 when resuming a session that is not blocked', async () => {
