@@ -405,7 +405,29 @@ describe('plan refinement (seeds 000 and 003)', () => {
     const [replan] = decisions(h, 'refinement:replan');
     expect(replan?.inputs).toMatchObject({ isAcceptable: false });
     expect(JSON.stringify(replan?.inputs.issues)).toContain('dependency cycle');
+    // The history says why a plan the judge liked was replanned, before the decision.
+    const [invalid] = decisions(h, 'structure:invalid');
+    expect(invalid?.reason).toMatch(/^the plan cannot run as given: dependency cycle/);
+    expect(invalid?.inputs).toMatchObject({ score: 90, isAcceptable: true });
+    expect(h.indexOf(invalid!)).toBeLessThan(h.indexOf(replan!));
     expect(decisions(h, 'refinement:accept')[0]?.inputs).toMatchObject({ score: 96 });
+  });
+
+  it('names the broken structure when a first plan that cannot run is rejected', async () => {
+    const path = scenarios.write('cyclic-only', {
+      plans: [{ tasks: cyclic }],
+      planJudgements: [{ score: 90, isAcceptable: true }],
+    });
+    const { client, id } = await run(path, {
+      instruction,
+      config: { refinement: { maxRefinementAttempts: 0 } },
+    });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('FAILED');
+    expect(view.session.failure).toMatchObject({
+      code: 'PLAN_REJECTED',
+      reason: expect.stringMatching(/; the plan cannot run as given: dependency cycle: /),
+    });
   });
 
   it('rejects the plan with its reason in the history once the attempts are used up', async () => {

@@ -124,7 +124,18 @@ export async function onPlanJudged(
       });
     }
   } else if (ownProblems.length > 0) {
-    // A first plan that is not a DAG cannot run: count it as unacceptable so the loop replans.
+    // A first plan that is not a DAG cannot run: count it as unacceptable so the loop replans,
+    // and say why, or the history would show a plan scored 100 being replanned.
+    history.push({
+      type: 'decision',
+      decision: 'structure:invalid',
+      reason: `the plan cannot run as given: ${ownProblems.join('; ')}`,
+      inputs: {
+        problems: ownProblems,
+        score: judgement.score,
+        isAcceptable: judgement.isAcceptable,
+      },
+    });
     judgement = {
       ...judgement,
       isAcceptable: false,
@@ -168,12 +179,15 @@ export async function onPlanJudged(
         'refinement:accept-previous',
       );
     }
+    const broken = previousPlan ? [] : ownProblems;
     return reject(
       { ...session, planning: { ...planning, refinementHistory } },
       version,
       eventId,
       history,
-      result.reason,
+      broken.length > 0
+        ? `${result.reason}; the plan cannot run as given: ${broken.join('; ')}`
+        : result.reason,
       'PLAN_REJECTED',
     );
   }
