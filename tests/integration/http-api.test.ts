@@ -166,6 +166,32 @@ describe('sessions over HTTP', () => {
     expect(cancel.status).toBe(404);
   });
 
+  it("answers Fastify's own client errors in orq's error format", async () => {
+    // A session id of the longest valid form is looked up, not refused by the router.
+    const longest = await fetch(url(`/sessions/${'a'.repeat(128)}`), { headers: auth });
+    expect(longest.status).toBe(404);
+    expect(((await longest.json()) as { error: string }).error).toBe('NOT_FOUND');
+
+    const post = (body: string, type: string) =>
+      fetch(url('/sessions'), { method: 'POST', headers: { ...auth, 'content-type': type }, body });
+    const cases = [
+      [await post('{"instruction": ', 'application/json'), 400, 'VALIDATION_FAILED'],
+      [await post('<session/>', 'application/xml'), 415, 'UNSUPPORTED_MEDIA_TYPE'],
+      [
+        await post(`{"instruction":"${'x'.repeat(1_100_000)}"}`, 'application/json'),
+        413,
+        'PAYLOAD_TOO_LARGE',
+      ],
+    ] as const;
+    for (const [res, status, error] of cases) {
+      expect(res.status).toBe(status);
+      const body = (await res.json()) as { error: string; message: string; hint?: string };
+      expect(body.error).toBe(error);
+      expect(body.message).not.toBe('');
+      expect(body.hint).toBeDefined();
+    }
+  });
+
   it('gives the same session for the same idempotency key (201, then 200)', async () => {
     const key = `idem-${Date.now()}`;
     const first = await submit({ instruction: 'write the docs', idempotencyKey: key });

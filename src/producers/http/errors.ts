@@ -24,6 +24,17 @@ const STATUS_BY_CODE: Partial<Record<string, number>> = {
   REDIS_UNAVAILABLE: 503,
 };
 
+/** The orq code, and what to do, for the client errors Fastify raises itself. */
+const FASTIFY_CLIENT_ERRORS: Partial<Record<number, { error: string; hint?: string }>> = {
+  400: {
+    error: 'VALIDATION_FAILED',
+    hint: 'Send a JSON body with Content-Type: application/json.',
+  },
+  413: { error: 'PAYLOAD_TOO_LARGE', hint: 'Request bodies are limited to 1 MiB.' },
+  414: { error: 'URI_TOO_LONG', hint: 'Session ids have at most 128 characters.' },
+  415: { error: 'UNSUPPORTED_MEDIA_TYPE', hint: 'Send JSON with Content-Type: application/json.' },
+};
+
 type SchemaIssue = {
   instancePath: string;
   message?: string;
@@ -70,13 +81,18 @@ export function toApiError(error: unknown): { status: number; body: ApiError } {
       },
     };
   }
-  // Fastify's own client errors (bad JSON, wrong content type, body too large) keep their status.
+  // Fastify's own client errors (bad JSON, wrong content type, body too large) keep their
+  // status, under orq's codes rather than Fastify's internal FST_ERR_* names.
   const statusCode = (error as FastifyError | undefined)?.statusCode;
   if (statusCode !== undefined && statusCode >= 400 && statusCode < 500) {
-    const fastifyError = error as FastifyError;
+    const fastify = FASTIFY_CLIENT_ERRORS[statusCode];
     return {
       status: statusCode,
-      body: { error: fastifyError.code ?? 'BAD_REQUEST', message: fastifyError.message },
+      body: {
+        error: fastify?.error ?? 'BAD_REQUEST',
+        message: (error as FastifyError).message,
+        ...(fastify?.hint ? { hint: fastify.hint } : {}),
+      },
     };
   }
   return {

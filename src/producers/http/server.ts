@@ -81,6 +81,8 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
     // Request lines would carry the board's ?token=…; errors are logged by the error handler.
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle',
+    // A session id may have 128 characters (SessionId); Fastify's default allows 100.
+    routerOptions: { maxParamLength: 128 },
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

@@ -144,7 +144,7 @@ export function createMeter(options: MeterOptions): Meter {
       'BUDGET_EXHAUSTED',
       `The ${role} call ${method}${taskId ? ` for task ${taskId}` : ''} cannot reserve its estimate within the session budget (${detail})`,
       {
-        hint: 'Submit again with a higher budget.maxTokens / budget.maxUsd',
+        hint: `Resume it with a higher limit: orq resume ${session.id} --max-tokens <n> or --max-usd <usd> (HTTP: POST /sessions/${session.id}/resume with a budget)`,
         details: { sessionId: session.id, role, taskId, ...outcome },
       },
     );
