@@ -29,6 +29,8 @@ export interface OrqErrorOptions {
 /** Base of every error orq throws on purpose: a stable code, the ids involved and a hint. */
 export class OrqError extends Error {
   readonly code: OrqErrorCode;
+  /** What happened, without the hint (`message` reads both, for a terminal's one line). */
+  readonly summary: string;
   readonly hint: string | undefined;
   readonly details: Record<string, unknown>;
 
@@ -36,6 +38,7 @@ export class OrqError extends Error {
     super(options.hint ? `${message}. ${options.hint}` : message, { cause: options.cause });
     this.name = 'OrqError';
     this.code = code;
+    this.summary = message;
     this.hint = options.hint;
     this.details = options.details ?? {};
   }

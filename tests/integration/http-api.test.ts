@@ -160,7 +160,11 @@ describe('sessions over HTTP', () => {
     for (const path of [`/sessions/${id}`, `/sessions/${id}/history`, `/sessions/${id}/events`]) {
       const res = await fetch(url(path), { headers: auth });
       expect(res.status, path).toBe(404);
-      expect(((await res.json()) as { error: string }).error).toBe('NOT_FOUND');
+      const body = (await res.json()) as { error: string; message: string; hint?: string };
+      expect(body.error).toBe('NOT_FOUND');
+      // The hint is a field of its own, not repeated in the message.
+      expect(body.message).toBe(`Session ${id} not found`);
+      expect(body.hint).toContain('orq status');
     }
     const cancel = await fetch(url(`/sessions/${id}/cancel`), { method: 'POST', headers: auth });
     expect(cancel.status).toBe(404);

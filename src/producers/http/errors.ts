@@ -75,7 +75,8 @@ export function toApiError(error: unknown): { status: number; body: ApiError } {
       status: STATUS_BY_CODE[typed.code] ?? 500,
       body: {
         error: typed.code,
-        message: typed.message,
+        // The hint has a field of its own: not repeated in the message.
+        message: typed.summary,
         ...(typed.hint ? { hint: typed.hint } : {}),
         ...(typed instanceof ValidationError ? { issues: typed.issues } : {}),
       },
