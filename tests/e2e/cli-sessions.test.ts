@@ -219,6 +219,8 @@ describe('errors and exit codes', () => {
       cli('start', '--shutdown-timeout', '99999999999999999999'),
       cli('start', '--concurrency', '5000'),
       cli('watch', 'not a session id!'),
+      cli('status', ''),
+      cli('run', 'Write it', '--scenario', tmpdir()),
       cli('config', 'schema', '--out', '/dev/null/schema.json'),
     ]);
     for (const result of [
@@ -242,9 +244,13 @@ describe('errors and exit codes', () => {
       '--concurrency',
       undefined,
       undefined,
+      undefined,
+      undefined,
     ]);
+    expect(outOfRange[6]?.stderr).toContain('Invalid session id');
+    expect(outOfRange[7]?.stderr).toContain('(it is a directory)');
     expect(outOfRange[0]?.stderr).toContain('expected a whole number from 1 to 500');
-    expect(outOfRange[6]?.stderr).toContain('Cannot write the schema to /dev/null/schema.json');
+    expect(outOfRange[8]?.stderr).toContain('Cannot write the schema to /dev/null/schema.json');
     expect(badOption.stderr).toContain('--limit');
     expect(badUsd.stderr).toContain('--max-usd');
     for (const result of [noOverrides, runNoOverrides]) {
@@ -253,7 +259,9 @@ describe('errors and exit codes', () => {
       );
     }
     // orq run reads its scenario before it submits: no session is left to fail in the planner.
-    expect(noScenario.stderr).toMatch(/^orq: Cannot read scenario file .*no-such-scenario\.yaml/);
+    expect(noScenario.stderr).toMatch(
+      /^orq: Cannot read scenario file .*no-such-scenario\.yaml \(no such file\)/,
+    );
     expect(noScenario.stdout).not.toContain('submitted');
   });
 

@@ -117,7 +117,8 @@ export function registerSessionCommands(program: Command): void {
         options: { config?: string; limit: number; json?: boolean },
       ) =>
         withSessions(options, async (client) => {
-          if (!sessionId) {
+          // `orq status ""` is a malformed id (client.get says so), not a request for the list.
+          if (sessionId === undefined) {
             const sessions = await client.list({ limit: options.limit });
             if (options.json) printJson(sessions);
             else process.stdout.write(`${formatSessionList(sessions)}\n`);
