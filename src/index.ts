@@ -12,6 +12,7 @@ export {
   isScoreChangeSignificant,
   determineScoreDirection,
   advanceRefinementCounters,
+  decideBrokenReplan,
 } from './shared/rules/refinement.js';
 export {
   validateStructure,

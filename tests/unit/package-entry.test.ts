@@ -4,6 +4,7 @@ import * as orq from '../../src/index.js';
 describe('the package entry', () => {
   it.each([
     'makeRefinementDecision',
+    'decideBrokenReplan',
     'isStagnated',
     'isScoreChangeSignificant',
     'determineScoreDirection',

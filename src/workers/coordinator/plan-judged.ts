@@ -179,14 +179,14 @@ export async function onPlanJudged(
         'refinement:accept-previous',
       );
     }
-    const broken = previousPlan ? [] : ownProblems;
+    // (A replan with problems of its own broke the structure and was decided above.)
     return reject(
       { ...session, planning: { ...planning, refinementHistory } },
       version,
       eventId,
       history,
-      broken.length > 0
-        ? `${result.reason}; the plan cannot run as given: ${broken.join('; ')}`
+      ownProblems.length > 0
+        ? `${result.reason}; the plan cannot run as given: ${ownProblems.join('; ')}`
         : result.reason,
       'PLAN_REJECTED',
     );
