@@ -180,8 +180,9 @@ export function loadScenarioFile(path: string): Scenario {
   try {
     text = readFileSync(path, 'utf8');
   } catch (cause) {
-    const code = (cause as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : code;
+    const { code, message } = cause as NodeJS.ErrnoException;
+    const why =
+      code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : message;
     throw new OrqError('SCENARIO_INVALID', `Cannot read scenario file ${path} (${why})`, {
       hint: 'Check the path given for the scenario',
       details: { source: path },
