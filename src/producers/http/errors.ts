@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { SessionId } from '../../shared/domain/session.js';
 import { OrqError, ValidationError, type FieldIssue } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { asRedisUnavailable } from '../../shared/redis.js';
@@ -31,7 +32,10 @@ const FASTIFY_CLIENT_ERRORS: Partial<Record<number, { error: string; hint?: stri
     hint: 'Send a JSON body with Content-Type: application/json.',
   },
   413: { error: 'PAYLOAD_TOO_LARGE', hint: 'Request bodies are limited to 1 MiB.' },
-  414: { error: 'URI_TOO_LONG', hint: 'Session ids have at most 128 characters.' },
+  414: {
+    error: 'URI_TOO_LONG',
+    hint: `Session ids have at most ${SessionId.maxLength} characters.`,
+  },
   415: { error: 'UNSUPPORTED_MEDIA_TYPE', hint: 'Send JSON with Content-Type: application/json.' },
 };
 

@@ -6,6 +6,7 @@ import {
   serializerCompiler,
   validatorCompiler,
 } from 'fastify-type-provider-zod';
+import { SessionId } from '../../shared/domain/session.js';
 import { listenError } from '../../shared/listen-error.js';
 import { silentLogger, type Logger } from '../../shared/logger.js';
 import { QueueSet } from '../../shared/queue-set.js';
@@ -81,8 +82,8 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
     // Request lines would carry the board's ?token=…; errors are logged by the error handler.
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle',
-    // A session id may have 128 characters (SessionId); Fastify's default allows 100.
-    routerOptions: { maxParamLength: 128 },
+    // A path's session id may be as long as SessionId allows; Fastify's default stops at 100.
+    routerOptions: { maxParamLength: SessionId.maxLength ?? 100 },
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
