@@ -115,3 +115,12 @@ export function parseOrThrow<T extends z.ZodType>(
   if (!result.success) throw ValidationError.fromZod(what, result.error);
   return result.data;
 }
+
+/** Why a file could not be read, in words for an error message (a missing file, a directory). */
+export function unreadableReason(error: unknown): string {
+  const { code, message } = error as NodeJS.ErrnoException;
+  if (code === 'ENOENT') return 'no such file';
+  if (code === 'EISDIR') return 'it is a directory';
+  if (code === 'EACCES') return 'permission denied';
+  return message;
+}

@@ -1,4 +1,5 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
@@ -261,6 +262,13 @@ describe('readConfigFile', () => {
     const error = configErrorOf(() => readConfigFile(path));
     expect(error.message).toContain(path);
     expect(error.issues[0]?.path).toBe('line 3, column 1');
+  });
+
+  it('a path that is a directory cannot be read, and says so', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orq-config-dir-'));
+    expect(configErrorOf(() => readConfigFile(dir)).issues).toEqual([
+      { path: '(file)', message: 'cannot be read: it is a directory' },
+    ]);
   });
 
   it('a duplicate YAML key is a syntax error on its line', () => {

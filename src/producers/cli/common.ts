@@ -3,7 +3,7 @@ import { InvalidArgumentError } from 'commander';
 import { resolve } from 'node:path';
 import { loadConfig } from '../../shared/config/load.js';
 import type { OrqConfig } from '../../shared/config/schema.js';
-import { OrqError } from '../../shared/errors.js';
+import { OrqError, unreadableReason } from '../../shared/errors.js';
 import { createClient, type OrqClient } from '../client.js';
 import { redisForCli, type CliRedis, type RedisForCliOptions } from './redis-for-cli.js';
 
@@ -106,10 +106,9 @@ function readOverridesFile(path: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
     throw new OrqError(
       'VALIDATION_FAILED',
-      `--session-config ${path}: cannot read the file (${reason})`,
+      `--session-config ${path}: cannot read the file (${unreadableReason(error)})`,
       {
         hint: 'Give a JSON object, such as {"budget":{"maxTokens":50000}}, or the path of a JSON file',
       },

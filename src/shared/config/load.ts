@@ -2,7 +2,13 @@ import { existsSync, readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
-import { ConfigError, describeZodIssues, OrqError, type FieldIssue } from '../errors.js';
+import {
+  ConfigError,
+  describeZodIssues,
+  OrqError,
+  unreadableReason,
+  type FieldIssue,
+} from '../errors.js';
 import { OrqConfig } from './schema.js';
 
 /** Looked for, in this order, in the working directory when no file is named. */
@@ -285,8 +291,9 @@ export function readConfigFile(path: string): unknown {
         cause: error,
       });
     }
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new ConfigError(path, [{ path: '(file)', message: `cannot be read: ${reason}` }]);
+    throw new ConfigError(path, [
+      { path: '(file)', message: `cannot be read: ${unreadableReason(error)}` },
+    ]);
   }
   const extension = extname(path).toLowerCase();
   let parsed: unknown;

@@ -4,7 +4,7 @@ import { LineCounter, parseDocument, isNode } from 'yaml';
 import { z } from 'zod';
 import { PlanBreakdown, PlannedTask, QualityJudgement, ReplanBreakdown } from '../domain/plan.js';
 import { TaskId, TaskJudgement, TaskResult } from '../domain/task.js';
-import { OrqError, describeZodIssues, type FieldIssue } from '../errors.js';
+import { OrqError, describeZodIssues, unreadableReason, type FieldIssue } from '../errors.js';
 
 /**
  * A scenario scripts what the builtin provider returns, call by call, so tests and demos can
@@ -180,14 +180,15 @@ export function loadScenarioFile(path: string): Scenario {
   try {
     text = readFileSync(path, 'utf8');
   } catch (cause) {
-    const { code, message } = cause as NodeJS.ErrnoException;
-    const why =
-      code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : message;
-    throw new OrqError('SCENARIO_INVALID', `Cannot read scenario file ${path} (${why})`, {
-      hint: 'Check the path given for the scenario',
-      details: { source: path },
-      cause,
-    });
+    throw new OrqError(
+      'SCENARIO_INVALID',
+      `Cannot read scenario file ${path} (${unreadableReason(cause)})`,
+      {
+        hint: 'Check the path given for the scenario',
+        details: { source: path },
+        cause,
+      },
+    );
   }
 
   if (extname(path).toLowerCase() === '.json') {
