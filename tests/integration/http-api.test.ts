@@ -170,6 +170,32 @@ describe('sessions over HTTP', () => {
     expect(cancel.status).toBe(404);
   });
 
+  it('answers 405 with Allow for a method a path does not take, 404 for a path that is not there', async () => {
+    const cases: [string, string, string][] = [
+      ['DELETE', '/sessions/some-id', 'GET, HEAD'],
+      ['PUT', '/sessions', 'GET, HEAD, POST'],
+      ['GET', '/sessions/some-id/cancel', 'POST'],
+      ['POST', '/healthz', 'GET, HEAD'],
+    ];
+    for (const [method, path, allow] of cases) {
+      const res = await fetch(url(path), { method, headers: auth });
+      expect(res.status, `${method} ${path}`).toBe(405);
+      expect(res.headers.get('allow'), `${method} ${path}`).toBe(allow);
+      const body = (await res.json()) as { error: string; message: string; hint?: string };
+      expect(body).toEqual({
+        error: 'METHOD_NOT_ALLOWED',
+        message: `${path} does not take ${method}`,
+        hint: `Use ${allow}.`,
+      });
+    }
+    const missing = await fetch(url('/sessions/some-id/pause'), { method: 'POST', headers: auth });
+    expect(missing.status).toBe(404);
+    expect(missing.headers.get('allow')).toBeNull();
+    expect(((await missing.json()) as { message: string }).message).toBe(
+      'no route POST /sessions/some-id/pause',
+    );
+  });
+
   it("answers Fastify's own client errors in orq's error format", async () => {
     // A session id of the longest valid form is looked up, not refused by the router.
     const longest = await fetch(url(`/sessions/${'a'.repeat(128)}`), { headers: auth });

@@ -106,7 +106,11 @@ export function toApiError(error: unknown): { status: number; body: ApiError } {
   };
 }
 
-export function installErrorHandler(app: FastifyInstance, logger: Logger): void {
+export function installErrorHandler(
+  app: FastifyInstance,
+  logger: Logger,
+  allowedMethods: (path: string) => readonly string[] = () => [],
+): void {
   app.setErrorHandler((error, request, reply) => {
     const { status, body } = toApiError(error);
     const where = { method: request.method, route: request.routeOptions.url };
@@ -114,10 +118,21 @@ export function installErrorHandler(app: FastifyInstance, logger: Logger): void 
     else if (status >= 500) logger.error({ ...where, err: error }, body.message);
     return reply.code(status).send(body);
   });
-  app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send({
-      error: 'NOT_FOUND',
-      message: `no route ${request.method} ${request.url.split('?')[0]}`,
-    }),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = allowedMethods(path);
+    if (allowed.length > 0) {
+      return reply
+        .code(405)
+        .header('allow', allowed.join(', '))
+        .send({
+          error: 'METHOD_NOT_ALLOWED',
+          message: `${path} does not take ${request.method}`,
+          hint: `Use ${allowed.join(', ')}.`,
+        });
+    }
+    return reply
+      .code(404)
+      .send({ error: 'NOT_FOUND', message: `no route ${request.method} ${path}` });
+  });
 }

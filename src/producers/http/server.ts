@@ -13,6 +13,7 @@ import { QueueSet } from '../../shared/queue-set.js';
 import { createConnection, type ConnectionInput } from '../../shared/redis.js';
 import { ORQ_VERSION } from '../../shared/version.js';
 import type { OrqClient } from '../client.js';
+import { trackAllowedMethods } from './allowed-methods.js';
 import { assertSafeToListen, installAuth } from './auth.js';
 import { installErrorHandler } from './errors.js';
 import { createApiMetrics } from './metrics.js';
@@ -77,14 +78,16 @@ function openQueues(options: HttpServerOptions): { queues: QueueSet; close(): Pr
  */
 export async function createHttpServer(options: HttpServerOptions): Promise<FastifyInstance> {
   const logger = (options.logger ?? silentLogger).child({ component: 'http' });
+  // A path's session id may be as long as SessionId allows; Fastify's default stops at 100.
+  const routerOptions = { maxParamLength: SessionId.maxLength ?? 100 };
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     // Request lines would carry the board's ?token=…; errors are logged by the error handler.
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle',
-    // A path's session id may be as long as SessionId allows; Fastify's default stops at 100.
-    routerOptions: { maxParamLength: SessionId.maxLength ?? 100 },
+    routerOptions,
   });
+  const allowedMethods = trackAllowedMethods(app, routerOptions);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 
@@ -103,7 +106,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
     streams: new Set(),
   };
 
-  installErrorHandler(app, logger);
+  installErrorHandler(app, logger, allowedMethods);
   installAuth(app, options.token);
   app.addHook('onResponse', async (request, reply) => {
     metrics.httpRequests.inc({
