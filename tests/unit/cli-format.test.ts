@@ -8,6 +8,7 @@ import {
   formatSessionTable,
   formatTaskCounts,
 } from '../../src/producers/cli/format.js';
+import { followMode } from '../../src/producers/cli/follow.js';
 import { ExitCode, exitCodeFor } from '../../src/producers/cli/run-cli.js';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import { Session, type SessionState } from '../../src/shared/domain/session.js';
@@ -160,5 +161,18 @@ describe('formatOutcomeNotice', () => {
     failed.session.failure = { code: 'PLAN_REJECTED', reason: 'stagnated' };
     expect(formatOutcomeNotice(failed)).toBe('session s1 is FAILED: PLAN_REJECTED: stagnated');
     expect(formatOutcomeNotice(view('COMPLETED', []))).toBeUndefined();
+  });
+});
+
+describe('followMode', () => {
+  it('draws the live frame only in a terminal that reports a size', () => {
+    expect(followMode({ isTTY: true, rows: 40, columns: 120 }, false)).toBe('live');
+    // A stream that does not report its size at all: log-update falls back to 80×24.
+    expect(followMode({ isTTY: true }, false)).toBe('live');
+    // A pty opened 0×0: log-update would fit the frame to no rows and print nothing.
+    expect(followMode({ isTTY: true, rows: 0, columns: 0 }, false)).toBe('lines');
+    expect(followMode({ isTTY: true, rows: 24, columns: 0 }, false)).toBe('lines');
+    expect(followMode({ isTTY: false, rows: 40, columns: 120 }, false)).toBe('lines');
+    expect(followMode({ isTTY: true, rows: 40, columns: 120 }, true)).toBe('jsonl');
   });
 });

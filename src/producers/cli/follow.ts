@@ -30,10 +30,18 @@ export interface FollowOptions {
   logs?: LogRelay;
 }
 
-/** The live frame in a terminal, plain lines otherwise, JSON lines when asked for. */
-export function followMode(stream: { isTTY?: boolean }, json: boolean | undefined): FollowMode {
+/**
+ * The live frame in a terminal, plain lines otherwise, JSON lines when asked for. A terminal
+ * that reports no size (a pty opened 0×0) gets lines too: log-update fits a frame to the
+ * reported rows and columns, and would draw nothing in 0 rows.
+ */
+export function followMode(
+  stream: { isTTY?: boolean; rows?: number; columns?: number },
+  json: boolean | undefined,
+): FollowMode {
   if (json) return 'jsonl';
-  return stream.isTTY ? 'live' : 'lines';
+  const sized = stream.rows !== 0 && stream.columns !== 0;
+  return stream.isTTY && sized ? 'live' : 'lines';
 }
 
 /**
