@@ -37,6 +37,7 @@ import { createReplannerProcessor } from './roles/replanner.js';
 import { createWorkerProcessor } from './roles/worker.js';
 import { followSessionEnds } from './session-ends.js';
 import type { RoleModels } from '../shared/llm/types.js';
+import { isPermanentCallFailure } from '../shared/llm/chat.js';
 import type { RoleMetrics } from './metrics.js';
 import { podHealth, type PodHealth } from './pod-health.js';
 
@@ -177,7 +178,9 @@ function wrapProcessor(
         error instanceof UnrecoverableError ||
         // A session that does not exist never will: retrying an event for it only delays the failure.
         (error instanceof OrqError &&
-          (error.code === 'BUDGET_EXHAUSTED' || error.code === 'NOT_FOUND'));
+          (error.code === 'BUDGET_EXHAUSTED' || error.code === 'NOT_FOUND')) ||
+        // A rejected key or model, a malformed request, a reply cut off: the same again.
+        isPermanentCallFailure(error);
       const lastTry = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       const message = error instanceof Error ? error.message : String(error);
       log().warn(

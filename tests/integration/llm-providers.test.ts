@@ -7,7 +7,13 @@ import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import { QualityJudgement } from '../../src/shared/domain/plan.js';
 import type { Task } from '../../src/shared/domain/task.js';
 import { createAnthropicProvider } from '../../src/shared/llm/anthropic-provider.js';
-import type { ChatProvider, ChatRequest } from '../../src/shared/llm/chat.js';
+import {
+  isPermanentCallFailure,
+  usageOfFailure,
+  type ChatProvider,
+  type ChatRequest,
+} from '../../src/shared/llm/chat.js';
+import { OrqError } from '../../src/shared/errors.js';
 import { createOpenAiProvider } from '../../src/shared/llm/openai-provider.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import {
@@ -300,6 +306,36 @@ describe('structured output repair', () => {
     expect(errors[0]?.message).toContain('tasks.0.acceptance');
     // Two queue attempts (cluster config), each a first try and one repair.
     expect(requestsWith(server, marker, 'PlanBreakdown')).toHaveLength(4);
+    // Every reply was billed: the failed calls count their tokens, not as successful calls.
+    expect(view.usage.byRole.planner).toMatchObject({
+      inputTokens: 4 * FAKE_USAGE.input,
+      outputTokens: 4 * FAKE_USAGE.output,
+      calls: 0,
+    });
+    expect(view.usage.failedCalls).toBe(2);
+  });
+
+  it('a reply cut off at the output limit fails the job at once, its tokens counted', async () => {
+    const marker = '[cut-off]';
+    const server = servers.openai;
+    behaviours.set(marker, (request) =>
+      request.schemaName === 'PlanBreakdown'
+        ? { truncated: '{"tasks": [{"id": "t1", "ti' }
+        : happyReply(request),
+    );
+    const { view, history } = await runSession(`${marker} build it`, server);
+    expect(view.session.state).toBe('FAILED');
+    const errors = errorsOf(history);
+    expect(errors[0]).toMatchObject({ role: 'planner', code: 'LLM_CALL_FAILED' });
+    expect(errors[0]?.message).toContain('cut off at the output token limit');
+    expect(errors[0]?.message).toContain('Raise llm.planner.maxOutputTokens');
+    // Not retried by the queue (the cluster gives jobs two attempts): the same limit cuts it again.
+    expect(requestsWith(server, marker, 'PlanBreakdown')).toHaveLength(1);
+    expect(view.usage.byRole.planner).toMatchObject({
+      inputTokens: FAKE_USAGE.input,
+      outputTokens: FAKE_USAGE.output,
+      calls: 0,
+    });
   });
 });
 
@@ -441,6 +477,72 @@ describe('keys, timeouts and cancellation', () => {
         name: 'AbortError',
         message: expect.stringContaining('was cancelled') as unknown,
       });
+    });
+
+    it("a Retry-After longer than the call's time ends it at its deadline, or at a cancel", async () => {
+      const marker = `[retry-after ${p}]`;
+      // An hour's wait, as gateways send for an exhausted quota.
+      behaviours.set(marker, () => ({ status: 429, retryAfterMs: 3_600_000 }));
+      await expect(provider(servers[p]).complete(request(marker, 500))).rejects.toThrow(
+        /judge call to .*timed out after 0.5s/,
+      );
+      const controller = new AbortController();
+      const cancelled = provider(servers[p]).complete({
+        ...request(marker),
+        signal: controller.signal,
+      });
+      setTimeout(() => controller.abort(), 200);
+      await expect(cancelled).rejects.toMatchObject({ name: 'AbortError' });
+      // One request each: the SDK's wait was cut short, not followed by a retry.
+      expect(requestsWith(servers[p], marker)).toHaveLength(2);
+    });
+
+    it('a reply cut off at the output limit is a permanent failure carrying the billed usage', async () => {
+      const marker = `[truncated ${p}]`;
+      behaviours.set(marker, () => ({ truncated: '{"score": 9' }));
+      const error = await provider(servers[p])
+        .complete(request(marker))
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(error).toBeInstanceOf(OrqError);
+      expect((error as OrqError).message).toMatch(/cut off .*Raise llm.judge.maxOutputTokens/);
+      expect(isPermanentCallFailure(error)).toBe(true);
+      expect(usageOfFailure(error)).toEqual({
+        inputTokens: FAKE_USAGE.input,
+        outputTokens: FAKE_USAGE.output,
+      });
+    });
+
+    it('a 200 that is not a reply says what came back instead', async () => {
+      const cases: [string, RegExp, string?][] = [
+        ['{"choices": [', /response body is not JSON/],
+        [
+          '<html><body>502 Bad Gateway</body></html>',
+          /not JSON: <html><body>502 Bad Gateway/,
+          'text/html',
+        ],
+        [
+          '{"error": {"message": "quota exceeded for this key"}}',
+          p === 'openai' ? /answered with an error: quota exceeded for this key/ : /has no content/,
+        ],
+      ];
+      for (const [body, expected, contentType] of cases) {
+        const marker = `[raw ${p} ${body.length}]`;
+        behaviours.set(marker, () => ({ rawBody: body, ...(contentType ? { contentType } : {}) }));
+        const error = await provider(servers[p])
+          .complete(request(marker))
+          .then(
+            () => undefined,
+            (e: unknown) => e,
+          );
+        expect(error, body).toBeInstanceOf(OrqError);
+        expect((error as OrqError).message, body).toMatch(expected);
+        // Not the hint for a reply cut off: nothing was.
+        expect((error as OrqError).message, body).not.toContain('maxOutputTokens');
+        expect(isPermanentCallFailure(error), body).toBe(false);
+      }
     });
 
     it('gives up at the call timeout and says so', async () => {

@@ -94,6 +94,31 @@ describe('reserving against a budget (Lua)', () => {
     expect(await store.reserve(sid, E, { maxTokens: 1000 })).toEqual({ granted: true });
   });
 
+  it('counts the billed tokens of a failed call in the totals, but not as a call', async () => {
+    const sid = session();
+    await store.reserve(sid, E, { maxTokens: 1000 });
+    await store.settle(sid, {
+      reserved: E,
+      role: 'worker',
+      taskId: 't1',
+      usage: { inputTokens: 300, outputTokens: 200 },
+      usdMicros: 0,
+      unpriced: true,
+      failed: true,
+    });
+    const usage = await store.read(sid);
+    expect(usage).toMatchObject({
+      failedCalls: 1,
+      unpricedCalls: 1,
+      reserved: { tokens: 0 },
+      total: { inputTokens: 300, outputTokens: 200, calls: 0 },
+    });
+    expect(usage.byRole.worker).toMatchObject({ inputTokens: 300, outputTokens: 200, calls: 0 });
+    expect(usage.byTask.t1).toMatchObject({ inputTokens: 300, outputTokens: 200, calls: 0 });
+    // The budget sees them: 500 used + 1000 estimated > 1000.
+    expect(await store.reserve(sid, E, { maxTokens: 1000 })).toMatchObject({ granted: false });
+  });
+
   it('keeps refusing once refused, even when settlements free room', async () => {
     const sid = session();
     const limits = { maxTokens: 1500 };

@@ -36,7 +36,11 @@ export type FakeReply =
   /** An HTTP error status (429, 500…), with Retry-After in ms for fast retries. */
   | { status: number; retryAfterMs?: number }
   /** Never answers: the test expects the client to abort. */
-  | { hang: true };
+  | { hang: true }
+  /** A reply cut off at the output token limit (billed FAKE_USAGE like any answer). */
+  | { truncated: string }
+  /** A 200 with this body as it is (not JSON, or JSON that is not a completion). */
+  | { rawBody: string; contentType?: string };
 
 export type FakeScript = (request: FakeLlmRequest) => FakeReply | Promise<FakeReply>;
 
@@ -140,7 +144,23 @@ function anthropicMessage(
   };
 }
 
-function answer(protocol: Protocol, request: FakeLlmRequest, reply: FakeReply): unknown {
+function answer(
+  protocol: Protocol,
+  request: FakeLlmRequest,
+  reply: Exclude<
+    FakeReply,
+    { status: number } | { hang: true } | { rawBody: string; contentType?: string }
+  >,
+): unknown {
+  if ('truncated' in reply) {
+    if (protocol === 'openai') {
+      return openAiCompletion(request, { role: 'assistant', content: reply.truncated }, 'length');
+    }
+    return {
+      ...anthropicMessage(request, [{ type: 'text', text: reply.truncated }]),
+      stop_reason: 'max_tokens',
+    };
+  }
   if ('toolCall' in reply) {
     const { name, input } = reply.toolCall;
     if (protocol === 'anthropic') {
@@ -224,6 +244,12 @@ export async function startFakeLlmServer(
               ? { error: { message: `scripted ${reply.status}`, type: 'scripted' } }
               : { type: 'error', error: { type: 'scripted', message: `scripted ${reply.status}` } };
           send(res, reply.status, error, headers);
+          return;
+        }
+        if ('rawBody' in reply) {
+          state.statuses.push(200);
+          res.writeHead(200, { 'content-type': reply.contentType ?? 'application/json' });
+          res.end(reply.rawBody);
           return;
         }
         send(res, 200, answer(protocol, request, reply));

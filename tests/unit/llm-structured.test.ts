@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { PlanBreakdown, QualityJudgement } from '../../src/shared/domain/plan.js';
 import { TaskJudgement } from '../../src/shared/domain/task.js';
 import { OrqError } from '../../src/shared/errors.js';
-import type { ChatProvider, ChatRequest } from '../../src/shared/llm/chat.js';
+import {
+  ToolCallReply,
+  usageOfFailure,
+  type ChatProvider,
+  type ChatRequest,
+} from '../../src/shared/llm/chat.js';
 import {
   callStructured,
   checkReplyText,
@@ -160,6 +165,51 @@ describe('callStructured', () => {
       usage: { inputTokens: 20, outputTokens: 6 },
     });
     expect(provider.requests).toHaveLength(2);
+  });
+
+  it('a repair turn that fails keeps the usage of the turns before it on the error', async () => {
+    let calls = 0;
+    const provider: ChatProvider = {
+      label: 'scripted:test',
+      complete() {
+        calls += 1;
+        if (calls === 1)
+          return Promise.resolve({ raw: 'no json', usage: { inputTokens: 10, outputTokens: 3 } });
+        return Promise.reject(
+          new OrqError('LLM_CALL_FAILED', 'cut off', {
+            details: {
+              kind: 'reply',
+              truncated: true,
+              usage: { inputTokens: 12, outputTokens: 40 },
+            },
+          }),
+        );
+      },
+    };
+    const error = await callStructured(provider, request, { maxRepairAttempts: 1 }).catch(
+      (e: unknown) => e,
+    );
+    expect((error as OrqError).message).toBe('cut off');
+    expect(usageOfFailure(error)).toEqual({ inputTokens: 22, outputTokens: 43 });
+  });
+
+  it('says the model made no tool call when tools were offered and it answered in prose', async () => {
+    const withTools = {
+      ...request,
+      schema: ToolCallReply,
+      schemaName: 'AgentToolCall',
+      tools: [{ name: 'read_file', description: 'reads', inputSchema: { type: 'object' } }],
+    };
+    const prose = scriptedProvider(['I would read the file first.']);
+    await expect(callStructured(prose, withTools, { maxRepairAttempts: 0 })).rejects.toThrow(
+      /made no tool call.*toolCalling "structured"/,
+    );
+    // A call whose input is wrong is not "no call": the usual hint.
+    const badCall = scriptedProvider([JSON.stringify({ tool: 'read_file', input: 'x' })]);
+    const error = await callStructured(badCall, withTools, { maxRepairAttempts: 0 }).catch(
+      (e: unknown) => e,
+    );
+    expect((error as OrqError).hint).toContain('follows JSON schemas better');
   });
 
   it('makes no repair turn when maxRepairAttempts is 0', async () => {

@@ -8,6 +8,7 @@ import {
   sdkClientOptions,
   resolveApiKey,
   tokenCount,
+  untilAborted,
   type CallTarget,
   type ChatCompletion,
   type ChatProvider,
@@ -49,45 +50,59 @@ export function createAnthropicProvider(
         baseUrl: config.baseUrl,
         timeoutMs: request.timeoutMs,
         maxRetries: config.maxRetries,
-        apiKeyEnv: config.apiKeyEnv ?? 'ANTHROPIC_API_KEY',
+        apiKeyEnv: config.apiKeyEnv ?? (config.baseUrl ? undefined : 'ANTHROPIC_API_KEY'),
       };
       const sdk = await loadSdk();
       const anthropic = await client();
       const call = callSignal(request);
       let message: Anthropic.Messages.Message;
       try {
-        message = await anthropic.messages.create(messageParams(config, request), {
-          signal: call.signal,
-          timeout: Math.max(1, Math.round(request.timeoutMs)),
-          maxRetries: config.maxRetries,
-        });
+        message = await untilAborted(
+          anthropic.messages.create(messageParams(config, request), {
+            signal: call.signal,
+            timeout: Math.max(1, Math.round(request.timeoutMs)),
+            maxRetries: config.maxRetries,
+          }),
+          call.signal,
+        );
       } catch (error) {
         throw sdkCallFailure(error, call, target, sdk);
+      }
+      const billed = message.usage;
+      // Billed even when the reply is of no use: a failure carries it for the meter.
+      const usage = {
+        // input_tokens excludes cached input; all of it was sent, so all of it counts.
+        inputTokens:
+          tokenCount(billed?.input_tokens) +
+          tokenCount(billed?.cache_creation_input_tokens) +
+          tokenCount(billed?.cache_read_input_tokens),
+        outputTokens: tokenCount(billed?.output_tokens),
+      };
+      if (!Array.isArray(message.content)) {
+        throw callFailure('reply', target, {
+          message:
+            typeof message === 'string'
+              ? `the response is not JSON: ${(message as string).slice(0, 200)}`
+              : 'the response has no content (not a Messages API reply)',
+          usage,
+        });
       }
       if (message.stop_reason === 'max_tokens') {
         // A cut-off JSON reply cannot be repaired by asking again with the same limit.
         throw callFailure('reply', target, {
           message: `the reply was cut off at max_tokens ${config.maxOutputTokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS}`,
+          usage,
+          truncated: true,
         });
       }
       const raw = request.tools ? toolCallText(message) : replyText(message, request.schemaName);
       if (raw.trim() === '') {
         throw callFailure('reply', target, {
           message: `no tool input and no text (stop_reason ${message.stop_reason ?? 'unknown'})`,
+          usage,
         });
       }
-      const usage = message.usage;
-      return {
-        raw,
-        usage: {
-          // input_tokens excludes cached input; all of it was sent, so all of it counts.
-          inputTokens:
-            tokenCount(usage?.input_tokens) +
-            tokenCount(usage?.cache_creation_input_tokens) +
-            tokenCount(usage?.cache_read_input_tokens),
-          outputTokens: tokenCount(usage?.output_tokens),
-        },
-      };
+      return { raw, usage };
     },
   };
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { LlmRoleConfig } from '../config/schema.js';
-import type { TokenUsage } from '../domain/task.js';
+import { TokenUsage } from '../domain/task.js';
 import { OrqError } from '../errors.js';
 
 /**
@@ -103,8 +103,9 @@ export const PLACEHOLDER_API_KEY = 'orq-no-key';
 
 /**
  * The key for a role's provider, from the variable named by `apiKeyEnv` or the provider's usual
- * one. A missing key is an error naming the variable, except for a custom baseUrl with no
- * `apiKeyEnv` set (a local server), which gets the placeholder.
+ * one. A missing key is an error naming the variable. A custom baseUrl with no `apiKeyEnv` (a
+ * local server) gets the placeholder, never the provider's usual key: OPENAI_API_KEY must not
+ * be sent to whatever server a baseUrl names, over plain http at that.
  */
 export function resolveApiKey(
   role: ModelRole,
@@ -112,10 +113,10 @@ export function resolveApiKey(
   env: NodeJS.ProcessEnv = process.env,
 ): string {
   if (config.provider === 'builtin') return PLACEHOLDER_API_KEY;
+  if (config.baseUrl && !config.apiKeyEnv) return PLACEHOLDER_API_KEY;
   const variable = config.apiKeyEnv ?? DEFAULT_KEY_ENV[config.provider];
   const key = env[variable]?.trim();
   if (key) return key;
-  if (config.baseUrl && !config.apiKeyEnv) return PLACEHOLDER_API_KEY;
   throw new OrqError(
     'CONFIG_INVALID',
     `No API key for the ${role} model (${config.provider}): the environment variable ${variable} is not set`,
@@ -168,6 +169,31 @@ export function callSignal(request: Pick<ChatRequest, 'signal' | 'timeoutMs'>): 
   };
 }
 
+/**
+ * Settles with `promise`, or rejects with the signal's reason as soon as `signal` aborts. The
+ * openai SDK sleeps out a server's Retry-After, uncapped (an hour is honoured), without watching
+ * the signal: a call would outlive its deadline and a cancel. The SDK checks the signal before
+ * its next request, so the abandoned call sends nothing more; its rejection is caught here.
+ */
+export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  promise.catch(() => undefined);
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error as Error);
+      },
+    );
+  });
+}
+
 export interface CallTarget {
   role: ModelRole;
   label: string;
@@ -213,16 +239,38 @@ export function sdkCallFailure(
       ...(typeof error.status === 'number' ? { status: error.status } : {}),
     });
   }
+  if (error instanceof SyntaxError) {
+    // A 200 whose body is not JSON: a proxy's error page, or a server that cut the body off.
+    return callFailure('reply', target, {
+      message: `the response body is not JSON (${error.message})`,
+      cause: error,
+      hint: target.baseUrl
+        ? `Check that ${target.baseUrl} is the model server's API, not a page or a proxy in front of it`
+        : 'Check for a proxy between this pod and the provider',
+    });
+  }
   return error;
 }
 
 export type CallFailureKind = 'cancelled' | 'timeout' | 'connection' | 'http' | 'reply';
 
+export interface CallFailureDetail {
+  message: string;
+  status?: number;
+  cause?: unknown;
+  /** Tokens the server billed for the failed call (a reply cut off or unusable). */
+  usage?: TokenUsage;
+  /** The reply was cut off at the output token limit: asking again cannot help. */
+  truncated?: boolean;
+  /** What to do, where the kind's usual hint does not fit. */
+  hint?: string;
+}
+
 /** A provider failure as an OrqError with the role, the model and what the user can do. */
 export function callFailure(
   kind: CallFailureKind,
   target: CallTarget,
-  detail: { message: string; status?: number; cause?: unknown },
+  detail: CallFailureDetail,
 ): OrqError {
   const { role, label } = target;
   const details: Record<string, unknown> = {
@@ -231,6 +279,8 @@ export function callFailure(
     kind,
     ...(target.baseUrl ? { baseUrl: target.baseUrl } : {}),
     ...(detail.status !== undefined ? { status: detail.status } : {}),
+    ...(detail.usage ? { usage: detail.usage } : {}),
+    ...(detail.truncated ? { truncated: true } : {}),
   };
   const options = (hint?: string) => ({ details, cause: detail.cause, ...(hint ? { hint } : {}) });
   switch (kind) {
@@ -274,12 +324,54 @@ export function callFailure(
       return new OrqError(
         'LLM_CALL_FAILED',
         `The ${role} model ${label} gave no usable reply: ${detail.message}`,
-        options(`Raise llm.${role}.maxOutputTokens if the reply was cut off`),
+        options(
+          detail.hint ?? (detail.truncated ? `Raise llm.${role}.maxOutputTokens` : undefined),
+        ),
       );
   }
 }
 
+/**
+ * HTTP statuses that the same request fails with on any pod: the model or the request is
+ * refused. A rejected key (401, 403) is not one: another pod of the role may hold another key,
+ * as a missing key is retried for the same reason.
+ */
+const PERMANENT_HTTP_STATUSES = new Set([400, 404, 422]);
+
+/**
+ * Whether a failed call would fail the same way if its job ran again, on any pod: a refused
+ * model or request, a reply cut off at the output limit. Rate limits, server errors, timeouts,
+ * keys and unusable replies may pass on a retry.
+ */
+export function isPermanentCallFailure(error: unknown): boolean {
+  if (!(error instanceof OrqError) || error.code !== 'LLM_CALL_FAILED') return false;
+  const { kind, status, truncated } = error.details;
+  if (kind === 'http') return typeof status === 'number' && PERMANENT_HTTP_STATUSES.has(status);
+  return kind === 'reply' && truncated === true;
+}
+
+/** The tokens a failed call was billed for, as its error carries them (details.usage). */
+export function usageOfFailure(error: unknown): TokenUsage | undefined {
+  if (!(error instanceof OrqError)) return undefined;
+  const usage = TokenUsage.safeParse(error.details.usage);
+  return usage.success ? usage.data : undefined;
+}
+
+/**
+ * Adds `usage` (what earlier calls of the same request spent: repair turns) to what `error`
+ * carries, so the meter counts every billed token of a request that failed in the end.
+ * Mutates the error's details: it is the error the caller rethrows.
+ */
+export function withUsageSpent(error: unknown, usage: TokenUsage): unknown {
+  if (!(error instanceof OrqError)) return error;
+  if (usage.inputTokens === 0 && usage.outputTokens === 0) return error;
+  error.details.usage = addUsage(usageOfFailure(error) ?? NO_USAGE, usage);
+  return error;
+}
+
 function httpHint(status: number | undefined, target: CallTarget): string | undefined {
+  if ((status === 401 || status === 403) && !target.apiKeyEnv && target.baseUrl)
+    return `No key was sent: orq sends a key to a baseUrl only from the variable named in llm.${target.role}.apiKeyEnv`;
   if (status === 401 || status === 403)
     return `Check the API key${target.apiKeyEnv ? ` in ${target.apiKeyEnv}` : ''} and its permissions`;
   if (status === 404) return `Check llm.${target.role}.model and llm.${target.role}.baseUrl`;

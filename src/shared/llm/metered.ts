@@ -4,7 +4,7 @@ import type { TokenUsage } from '../domain/task.js';
 import { OrqError } from '../errors.js';
 import type { Role } from '../queues.js';
 import type { BudgetLimits, Reservation, UsageStore } from '../store/usage-store.js';
-import type { ChatProvider } from './chat.js';
+import { NO_USAGE, usageOfFailure, type ChatProvider } from './chat.js';
 import type { RoleModels } from './types.js';
 
 /**
@@ -161,11 +161,14 @@ export function createMeter(options: MeterOptions): Meter {
     try {
       reply = await run();
     } catch (error) {
-      // A failed call reports no usage: release its reservation and count the failure.
+      // Release the reservation and count the failure, with what the call was billed for
+      // anyway (a reply cut off, repair turns that never validated): a budget must see it.
+      const spent = usageOfFailure(error) ?? NO_USAGE;
       await usageStore.settle(session.id, {
         ...base,
-        usage: { inputTokens: 0, outputTokens: 0 },
-        usdMicros: 0,
+        usage: spent,
+        usdMicros: price ? usdMicros(spent, price) : 0,
+        unpriced: !price,
         failed: true,
       });
       throw error;

@@ -9,6 +9,7 @@ import {
   sdkClientOptions,
   resolveApiKey,
   tokenCount,
+  untilAborted,
   type CallTarget,
   type ChatCompletion,
   type ChatProvider,
@@ -53,23 +54,49 @@ export function createOpenAiProvider(
       const call = callSignal(request);
       let completion: OpenAI.Chat.Completions.ChatCompletion;
       try {
-        completion = await openai.chat.completions.create(chatParams(config, request), {
-          signal: call.signal,
-          timeout: Math.max(1, Math.round(request.timeoutMs)),
-          maxRetries: config.maxRetries,
-        });
+        completion = await untilAborted(
+          openai.chat.completions.create(chatParams(config, request), {
+            signal: call.signal,
+            timeout: Math.max(1, Math.round(request.timeoutMs)),
+            maxRetries: config.maxRetries,
+          }),
+          call.signal,
+        );
       } catch (error) {
         throw sdkCallFailure(error, call, target, sdk);
       }
-      const choice = completion.choices?.[0];
-      const message = choice?.message;
-      if (message?.refusal) {
-        throw callFailure('reply', target, { message: `the model refused: ${message.refusal}` });
+      // Billed even when the reply is of no use: a failure carries it for the meter.
+      const usage = {
+        inputTokens: tokenCount(completion.usage?.prompt_tokens),
+        outputTokens: tokenCount(completion.usage?.completion_tokens),
+      };
+      const choice = Array.isArray(completion.choices) ? completion.choices[0] : undefined;
+      if (!choice) {
+        // Some gateways answer 200 with {"error": {...}} instead of an HTTP error.
+        const { error } = completion as { error?: { message?: unknown } };
+        throw callFailure('reply', target, {
+          message:
+            typeof error?.message === 'string'
+              ? `the server answered with an error: ${error.message}`
+              : typeof completion === 'string'
+                ? `the response is not JSON: ${(completion as string).slice(0, 200)}`
+                : 'the response has no choices (not a chat completion)',
+          usage,
+        });
       }
-      if (choice?.finish_reason === 'length') {
+      const message = choice.message;
+      if (message?.refusal) {
+        throw callFailure('reply', target, {
+          message: `the model refused: ${message.refusal}`,
+          usage,
+        });
+      }
+      if (choice.finish_reason === 'length') {
         // A cut-off JSON reply cannot be repaired by asking again with the same limit.
         throw callFailure('reply', target, {
           message: `the reply was cut off at the output token limit (${config.maxOutputTokens ?? "the server's default"})`,
+          usage,
+          truncated: true,
         });
       }
       const raw = request.tools
@@ -79,16 +106,11 @@ export function createOpenAiProvider(
           : '';
       if (raw.trim() === '') {
         throw callFailure('reply', target, {
-          message: `empty reply (finish_reason ${choice?.finish_reason ?? 'unknown'})`,
+          message: `empty reply (finish_reason ${choice.finish_reason ?? 'unknown'})`,
+          usage,
         });
       }
-      return {
-        raw,
-        usage: {
-          inputTokens: tokenCount(completion.usage?.prompt_tokens),
-          outputTokens: tokenCount(completion.usage?.completion_tokens),
-        },
-      };
+      return { raw, usage };
     },
   };
 }

@@ -4,6 +4,9 @@ import { describeZodIssues, OrqError, type FieldIssue } from '../errors.js';
 import {
   addUsage,
   NO_USAGE,
+  ToolCallReply,
+  withUsageSpent,
+  type ChatCompletion,
   type ChatFollowUp,
   type ChatProvider,
   type ChatRequest,
@@ -231,7 +234,13 @@ export async function callStructured<T extends z.ZodType>(
   let usage = NO_USAGE;
   let followUp: ChatFollowUp | undefined;
   for (let repairs = 0; ; repairs += 1) {
-    const completion = await provider.complete({ ...request, ...(followUp ? { followUp } : {}) });
+    let completion: ChatCompletion;
+    try {
+      completion = await provider.complete({ ...request, ...(followUp ? { followUp } : {}) });
+    } catch (error) {
+      // A repair turn that fails still leaves the turns before it billed.
+      throw withUsageSpent(error, usage);
+    }
     usage = addUsage(usage, completion.usage);
     const check = checkReplyText(request.schema, completion.raw);
     if (check.ok) return { value: check.value, usage, raw: completion.raw, repairs };
@@ -242,7 +251,9 @@ export async function callStructured<T extends z.ZodType>(
         `The ${request.role} reply from ${provider.label} does not match ${request.schemaName}` +
           ` after ${repairs} repair attempt${repairs === 1 ? '' : 's'}: ${summary}`,
         {
-          hint: `Use a model that follows JSON schemas better for the ${request.role}, or raise llm.maxRepairAttempts`,
+          hint: noToolCall(request, completion.raw)
+            ? `The model made no tool call. Use a model with function calling for the ${request.role}, or set llm.${request.role}.toolCalling "structured"`
+            : `Use a model that follows JSON schemas better for the ${request.role}, or raise llm.maxRepairAttempts`,
           details: {
             role: request.role,
             schemaName: request.schemaName,
@@ -264,3 +275,15 @@ export async function callStructured<T extends z.ZodType>(
     };
   }
 }
+
+/**
+ * A request that offered tools got a reply that names no tool (prose, a bare object), as
+ * providers pass on a model's text when it made no call. A call with bad input names its tool.
+ */
+function noToolCall(request: ChatRequest, raw: string): boolean {
+  if (!request.tools) return false;
+  const extracted = extractJson(raw);
+  return !extracted.found || !ToolCallReply.shape.tool.safeParse(toolName(extracted.value)).success;
+}
+
+const toolName = (value: unknown): unknown => (isObject(value) ? value.tool : undefined);

@@ -10,7 +10,8 @@ import { sessionKeys } from './keys.js';
  * count, reserve and settle at once without a read-modify-write race.
  *
  * Fields (integers; USD in micro-dollars so HINCRBY can add them exactly):
- *   in, out, usd_micros, calls, failed_calls, unpriced_calls  the whole session
+ *   in, out, usd_micros, calls, failed_calls, unpriced_calls  the whole session (tokens and USD
+ *                                                            include what failed calls were billed)
  *   <role>:in|out|usd_micros|calls                            per role (planner, judge, ...)
  *   task:<taskId>:in|out|usd_micros|calls                     per task (worker, task judge, replanner)
  *   reserved_tokens, reserved_usd_micros                      estimates of calls in flight
@@ -50,10 +51,10 @@ export interface Settlement {
   reserved: Reservation;
   role: string;
   taskId?: string;
-  /** Tokens the call reported; zeros for a call that failed. */
+  /** Tokens the call reported; for a call that failed, those its error says were billed. */
   usage: TokenUsage;
   usdMicros: number;
-  /** The call threw: count it apart, with no usage. */
+  /** The call threw: counted in failed_calls, not in calls; its billed tokens still count. */
   failed?: boolean;
   /** The call's model has no price in budget.prices: its USD is unknown, counted here. */
   unpriced?: boolean;
@@ -108,14 +109,15 @@ if resT ~= 0 then redis.call('HINCRBY', key, 'reserved_tokens', -resT) end
 if resU ~= 0 then redis.call('HINCRBY', key, 'reserved_usd_micros', -resU) end
 if failed then
   redis.call('HINCRBY', key, 'failed_calls', 1)
-  return 1
+  -- A failed call counts only the tokens it was billed for (a reply cut off or unusable).
+  if inT == 0 and outT == 0 and usd == 0 then return 1 end
 end
 -- Zero amounts are not written (a missing field reads as 0): free models add no USD.
 local function add(scope)
   if inT ~= 0 then redis.call('HINCRBY', key, scope .. 'in', inT) end
   if outT ~= 0 then redis.call('HINCRBY', key, scope .. 'out', outT) end
   if usd ~= 0 then redis.call('HINCRBY', key, scope .. 'usd_micros', usd) end
-  redis.call('HINCRBY', key, scope .. 'calls', 1)
+  if not failed then redis.call('HINCRBY', key, scope .. 'calls', 1) end
 end
 add('')
 add(role .. ':')
