@@ -55,6 +55,13 @@ export class TailBuffer {
 }
 
 /**
+ * How long output may still arrive once the process has exited and its group was killed. Only
+ * a process that left the group (setsid) can hold the pipes open longer: it must not keep the
+ * outcome, and the task, waiting for as long as it runs.
+ */
+const PIPE_GRACE_MS = 1_000;
+
+/**
  * Runs argv without a shell, in its own process group so a timeout or a cancellation kills
  * everything it started, and captures at most `maxOutputBytes` of its output. Never rejects:
  * a process that cannot start is reported in `spawnError`.
@@ -70,13 +77,17 @@ export function runProcess(
     let timedOut = false;
     let aborted = false;
     let settled = false;
-    const finish = (exitCode: number | null, spawnError?: string) => {
+    /** Undefined while the process runs; its exit code (null: killed) once it exited. */
+    let exitCode: number | null | undefined;
+    let grace: NodeJS.Timeout | undefined;
+    const finish = (spawnError?: string) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      clearTimeout(grace);
       options.signal?.removeEventListener('abort', onAbort);
       resolve({
-        exitCode,
+        exitCode: timedOut || aborted ? null : (exitCode ?? null),
         timedOut,
         aborted,
         output: buffer.toString(),
@@ -86,7 +97,7 @@ export function runProcess(
       });
     };
     if (!program) {
-      finish(null, 'empty command');
+      finish('empty command');
       return;
     }
     const child = spawn(program, args, {
@@ -103,11 +114,15 @@ export function runProcess(
         // The group is already gone.
       }
     };
+    // Once the process exited, a timeout or a cancel has nothing left to kill: the outcome is
+    // its own exit, reported when the pipes close or the grace ends.
     const onAbort = () => {
+      if (exitCode !== undefined) return;
       aborted = true;
       killGroup();
     };
     const timer = setTimeout(() => {
+      if (exitCode !== undefined) return;
       timedOut = true;
       killGroup();
     }, options.timeoutMs);
@@ -115,11 +130,19 @@ export function runProcess(
     else options.signal?.addEventListener('abort', onAbort, { once: true });
     child.stdout.on('data', (chunk: Buffer) => buffer.push(chunk));
     child.stderr.on('data', (chunk: Buffer) => buffer.push(chunk));
-    child.on('error', (error) => finish(null, error.message));
-    // Whatever the command left running in its group goes with it, so pipes close and
-    // nothing outlives the task.
-    child.on('exit', () => killGroup());
-    child.on('close', (code) => finish(timedOut || aborted ? null : code));
+    child.on('error', (error) => finish(error.message));
+    child.on('exit', (code) => {
+      exitCode = code;
+      // Whatever the command left running in its group goes with it, so nothing outlives
+      // the task; what left the group cannot hold the outcome past the grace.
+      killGroup();
+      grace = setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+        finish();
+      }, PIPE_GRACE_MS);
+    });
+    child.on('close', () => finish());
   });
 }
 

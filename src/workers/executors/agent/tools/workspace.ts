@@ -1,9 +1,9 @@
 import { constants, type Dirent } from 'node:fs';
-import { mkdir, open, readdir, readFile, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
 import { describeOutcome, minimalEnv, runProcess } from '../../process.js';
-import { resolveInWorkspace, workspaceRelative } from './paths.js';
+import { isWithin, resolveInWorkspace, workspaceRelative } from './paths.js';
 import { ToolError, type Tool, type ToolOutcome } from './types.js';
 
 export interface WorkspaceToolsOptions {
@@ -97,17 +97,23 @@ export function createWorkspaceTools(options: WorkspaceToolsOptions): Tool[] {
     async call(input) {
       const { path } = parseInput(ReadFileInput, input, 'read_file');
       const absolute = await resolveInWorkspace(root, path);
-      const info = await stat(absolute);
-      if (!info.isFile()) throw new ToolError(`"${path}" is not a file`);
-      if (info.size <= maxOutputBytes) return ok(await readFile(absolute, 'utf8'));
-      // A large file: read only what can be shown, not the whole of it.
       const handle = await open(absolute, 'r');
       try {
-        const buffer = Buffer.alloc(maxOutputBytes);
-        const { bytesRead } = await handle.read(buffer, 0, maxOutputBytes, 0);
+        // Where the opened file really is: a symlink put in the way since the check is caught.
+        const opened = await openedPath(handle.fd);
+        if (opened !== undefined && !isWithin(root, opened)) {
+          throw new ToolError(`path "${path}" leads outside the workspace through a symlink`);
+        }
+        const info = await handle.stat();
+        if (!info.isFile()) throw new ToolError(`"${path}" is not a file`);
+        // Only what can be shown is read, not the whole of a large file.
+        const buffer = Buffer.alloc(Math.min(info.size, maxOutputBytes));
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+        const text = buffer.subarray(0, bytesRead).toString('utf8');
+        if (info.size <= maxOutputBytes) return ok(text);
         return {
           ok: true,
-          output: `${buffer.subarray(0, bytesRead).toString('utf8')}\n[... ${info.size - bytesRead} more bytes cut off ...]`,
+          output: `${text}\n[... ${info.size - bytesRead} more bytes cut off ...]`,
         };
       } finally {
         await handle.close();
@@ -242,4 +248,9 @@ export function createWorkspaceTools(options: WorkspaceToolsOptions): Tool[] {
   };
 
   return [readFileTool, writeFileTool, listFilesTool, searchFilesTool, runCommandTool];
+}
+
+/** The real path of an open file, on Linux (/proc); undefined where that cannot be read. */
+async function openedPath(fd: number): Promise<string | undefined> {
+  return realpath(`/proc/self/fd/${fd}`).catch(() => undefined);
 }
