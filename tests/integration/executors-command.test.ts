@@ -128,7 +128,9 @@ describe('the command executor', () => {
   it('kills an agent that runs past timeoutSeconds, and still ends with a commit', async () => {
     const { repo, session, branch } = setup({ timeoutSeconds: 1 }, ['--hang']);
     const result = await createCommandExecutor().execute(executorContext(db.store, session, task));
-    expect(result.error).toBe('the agent command timed out after 1s and was killed');
+    expect(result.error).toBe(
+      'the agent command timed out after 1s and was killed; last output: fake agent: hanging',
+    );
     expect(git(['log', '-1', '--format=%s', branch], repo)).toBe(
       'orq: t1 attempt 1 made no changes: Write the parser',
     );
@@ -150,7 +152,10 @@ describe('the command executor', () => {
       ['--exit', '2'],
     );
     const result = await createCommandExecutor().execute(executorContext(db.store, session, task));
-    expect(result.error).toBe('the agent command exit code 2');
+    // With its last words: why it failed is there, not only in the log.
+    expect(result.error).toBe(
+      'the agent command exit code 2; last output: fake agent: giving up (exit 2)',
+    );
     expect(result.log).not.toContain('check fixed');
   });
 

@@ -19,6 +19,8 @@ import { taskWorkspacePath } from './workspace-dir.js';
 
 /** How much of the agent's output tail goes into the result's output (the log has it all). */
 const OUTPUT_TAIL_CHARS = 4000;
+/** Of the agent's last line, in the error of a failed run. */
+const LAST_LINE_CHARS = 300;
 /** The diff the Judge sees in the log is cut here; the branch has the rest. */
 const DIFF_CHARS = 32_000;
 const CHECK_OUTPUT_IN_PROMPT_CHARS = 4000;
@@ -28,6 +30,16 @@ export function fillTemplate(template: readonly string[], vars: Record<string, s
   return template.map((arg) =>
     arg.replace(/\{\{(\w+)\}\}/g, (all, name: string) => vars[name] ?? all),
   );
+}
+
+/** The last line a command printed that says anything (how it failed, often), cut short. */
+function lastLine(output: string): string | undefined {
+  const line = output
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('[... '))
+    .at(-1);
+  return line && line.length > LAST_LINE_CHARS ? `${line.slice(0, LAST_LINE_CHARS)}…` : line;
 }
 
 function tail(text: string, chars: number): string {
@@ -203,8 +215,9 @@ async function runCommandTask(
     const blocking = checks.filter((c) => !c.passed && c.check.mode !== 'warn');
 
     const agentFailed = agent.exitCode !== 0;
+    const lastWords = lastLine(agent.output);
     const error = agentFailed
-      ? `the agent command ${describeOutcome(agent, timeoutMs)}`
+      ? `the agent command ${describeOutcome(agent, timeoutMs)}${lastWords ? `; last output: ${lastWords}` : ''}`
       : blocking.length > 0
         ? `check(s) failed: ${blocking.map((c) => `${c.check.name} (${describeOutcome(c.outcome, c.timeoutMs)})`).join(', ')}`
         : undefined;
