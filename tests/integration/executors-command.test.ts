@@ -8,7 +8,7 @@ import type { z } from 'zod';
 import type { CommandExecutorConfig } from '../../src/shared/config/schema.js';
 import { ValidationError } from '../../src/shared/errors.js';
 import { createCommandExecutor } from '../../src/workers/executors/command.js';
-import { taskBranchName } from '../../src/workers/executors/git-worktree.js';
+import { git as gitRun, taskBranchName } from '../../src/workers/executors/git-worktree.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { executorContext, makeSession, openStore } from '../support/executors.js';
 
@@ -123,6 +123,39 @@ describe('the command executor', () => {
       't1: Write the parser\nt1: Write the parser',
     );
     expect(git(['rev-list', '--count', `main..${branch}`], repo)).toBe('2');
+  });
+
+  it('a redelivered attempt diffs from where the attempt began, the first delivery included', async () => {
+    const { repo, session, branch } = setup({}, ['--commit']);
+    const executor = createCommandExecutor();
+    const first = await executor.execute(executorContext(db.store, session, task, { attempt: 1 }));
+    // The same attempt again, as after a worker crash: its first commit is already on the branch.
+    const again = await executor.execute(executorContext(db.store, session, task, { attempt: 1 }));
+    const base = (r: typeof first) => r.artifacts.find((a) => a.kind === 'git')?.meta?.baseCommit;
+    expect(base(again)).toBe(base(first));
+    expect(git(['rev-list', '--count', `main..${branch}`], repo)).toBe('2');
+    expect(again.log).toContain(`attempt 1 ran before: diff from its start`);
+    // Both deliveries' lines are in the diff the judge reads.
+    expect(again.log.match(/^\+t1: Write the parser$/gm)).toHaveLength(2);
+    // The next attempt starts from where the last one ended.
+    const next = await executor.execute(executorContext(db.store, session, task, { attempt: 2 }));
+    expect(base(next)).toBe(git(['rev-parse', `${branch}~1`], repo));
+  });
+
+  it('shows the head of a diff too large to read whole, and stops git past it', async () => {
+    const repo = makeRepo();
+    writeFileSync(join(repo, 'big.txt'), 'line\n'.repeat(200_000));
+    const whole = await gitRun(['diff', '--no-index', '/dev/null', 'big.txt'], repo);
+    expect(whole.truncated).toBeUndefined();
+    const head = await gitRun(
+      ['diff', '--no-index', '/dev/null', 'big.txt'],
+      repo,
+      undefined,
+      4096,
+    );
+    expect(head).toMatchObject({ code: 0, truncated: true });
+    expect(head.stdout.length).toBeLessThanOrEqual(4096);
+    expect(head.stdout).toContain('+line');
   });
 
   it('kills an agent that runs past timeoutSeconds, and still ends with a commit', async () => {

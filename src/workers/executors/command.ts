@@ -108,6 +108,7 @@ async function runCommandTask(
     ...(cfg.baseBranch ? { baseRef: cfg.baseBranch } : {}),
     mergeBranches: task.dependencies.map((id) => taskBranchName(session.id, id)),
     identity,
+    attempt: ctx.attempt,
     signal: ctx.signal,
   });
   try {
@@ -209,7 +210,10 @@ async function runCommandTask(
     const diffStat = (
       await git(['diff', '--stat', worktree.startCommit, head], worktree.path)
     ).stdout.trim();
-    const diff = (await git(['diff', worktree.startCommit, head], worktree.path)).stdout;
+    // Only the head of the diff is shown: git is stopped past it, whatever the diff's size.
+    const diff = (
+      await git(['diff', worktree.startCommit, head], worktree.path, undefined, DIFF_CHARS * 4)
+    ).stdout;
     const warnings = checks.filter((c) => !c.passed && c.check.mode === 'warn');
     // After the one retry, a retry check that still fails blocks like a block check.
     const blocking = checks.filter((c) => !c.passed && c.check.mode !== 'warn');

@@ -6,13 +6,21 @@ export interface GitResult {
   code: number;
   stdout: string;
   stderr: string;
+  /** stdout stopped at `maxBytes` and git was stopped: what is there is the head of it. */
+  truncated?: boolean;
 }
 
-/** Runs git without a shell; a non-zero exit is returned, not thrown. */
+const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Runs git without a shell; a non-zero exit is returned, not thrown. Output past `maxBytes`
+ * stops git and is left out (`truncated`): a diff of a 70 MB file must not fail the task.
+ */
 export function git(
   args: readonly string[],
   cwd: string,
   signal?: AbortSignal,
+  maxBytes = DEFAULT_MAX_BYTES,
 ): Promise<GitResult> {
   return new Promise((resolve, reject) => {
     execFile(
@@ -20,23 +28,28 @@ export function git(
       [...args],
       {
         cwd,
-        maxBuffer: 64 * 1024 * 1024,
+        maxBuffer: maxBytes,
         // Never wait for a password prompt or an editor.
         env: { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_EDITOR: 'true' },
         ...(signal ? { signal } : {}),
       },
       (error, stdout, stderr) => {
-        if (error && typeof error.code !== 'number') {
+        const code = (error as { code?: unknown } | null)?.code;
+        if (code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER') {
+          resolve({ code: 0, stdout, stderr, truncated: true });
+          return;
+        }
+        if (error && typeof code !== 'number') {
           reject(
             new OrqError('INVALID_STATE', `git ${args[0] ?? ''} could not run: ${error.message}`, {
-              hint: 'Install git and put it on PATH',
+              ...(code === 'ENOENT' ? { hint: 'Install git and put it on PATH' } : {}),
               details: { cwd, args },
               cause: error,
             }),
           );
           return;
         }
-        resolve({ code: error ? Number(error.code) : 0, stdout, stderr });
+        resolve({ code: error ? Number(code) : 0, stdout, stderr });
       },
     );
   });
@@ -118,7 +131,11 @@ export async function commitIdentity(repository: string): Promise<string[]> {
 export interface Worktree {
   path: string;
   branch: string;
-  /** HEAD when the worktree was opened (after merging dependencies): this run's diff base. */
+  /**
+   * Where this attempt began (after merging dependencies): HEAD when the attempt first opened
+   * the worktree, kept across a redelivery of the same attempt, so the diff shows the commits
+   * a crashed delivery made too. The attempt's diff base.
+   */
   startCommit: string;
   /** What happened while opening it: branch created or reused, merges. */
   notes: string[];
@@ -134,6 +151,8 @@ export interface OpenWorktreeOptions {
   /** Branches merged in when they exist (the task's dependencies' branches). */
   mergeBranches: readonly string[];
   identity: readonly string[];
+  /** The execution attempt: its start is kept in refs/orq/<branch>/attempt-<n>. */
+  attempt?: number;
   signal?: AbortSignal;
 }
 
@@ -213,7 +232,11 @@ export async function openWorktree(options: OpenWorktreeOptions): Promise<Worktr
         );
       }
     }
-    const startCommit = await gitOk(['rev-parse', 'HEAD'], path, signal);
+    const head = await gitOk(['rev-parse', 'HEAD'], path, signal);
+    const startCommit =
+      options.attempt === undefined
+        ? head
+        : await attemptStart(repository, branch, options.attempt, head, notes);
     return {
       path,
       branch,
@@ -225,6 +248,29 @@ export async function openWorktree(options: OpenWorktreeOptions): Promise<Worktr
     await withRepoLock(repository, () => removeWorktree(repository, path));
     throw error;
   }
+}
+
+/**
+ * The commit an attempt started from: recorded under refs/orq/ the first time the attempt
+ * opens its worktree, read back when the same attempt runs again (a redelivered job).
+ */
+async function attemptStart(
+  repository: string,
+  branch: string,
+  attempt: number,
+  head: string,
+  notes: string[],
+): Promise<string> {
+  const ref = `refs/orq/${branch}/attempt-${attempt}`;
+  const recorded = await git(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], repository);
+  if (recorded.code === 0 && recorded.stdout.trim()) {
+    const start = recorded.stdout.trim();
+    if (start !== head)
+      notes.push(`attempt ${attempt} ran before: diff from its start ${start.slice(0, 12)}`);
+    return start;
+  }
+  await gitOk(['update-ref', ref, head], repository);
+  return head;
 }
 
 /** Commits every change in the worktree; returns the new commit, or undefined when clean. */
