@@ -5,6 +5,7 @@ import { OrqError } from '../../../shared/errors.js';
 import { configuredConnection } from '../../../shared/redis.js';
 import { startPodServer } from '../../../workers/pod-server.js';
 import { startRoles } from '../../../workers/registry.js';
+import { settlesWithin } from '../../../shared/settles-within.js';
 import { cliConfig, parseConcurrency, parseIntIn, parseMilliseconds } from '../common.js';
 
 function parseRoles(value: string): Role[] {
@@ -30,6 +31,9 @@ async function serveMetrics(host: string, port: number) {
 }
 
 /** `orq start`: the consumers of a pod, until SIGTERM/SIGINT (then a bounded graceful close). */
+/** After a stop signal, how long roles that are starting get to finish starting and then stop. */
+const STARTING_GRACE_MS = 2_000;
+
 export function registerStartCommand(program: Command): void {
   program
     .command('start')
@@ -93,7 +97,7 @@ export function registerStartCommand(program: Command): void {
         const served = options.metricsPort
           ? await serveMetrics(options.metricsHost, options.metricsPort)
           : undefined;
-        const pod = await startRoles({
+        const starting = startRoles({
           roles,
           connection,
           config,
@@ -102,6 +106,20 @@ export function registerStartCommand(program: Command): void {
           ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
           ...(served ? { metrics: served.metrics } : {}),
         });
+        // The roles start only once Redis answers, which may be never: a stop signal meanwhile
+        // must still stop the pod (Kubernetes sends one SIGTERM, then waits for its grace period).
+        const started = await Promise.race([
+          starting,
+          stopSignal.then(async (signal) =>
+            (await settlesWithin(starting, STARTING_GRACE_MS)) ? starting : signal,
+          ),
+        ]);
+        if (typeof started === 'string') {
+          logger.info({ signal: started }, 'stopped while waiting for Redis; no job was taken');
+          await served?.server.close();
+          process.exit(0);
+        }
+        const pod = started;
         served?.server.setHealth(() => pod.health());
         if (served) logger.info({ url: served.server.url }, 'metrics and probes listening');
         const signal = await stopSignal;
