@@ -98,7 +98,8 @@ export class OutageLog {
     if (report?.kind === 'down') {
       this.logger.warn({ err: report.error }, 'redis unreachable; reconnecting');
     } else if (report?.kind === 'still-down') {
-      const { error, ...counts } = report;
+      // `kind` stays out: the logger's own `kind` binding (consumer, producer) would be repeated.
+      const { error, kind: _kind, ...counts } = report;
       this.logger.warn({ err: error, ...counts }, 'redis still unreachable; reconnecting');
     } else if (report?.kind === 'restored') {
       const { kind: _kind, ...counts } = report;

@@ -9,6 +9,7 @@ import {
   formatTaskCounts,
 } from '../../src/producers/cli/format.js';
 import { followMode } from '../../src/producers/cli/follow.js';
+import { BUDGET_RESUME_HINT } from '../../src/shared/llm/metered.js';
 import { ExitCode, exitCodeFor } from '../../src/producers/cli/run-cli.js';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import { Session, type SessionState } from '../../src/shared/domain/session.js';
@@ -141,6 +142,17 @@ describe('formatOutcomeNotice', () => {
     expect(formatOutcomeNotice(view('BUDGET_EXHAUSTED', []))).toBe(
       'session s1 is BUDGET_EXHAUSTED. Run `orq resume s1 --max-tokens N` (or --max-usd X) to plan again with a higher limit',
     );
+  });
+
+  it("gives the resume command once, not also the refusal's own hint", () => {
+    const stopped = view('BUDGET_EXHAUSTED', [['t1', 'CANCELLED']]);
+    stopped.session.failure = {
+      code: 'BUDGET_EXHAUSTED',
+      reason: `The worker call execute for task t1 cannot reserve its estimate within the session budget (207 used + 0 reserved + 4000 > maxTokens 4100). ${BUDGET_RESUME_HINT}: orq resume s1 --max-tokens <n> or --max-usd <usd>`,
+    };
+    const notice = formatOutcomeNotice(stopped, { resumeHere: true }) ?? '';
+    expect(notice.match(/orq resume/g)).toHaveLength(1);
+    expect(notice).toContain('(207 used + 0 reserved + 4000 > maxTokens 4100). Run `orq resume s1');
   });
 
   it('suggests resuming with --run when nothing runs the roles after the command (orq run)', () => {

@@ -90,9 +90,15 @@ describe('nextOutage (what a connection logs of a Redis outage)', () => {
 describe('OutageLog (the log lines of a connection outage)', () => {
   it('writes one warning when it starts, one per interval, and an info line when it ends', () => {
     const lines: Record<string, unknown>[] = [];
+    const raw: string[] = [];
     const logger = createLogger({
       level: 'debug',
-      destination: { write: (line: string) => void lines.push(JSON.parse(line)) },
+      destination: {
+        write: (line: string) => {
+          raw.push(line);
+          lines.push(JSON.parse(line) as Record<string, unknown>);
+        },
+      },
     });
     let now = 0;
     const log = new OutageLog(logger, 1_000, () => now);
@@ -102,6 +108,8 @@ describe('OutageLog (the log lines of a connection outage)', () => {
     }
     now = 1_800;
     log.ready();
+    // The report's kind is not written: it would repeat the connection's own `kind` binding.
+    expect(raw.join('')).not.toMatch(/"kind":"(down|still-down|restored)"/);
     expect(
       lines.map(({ level, msg, err, errors, downForMs }) => ({
         level,

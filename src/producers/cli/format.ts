@@ -2,6 +2,7 @@ import type { HistoryEntry } from '../../shared/domain/history.js';
 import type { Session } from '../../shared/domain/session.js';
 import { TaskState, type Task } from '../../shared/domain/task.js';
 import type { SessionView } from '../client.js';
+import { BUDGET_RESUME_HINT } from '../../shared/llm/metered.js';
 
 const time = (iso: string) => iso.slice(11, 19);
 const clip = (text: string, max = 120) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
@@ -281,7 +282,9 @@ export function formatOutcomeNotice(
     case 'CANCELLED':
       return `session ${session.id} was CANCELLED`;
     case 'BUDGET_EXHAUSTED': {
-      const why = session.failure ? `: ${session.failure.reason}` : '';
+      // The refusal's own hint names the command without --run: this notice gives it instead.
+      const reason = session.failure?.reason.split(`. ${BUDGET_RESUME_HINT}`)[0];
+      const why = reason ? `: ${reason}` : '';
       // Stopped while planning (no tasks yet), the resume plans again; after, it runs the rest.
       const goOn = tasks.length > 0 ? 'go on' : 'plan again';
       return `session ${session.id} is BUDGET_EXHAUSTED${why}. Run \`orq resume ${session.id} --max-tokens N${here}\` (or --max-usd X) to ${goOn} with a higher limit`;

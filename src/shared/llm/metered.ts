@@ -144,7 +144,7 @@ export function createMeter(options: MeterOptions): Meter {
       'BUDGET_EXHAUSTED',
       `The ${role} call ${method}${taskId ? ` for task ${taskId}` : ''} cannot reserve its estimate within the session budget (${detail})`,
       {
-        hint: `Resume it with a higher limit: orq resume ${session.id} --max-tokens <n> or --max-usd <usd> (HTTP: POST /sessions/${session.id}/resume with a budget)`,
+        hint: `${BUDGET_RESUME_HINT}: orq resume ${session.id} --max-tokens <n> or --max-usd <usd> (HTTP: POST /sessions/${session.id}/resume with a budget)`,
         details: { sessionId: session.id, role, taskId, ...outcome },
       },
     );
@@ -185,6 +185,9 @@ export function createMeter(options: MeterOptions): Meter {
 
   return { withReservation };
 }
+
+/** How a budget refusal's hint begins (the CLI's own notice gives the command instead). */
+export const BUDGET_RESUME_HINT = 'Resume it with a higher limit';
 
 /** Wraps `models` so every call is reserved (with a budget), then counted. */
 export function meteredModels(models: RoleModels, options: MeteredModelsOptions): RoleModels {
