@@ -10,7 +10,11 @@ import { OrqError } from '../../src/shared/errors.js';
 import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
 import { meteredModels } from '../../src/shared/llm/metered.js';
 import type { RoleModels } from '../../src/shared/llm/types.js';
-import { UsageStore, type Reservation } from '../../src/shared/store/usage-store.js';
+import {
+  UsageStore,
+  type Reservation,
+  type ReserveOutcome,
+} from '../../src/shared/store/usage-store.js';
 
 const connections: Redis[] = [];
 let store: UsageStore;
@@ -27,14 +31,21 @@ afterAll(() => {
 const session = () => randomUUID();
 const E: Reservation = { tokens: 1000, usdMicros: 0 };
 const noUsage = { inputTokens: 0, outputTokens: 0 };
+/** Longer than any test: leases lapse only where a test makes them. */
+const LEASE_MS = 600_000;
+/** The reservation a granted outcome holds, with its lease, as a meter settles it. */
+const heldBy = (outcome: ReserveOutcome): Reservation => ({
+  ...E,
+  ...(outcome.granted ? { lease: outcome.lease } : {}),
+});
 
 describe('reserving against a budget (Lua)', () => {
   it('grants while used + reserved + estimate stays within the limit, equality included', async () => {
     const sid = session();
     const limits = { maxTokens: 2000 };
-    expect(await store.reserve(sid, E, limits)).toEqual({ granted: true });
-    expect(await store.reserve(sid, E, limits)).toEqual({ granted: true });
-    expect(await store.reserve(sid, E, limits)).toMatchObject({
+    expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({ granted: true });
+    expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({ granted: true });
+    expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({
       granted: false,
       limit: 'tokens',
       reservedTokens: 2000,
@@ -50,9 +61,9 @@ describe('reserving against a budget (Lua)', () => {
 
   it('settles by releasing the reservation and adding the usage per role and task', async () => {
     const sid = session();
-    await store.reserve(sid, E, { maxTokens: 10_000 });
+    const granted = await store.reserve(sid, E, { maxTokens: 10_000 }, LEASE_MS);
     await store.settle(sid, {
-      reserved: E,
+      reserved: heldBy(granted),
       role: 'worker',
       taskId: 't1',
       usage: { inputTokens: 300, outputTokens: 50 },
@@ -81,9 +92,9 @@ describe('reserving against a budget (Lua)', () => {
 
   it('counts a failed call apart and gives its reservation back', async () => {
     const sid = session();
-    await store.reserve(sid, E, { maxTokens: 1000 });
+    const granted = await store.reserve(sid, E, { maxTokens: 1000 }, LEASE_MS);
     await store.settle(sid, {
-      reserved: E,
+      reserved: heldBy(granted),
       role: 'judge',
       usage: noUsage,
       usdMicros: 0,
@@ -91,14 +102,16 @@ describe('reserving against a budget (Lua)', () => {
     });
     const usage = await store.read(sid);
     expect(usage).toMatchObject({ failedCalls: 1, reserved: { tokens: 0 }, total: { calls: 0 } });
-    expect(await store.reserve(sid, E, { maxTokens: 1000 })).toEqual({ granted: true });
+    expect(await store.reserve(sid, E, { maxTokens: 1000 }, LEASE_MS)).toMatchObject({
+      granted: true,
+    });
   });
 
   it('counts the billed tokens of a failed call in the totals, but not as a call', async () => {
     const sid = session();
-    await store.reserve(sid, E, { maxTokens: 1000 });
+    const granted = await store.reserve(sid, E, { maxTokens: 1000 }, LEASE_MS);
     await store.settle(sid, {
-      reserved: E,
+      reserved: heldBy(granted),
       role: 'worker',
       taskId: 't1',
       usage: { inputTokens: 300, outputTokens: 200 },
@@ -116,25 +129,68 @@ describe('reserving against a budget (Lua)', () => {
     expect(usage.byRole.worker).toMatchObject({ inputTokens: 300, outputTokens: 200, calls: 0 });
     expect(usage.byTask.t1).toMatchObject({ inputTokens: 300, outputTokens: 200, calls: 0 });
     // The budget sees them: 500 used + 1000 estimated > 1000.
-    expect(await store.reserve(sid, E, { maxTokens: 1000 })).toMatchObject({ granted: false });
+    expect(await store.reserve(sid, E, { maxTokens: 1000 }, LEASE_MS)).toMatchObject({
+      granted: false,
+    });
+  });
+
+  it('gives back the reservation of a call that never settles (its pod died) once its lease lapses', async () => {
+    const sid = session();
+    const limits = { maxTokens: 2000 };
+    // A call whose pod dies: reserved, never settled, on a short lease.
+    const lost = await store.reserve(sid, E, limits, 200);
+    const live = await store.reserve(sid, E, limits, LEASE_MS);
+    expect(live.granted).toBe(true);
+    await new Promise((r) => setTimeout(r, 400));
+    // Without the lapse, 0 used + 2000 reserved + 1000 would be refused.
+    const next = await store.reserve(sid, E, limits, LEASE_MS);
+    expect(next).toMatchObject({ granted: true });
+    expect(await store.read(sid)).toMatchObject({
+      reserved: { tokens: 2000 },
+      lapsedLeases: 1,
+    });
+    // A settlement of the lapsed call (it ran on after all) does not give its estimate back twice.
+    await store.settle(sid, {
+      reserved: heldBy(lost),
+      role: 'worker',
+      usage: noUsage,
+      usdMicros: 0,
+    });
+    for (const outcome of [live, next]) {
+      await store.settle(sid, {
+        reserved: heldBy(outcome),
+        role: 'worker',
+        usage: noUsage,
+        usdMicros: 0,
+      });
+    }
+    expect((await store.read(sid)).reserved.tokens).toBe(0);
+  });
+
+  it('a read gives back lapsed reservations too (a session whose pods died shows none in flight)', async () => {
+    const sid = session();
+    await store.reserve(sid, E, { maxTokens: 5000 }, 100);
+    expect((await store.read(sid)).reserved.tokens).toBe(1000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await store.read(sid)).reserved.tokens).toBe(0);
   });
 
   it('keeps refusing once refused, even when settlements free room', async () => {
     const sid = session();
     const limits = { maxTokens: 1500 };
-    await store.reserve(sid, E, limits);
-    expect(await store.reserve(sid, E, limits)).toMatchObject({
+    const granted = await store.reserve(sid, E, limits, LEASE_MS);
+    expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({
       granted: false,
       alreadyExhausted: false,
     });
     await store.settle(sid, {
-      reserved: E,
+      reserved: heldBy(granted),
       role: 'worker',
       usage: { inputTokens: 1, outputTokens: 1 },
       usdMicros: 0,
     });
     // 2 used + 0 reserved + 1000 would fit now, but the session already ran out.
-    expect(await store.reserve(sid, E, limits)).toMatchObject({
+    expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({
       granted: false,
       limit: 'tokens',
       alreadyExhausted: true,
@@ -146,8 +202,8 @@ describe('reserving against a budget (Lua)', () => {
     const sid = session();
     const estimate = { tokens: 1000, usdMicros: 15_000 };
     const limits = { maxTokens: 1_000_000, maxUsdMicros: 20_000 };
-    expect((await store.reserve(sid, estimate, limits)).granted).toBe(true);
-    expect(await store.reserve(sid, estimate, limits)).toMatchObject({
+    expect((await store.reserve(sid, estimate, limits, LEASE_MS)).granted).toBe(true);
+    expect(await store.reserve(sid, estimate, limits, LEASE_MS)).toMatchObject({
       granted: false,
       limit: 'usd',
       reservedUsdMicros: 15_000,
@@ -159,7 +215,7 @@ describe('reserving against a budget (Lua)', () => {
     const stores = connections.map((c) => new UsageStore(c, prefix));
     const outcomes = await Promise.all(
       Array.from({ length: 40 }, (_, i) =>
-        (stores[i % stores.length] as UsageStore).reserve(sid, E, { maxTokens: 7000 }),
+        (stores[i % stores.length] as UsageStore).reserve(sid, E, { maxTokens: 7000 }, LEASE_MS),
       ),
     );
     expect(outcomes.filter((o) => o.granted)).toHaveLength(7);
@@ -173,11 +229,11 @@ describe('reserving against a budget (Lua)', () => {
     const stores = connections.map((c) => new UsageStore(c, prefix));
     const caller = async (s: UsageStore) => {
       for (;;) {
-        const outcome = await s.reserve(sid, E, { maxTokens: limit });
+        const outcome = await s.reserve(sid, E, { maxTokens: limit }, LEASE_MS);
         if (!outcome.granted) return;
         await new Promise((r) => setImmediate(r));
         await s.settle(sid, {
-          reserved: E,
+          reserved: heldBy(outcome),
           role: 'worker',
           usage: { inputTokens: actual, outputTokens: 0 },
           usdMicros: 0,

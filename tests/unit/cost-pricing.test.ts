@@ -5,6 +5,7 @@ import {
   budgetLimits,
   priceOf,
   reservationFor,
+  reservationLeaseMs,
   roleModel,
   unpricedModels,
   usdMicros,
@@ -124,5 +125,19 @@ describe('usage hash', () => {
     expect(usage.total.calls).toBe(0);
     expect(usage.byRole).toEqual({});
     expect(usage.exhausted).toBeUndefined();
+  });
+});
+
+describe('reservationLeaseMs', () => {
+  it("outlasts the role's longest call: its time limit for every repair turn, and a minute", () => {
+    const llm = SessionConfig.parse({
+      llm: {
+        default: { timeoutSeconds: 120 },
+        worker: { timeoutSeconds: 600 },
+        maxRepairAttempts: 2,
+      },
+    }).llm;
+    expect(reservationLeaseMs(llm, 'worker')).toBe(600_000 * 3 + 60_000);
+    expect(reservationLeaseMs(llm, 'judge')).toBe(120_000 * 3 + 60_000);
   });
 });

@@ -87,6 +87,18 @@ export function unpricedModels(config: SessionConfig): string[] {
   return [...new Set(missing)];
 }
 
+/** Past its longest run, how long a call's reservation is still held before it lapses. */
+const LEASE_MARGIN_MS = 60_000;
+
+/**
+ * How long a reservation of the role's calls is held when its call never settles (its pod
+ * died): past the longest a call can run (its time limit, for every repair turn) and a margin.
+ */
+export function reservationLeaseMs(llm: LlmConfig, role: ModelRole): number {
+  const timeoutSeconds = llm[role]?.timeoutSeconds ?? llm.default.timeoutSeconds;
+  return timeoutSeconds * 1000 * (llm.maxRepairAttempts + 1) + LEASE_MARGIN_MS;
+}
+
 export interface MeterOptions {
   usageStore: UsageStore;
   session: Pick<Session, 'id' | 'config'>;
@@ -122,6 +134,7 @@ export function createMeter(options: MeterOptions): Meter {
   const price = priceOf(budget, provider, model);
   const limits = budgetLimits(budget);
   const estimate = reservationFor(budget, price);
+  const leaseMs = reservationLeaseMs(session.config.llm, role);
   const none: Reservation = { tokens: 0, usdMicros: 0 };
 
   async function reserve({ method, taskId }: MeteredCall): Promise<Reservation> {
@@ -132,8 +145,8 @@ export function createMeter(options: MeterOptions): Meter {
         details: { sessionId: session.id, role, model },
       });
     }
-    const outcome = await usageStore.reserve(session.id, estimate, limits);
-    if (outcome.granted) return estimate;
+    const outcome = await usageStore.reserve(session.id, estimate, limits, leaseMs);
+    if (outcome.granted) return { ...estimate, lease: outcome.lease };
     const usd = (micros: number) => `$${micros / 1e6}`;
     const detail = outcome.alreadyExhausted
       ? `the ${outcome.limit === 'tokens' ? 'token' : 'USD'} budget is already exhausted`

@@ -17,6 +17,8 @@ export interface SessionKeys {
   history: string;
   /** Hash: token usage, USD estimate and budget reservations (usage-store.ts). */
   usage: string;
+  /** Sorted set of the reservations of calls in flight, by when they lapse (usage-store.ts). */
+  leases: string;
   /**
    * Hash of the agent executor's steps: field `<taskId>|<attempt>` counts an attempt's steps,
    * `<taskId>|<attempt>|<step>` holds each one. Task ids never contain `|`.
@@ -34,6 +36,7 @@ export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
     applied: `${base}:applied`,
     history: `${base}:history`,
     usage: `${base}:usage`,
+    leases: `${base}:leases`,
     steps: `${base}:steps`,
   };
 }
@@ -47,6 +50,7 @@ export function sessionKeyList(keys: SessionKeys): string[] {
     keys.applied,
     keys.history,
     keys.usage,
+    keys.leases,
     keys.steps,
   ];
 }

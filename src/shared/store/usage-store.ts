@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Result } from 'ioredis';
 import type { RedisConnection } from '../redis.js';
 import { z } from 'zod';
@@ -15,6 +16,13 @@ import { sessionKeys } from './keys.js';
  *   <role>:in|out|usd_micros|calls                            per role (planner, judge, ...)
  *   task:<taskId>:in|out|usd_micros|calls                     per task (worker, task judge, replanner)
  *   reserved_tokens, reserved_usd_micros                      estimates of calls in flight
+ *   lapsed_leases                                             reservations given back because their
+ *                                                            call never settled (a crashed pod)
+ *
+ * Each reservation is also a lease in `prefix:s:{sid}:leases` (member `id|tokens|usd`, scored
+ * by when it lapses): a call whose pod died never settles, and its estimate would be held for
+ * ever, refusing later calls of a session that has spent little. Lapsed leases are given back
+ * before every reservation and every read; a settlement gives back only a lease still held.
  *   grants, denied                                            reservations granted / refused
  *   exhausted, exhausted_grants                               first refusal: why, and grants before it
  */
@@ -30,10 +38,12 @@ export interface BudgetLimits {
 export interface Reservation {
   tokens: number;
   usdMicros: number;
+  /** The lease that holds it (a granted reservation under a budget). */
+  lease?: string;
 }
 
 export type ReserveOutcome =
-  | { granted: true }
+  | { granted: true; lease: string }
   | {
       granted: false;
       /** The limit that would be crossed (for an already exhausted budget, the first one). */
@@ -60,12 +70,32 @@ export interface Settlement {
   unpriced?: boolean;
 }
 
-const RESERVE_SCRIPT = `
+/** Gives back the reservations of leases that lapsed (KEYS[1] usage, KEYS[2] leases). */
+const LAPSE_LEASES = `
+local function lapseLeases()
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+  for _, lease in ipairs(lapsed) do
+    local _, _, tokens, usd = string.find(lease, '|(%d+)|(%d+)$')
+    if tonumber(tokens) ~= 0 then redis.call('HINCRBY', KEYS[1], 'reserved_tokens', -tonumber(tokens)) end
+    if tonumber(usd) ~= 0 then redis.call('HINCRBY', KEYS[1], 'reserved_usd_micros', -tonumber(usd)) end
+    redis.call('HINCRBY', KEYS[1], 'lapsed_leases', 1)
+  end
+  if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
+  return now
+end
+`;
+
+const RESERVE_SCRIPT = `${LAPSE_LEASES}
 local key = KEYS[1]
 local estT = tonumber(ARGV[1])
 local estU = tonumber(ARGV[2])
 local maxT = tonumber(ARGV[3])
 local maxU = tonumber(ARGV[4])
+local leaseId = ARGV[5]
+local leaseMs = tonumber(ARGV[6])
+local now = lapseLeases()
 local function num(field) return tonumber(redis.call('HGET', key, field) or '0') end
 local usedT = num('in') + num('out')
 local resT = num('reserved_tokens')
@@ -91,7 +121,9 @@ end
 redis.call('HINCRBY', key, 'reserved_tokens', estT)
 redis.call('HINCRBY', key, 'reserved_usd_micros', estU)
 redis.call('HINCRBY', key, 'grants', 1)
-return {1, '', usedT, resT + estT, usedU, resU + estU, 0}
+local lease = leaseId .. '|' .. estT .. '|' .. estU
+redis.call('ZADD', KEYS[2], now + leaseMs, lease)
+return {1, lease, usedT, resT + estT, usedU, resU + estU, 0}
 `;
 
 const SETTLE_SCRIPT = `
@@ -105,8 +137,11 @@ local outT = tonumber(ARGV[6])
 local usd = tonumber(ARGV[7])
 local failed = ARGV[8] == '1'
 local unpriced = ARGV[9] == '1'
-if resT ~= 0 then redis.call('HINCRBY', key, 'reserved_tokens', -resT) end
-if resU ~= 0 then redis.call('HINCRBY', key, 'reserved_usd_micros', -resU) end
+local lease = ARGV[10]
+-- A lease that lapsed was given back already: its reservation is not held any more.
+local held = lease == '' or redis.call('ZREM', KEYS[2], lease) == 1
+if held and resT ~= 0 then redis.call('HINCRBY', key, 'reserved_tokens', -resT) end
+if held and resU ~= 0 then redis.call('HINCRBY', key, 'reserved_usd_micros', -resU) end
 if failed then
   redis.call('HINCRBY', key, 'failed_calls', 1)
   -- A failed call counts only the tokens it was billed for (a reply cut off or unusable).
@@ -126,17 +161,27 @@ if unpriced then redis.call('HINCRBY', key, 'unpriced_calls', 1) end
 return 1
 `;
 
+const READ_SCRIPT = `${LAPSE_LEASES}
+lapseLeases()
+return redis.call('HGETALL', KEYS[1])
+`;
+
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     orqUsageReserve(
       key: string,
+      leases: string,
       estTokens: number,
       estUsdMicros: number,
       maxTokens: number,
       maxUsdMicros: number,
+      leaseId: string,
+      leaseMs: number,
     ): Result<[number, string, number, number, number, number, number], Context>;
+    orqUsageRead(key: string, leases: string): Result<string[], Context>;
     orqUsageSettle(
       key: string,
+      leases: string,
       reservedTokens: number,
       reservedUsdMicros: number,
       role: string,
@@ -146,6 +191,7 @@ declare module 'ioredis' {
       usdMicros: number,
       failed: string,
       unpriced: string,
+      lease: string,
     ): Result<number, Context>;
   }
 }
@@ -173,6 +219,8 @@ export const SessionUsage = z.object({
   /** Reservations granted (calls started under a budget) and refused. */
   grants: count,
   denied: count,
+  /** Reservations given back because their call never settled (its pod died). */
+  lapsedLeases: count,
   /** Set at the first refusal: the limit that ran out and how many grants came before it. */
   exhausted: z.object({ limit: z.enum(['tokens', 'usd']), afterGrants: count }).optional(),
 });
@@ -193,6 +241,7 @@ export function usageFromHash(hash: Record<string, string>): SessionUsage {
     unpricedCalls: int('unpriced_calls'),
     grants: int('grants'),
     denied: int('denied'),
+    lapsedLeases: int('lapsed_leases'),
   };
   const limit = hash.exhausted;
   if (limit === 'tokens' || limit === 'usd') {
@@ -225,10 +274,13 @@ export class UsageStore {
   ) {
     const commands = redis as unknown as Record<string, unknown>;
     if (typeof commands.orqUsageReserve !== 'function') {
-      redis.defineCommand('orqUsageReserve', { numberOfKeys: 1, lua: RESERVE_SCRIPT });
+      redis.defineCommand('orqUsageReserve', { numberOfKeys: 2, lua: RESERVE_SCRIPT });
     }
     if (typeof commands.orqUsageSettle !== 'function') {
-      redis.defineCommand('orqUsageSettle', { numberOfKeys: 1, lua: SETTLE_SCRIPT });
+      redis.defineCommand('orqUsageSettle', { numberOfKeys: 2, lua: SETTLE_SCRIPT });
+    }
+    if (typeof commands.orqUsageRead !== 'function') {
+      redis.defineCommand('orqUsageRead', { numberOfKeys: 2, lua: READ_SCRIPT });
     }
   }
 
@@ -236,25 +288,34 @@ export class UsageStore {
     return sessionKeys(this.prefix, sessionId).usage;
   }
 
+  private leasesKey(sessionId: string): string {
+    return sessionKeys(this.prefix, sessionId).leases;
+  }
+
   /**
    * Atomically: grants the reservation when used + reserved + estimate stays within every
-   * limit given, and then holds the estimate as reserved; otherwise refuses, and every later
-   * reservation of the session is refused too.
+   * limit given, and then holds the estimate as reserved, under a lease that lapses after
+   * `leaseMs` (a call that never settles gives it back then); otherwise refuses, and every
+   * later reservation of the session is refused too.
    */
   async reserve(
     sessionId: string,
     estimate: Reservation,
     limits: BudgetLimits,
+    leaseMs: number,
   ): Promise<ReserveOutcome> {
     const [granted, limit, usedTokens, reservedTokens, usedUsdMicros, reservedUsdMicros, before] =
       await this.redis.orqUsageReserve(
         this.key(sessionId),
+        this.leasesKey(sessionId),
         estimate.tokens,
         estimate.usdMicros,
         limits.maxTokens ?? NO_LIMIT,
         limits.maxUsdMicros ?? NO_LIMIT,
+        randomUUID(),
+        Math.max(1, Math.round(leaseMs)),
       );
-    if (Number(granted) === 1) return { granted: true };
+    if (Number(granted) === 1) return { granted: true, lease: String(limit) };
     return {
       granted: false,
       limit: limit === 'usd' ? 'usd' : 'tokens',
@@ -270,6 +331,7 @@ export class UsageStore {
   async settle(sessionId: string, settlement: Settlement): Promise<void> {
     await this.redis.orqUsageSettle(
       this.key(sessionId),
+      this.leasesKey(sessionId),
       settlement.reserved.tokens,
       settlement.reserved.usdMicros,
       settlement.role,
@@ -279,10 +341,15 @@ export class UsageStore {
       settlement.usdMicros,
       settlement.failed ? '1' : '0',
       settlement.unpriced ? '1' : '0',
+      settlement.reserved.lease ?? '',
     );
   }
 
+  /** The session's usage, lapsed leases given back first. */
   async read(sessionId: string): Promise<SessionUsage> {
-    return usageFromHash(await this.redis.hgetall(this.key(sessionId)));
+    const flat = await this.redis.orqUsageRead(this.key(sessionId), this.leasesKey(sessionId));
+    const hash: Record<string, string> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) hash[flat[i] as string] = flat[i + 1] as string;
+    return usageFromHash(hash);
   }
 }
