@@ -604,6 +604,19 @@ describe('continuations (seed 001)', () => {
     expect(task(view, 't1')).toMatchObject({ state: 'BLOCKED', attempts: 3, continuations: 2 });
     const h = await historyOf(client, id);
     expect(decisions(h, 'task:continue')).toHaveLength(2);
+    // The task says why it is blocked: the reason of its change to BLOCKED.
+    const toBlocked = h.find(
+      (e) => e.type === 'state_change' && e.taskId === 't1' && e.to === 'BLOCKED',
+    );
+    expect(toBlocked?.type === 'state_change' && toBlocked.reason).toBeTruthy();
+    expect(task(view, 't1').blockedReason).toBe(
+      toBlocked?.type === 'state_change' ? toBlocked.reason : undefined,
+    );
+    // A resume moves it on, and the reason goes with the state.
+    await client.resume(id, { mode: 'skip' });
+    const resumed = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(task(resumed, 't1').state).not.toBe('BLOCKED');
+    expect(task(resumed, 't1').blockedReason).toBeUndefined();
     const [blocked] = decisions(h, 'task:blocked');
     expect(blocked?.inputs).toMatchObject({
       cause: 'max_continuations',

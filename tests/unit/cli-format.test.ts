@@ -174,6 +174,22 @@ describe('formatOutcomeNotice', () => {
     expect(formatOutcomeNotice(failed)).toBe('session s1 is FAILED: PLAN_REJECTED: stagnated');
     expect(formatOutcomeNotice(view('COMPLETED', []))).toBeUndefined();
   });
+
+  it('says why each blocked task is blocked, in the notice, the status table and the live view', () => {
+    const blocked = view('BLOCKED', [
+      ['t1', 'DONE'],
+      ['t2', 'BLOCKED'],
+    ]);
+    const t2 = blocked.tasks[1] as Task;
+    t2.blockedReason = 'The worker job failed: LLM_CALL_FAILED: HTTP 401';
+    expect(formatOutcomeNotice(blocked)).toContain(
+      'is BLOCKED (t2: The worker job failed: LLM_CALL_FAILED: HTTP 401). Run',
+    );
+    expect(formatSessionTable(blocked)).toContain(
+      't2 is blocked: The worker job failed: LLM_CALL_FAILED: HTTP 401',
+    );
+    expect(formatLiveView(blocked, [])).toContain('t2 is blocked: The worker job failed');
+  });
 });
 
 describe('followMode', () => {

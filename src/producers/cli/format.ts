@@ -122,8 +122,16 @@ export function formatSessionTable(view: SessionView): string {
   lines.push(
     '',
     ...renderTable(['TASK', 'STATE', 'ATTEMPTS', 'DEPENDS ON', 'TOKENS IN/OUT', 'TITLE'], rows),
+    ...blockedReasons(tasks),
   );
   return lines.join('\n');
+}
+
+/** Why each BLOCKED task is blocked, under the table. */
+function blockedReasons(tasks: readonly Task[]): string[] {
+  const blocked = tasks.filter((t) => t.state === 'BLOCKED' && t.blockedReason);
+  if (blocked.length === 0) return [];
+  return ['', ...blocked.map((t) => `${t.id} is blocked: ${oneLine(t.blockedReason ?? '')}`)];
 }
 
 const usd = (value: number) =>
@@ -236,7 +244,12 @@ export function formatLiveView(
   head.push(formatTaskCounts(tasks));
   const tail = recent.slice(-LIVE_HISTORY_LINES).map(formatHistoryEntry);
   const footer: string[] = [];
-  if (session.state === 'BLOCKED') footer.push(`blocked: \`orq resume ${session.id}\` to go on`);
+  if (session.state === 'BLOCKED') {
+    footer.push(
+      ...blockedReasons(tasks).slice(1, 4),
+      `blocked: \`orq resume ${session.id}\` to go on`,
+    );
+  }
 
   // Room for task rows: the terminal minus header, blank lines, table header, history, footer,
   // and one spare line because log-update ends every frame with a newline.
@@ -274,7 +287,9 @@ export function formatOutcomeNotice(
   const here = options.resumeHere ? ' --run' : '';
   switch (session.state) {
     case 'BLOCKED': {
-      const blocked = tasks.filter((t) => t.state === 'BLOCKED').map((t) => t.id);
+      const blocked = tasks
+        .filter((t) => t.state === 'BLOCKED')
+        .map((t) => (t.blockedReason ? `${t.id}: ${clip(oneLine(t.blockedReason), 200)}` : t.id));
       return `session ${session.id} is BLOCKED (${blocked.join(', ') || 'no task'}). Run \`orq resume ${session.id}${here}\` to retry, with --skip to go on without, or --note TEXT to continue with a note`;
     }
     case 'COMPLETED':

@@ -101,6 +101,8 @@ export const Task = z.object({
   pendingDependencies: z.number().int().min(0).default(0),
   /** The judge said replan and the Replanner has been asked for subtasks. */
   replanPending: z.boolean().default(false),
+  /** While BLOCKED: why (the reason of the change to BLOCKED), for status views. */
+  blockedReason: z.string().optional(),
 });
 export type Task = z.infer<typeof Task>;
 /** Input form: defaults may be omitted. */

@@ -49,10 +49,14 @@ export class TaskEdits {
     return task;
   }
 
-  /** Writes a task (new or loaded), recording a state_change entry when its state moved. */
-  put(task: Task, reason?: string): void {
-    const before = this.current.get(task.id);
+  /**
+   * Writes a task (new or loaded), recording a state_change entry when its state moved; a task
+   * that moves to BLOCKED keeps the reason as its blockedReason until it moves on.
+   */
+  put(edited: Task, reason?: string): void {
+    const before = this.current.get(edited.id);
     const from = before?.state;
+    const task = from === edited.state ? edited : withBlockedReason(edited, reason);
     if (!this.original.has(task.id)) this.original.set(task.id, { task, version: 0 });
     this.current.set(task.id, task);
     this.edited.add(task.id);
@@ -129,4 +133,12 @@ export class TaskEdits {
     }
     return { open, active };
   }
+}
+
+/** The task with the reason it is BLOCKED, or without one once it is not. */
+function withBlockedReason(task: Task, reason: string | undefined): Task {
+  if (task.state === 'BLOCKED') return reason ? { ...task, blockedReason: reason } : task;
+  if (task.blockedReason === undefined) return task;
+  const { blockedReason: _reason, ...rest } = task;
+  return rest;
 }
