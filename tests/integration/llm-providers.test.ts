@@ -8,6 +8,7 @@ import { QualityJudgement } from '../../src/shared/domain/plan.js';
 import type { Task } from '../../src/shared/domain/task.js';
 import { createAnthropicProvider } from '../../src/shared/llm/anthropic-provider.js';
 import {
+  estimateUsage,
   isPermanentCallFailure,
   usageOfFailure,
   type ChatProvider,
@@ -513,6 +514,24 @@ describe('keys, timeouts and cancellation', () => {
         inputTokens: FAKE_USAGE.input,
         outputTokens: FAKE_USAGE.output,
       });
+    });
+
+    it('counts a reply whose server reports no usage by estimate, not as free', async () => {
+      const marker = `[no-usage ${p}]`;
+      behaviours.set(marker, () => ({ json: goodJudgement, noUsage: true }));
+      const sent = request(marker);
+      const reply = await provider(servers[p]).complete(sent);
+      if (p === 'openai') {
+        expect(reply.usage).toEqual(estimateUsage(sent, reply.raw));
+        expect(reply.usage.inputTokens).toBeGreaterThan(0);
+        expect(reply.usage.outputTokens).toBeGreaterThan(0);
+      } else {
+        // Anthropic always reports usage: the fake server leaves it in.
+        expect(reply.usage).toEqual({
+          inputTokens: FAKE_USAGE.input,
+          outputTokens: FAKE_USAGE.output,
+        });
+      }
     });
 
     it('a 200 that is not a reply says what came back instead', async () => {

@@ -27,8 +27,11 @@ export interface FakeLlmRequest {
 }
 
 export type FakeReply =
-  /** A JSON answer: tool input (Anthropic) or message content; `wrap` puts it in text. */
-  | { json: unknown; wrap?: 'fence' | 'prose' }
+  /**
+   * A JSON answer: tool input (Anthropic) or message content; `wrap` puts it in text;
+   * `noUsage` leaves the usage out (OpenAI), as some local servers do.
+   */
+  | { json: unknown; wrap?: 'fence' | 'prose'; noUsage?: boolean }
   /** A text answer as it is. */
   | { text: string }
   /** A native function call: OpenAI tool_calls, Anthropic tool_use (arguments as given). */
@@ -177,7 +180,12 @@ function answer(
   const text =
     'json' in reply ? wrapJson(reply.json, reply.wrap) : (reply as { text: string }).text;
   if (protocol === 'openai') {
-    return openAiCompletion(request, { role: 'assistant', content: text }, 'stop');
+    const completion = openAiCompletion(request, { role: 'assistant', content: text }, 'stop');
+    if ('json' in reply && reply.noUsage) {
+      const { usage: _usage, ...withoutUsage } = completion;
+      return withoutUsage;
+    }
+    return completion;
   }
   return anthropicMessage(
     request,

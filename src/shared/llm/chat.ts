@@ -85,6 +85,25 @@ export function addUsage(a: TokenUsage, b: TokenUsage): TokenUsage {
   };
 }
 
+/** Characters per token of the estimate for servers that report no usage (English-ish text). */
+const CHARS_PER_TOKEN = 4;
+
+/**
+ * Tokens of a call whose server reported none (some local OpenAI-compatible servers): its
+ * prompts and reply at four characters a token, so a budget still counts the call rather than
+ * seeing it as free.
+ */
+export function estimateUsage(request: ChatRequest, reply: string): TokenUsage {
+  const sent =
+    request.system.length +
+    request.user.length +
+    (request.followUp ? request.followUp.reply.length + request.followUp.correction.length : 0);
+  return {
+    inputTokens: Math.ceil(sent / CHARS_PER_TOKEN),
+    outputTokens: Math.ceil(reply.length / CHARS_PER_TOKEN),
+  };
+}
+
 /** A non-negative integer from whatever a server put in its usage field. */
 export function tokenCount(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) && value > 0 ? Math.round(value) : 0;

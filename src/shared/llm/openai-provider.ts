@@ -8,6 +8,7 @@ import {
   sdkCallFailure,
   sdkClientOptions,
   resolveApiKey,
+  estimateUsage,
   tokenCount,
   untilAborted,
   type CallTarget,
@@ -65,11 +66,14 @@ export function createOpenAiProvider(
       } catch (error) {
         throw sdkCallFailure(error, call, target, sdk);
       }
-      // Billed even when the reply is of no use: a failure carries it for the meter.
-      const usage = {
-        inputTokens: tokenCount(completion.usage?.prompt_tokens),
-        outputTokens: tokenCount(completion.usage?.completion_tokens),
-      };
+      // Billed even when the reply is of no use: a failure carries it for the meter. A server
+      // that reports none is counted by estimate, not as free.
+      const usage = completion.usage
+        ? {
+            inputTokens: tokenCount(completion.usage.prompt_tokens),
+            outputTokens: tokenCount(completion.usage.completion_tokens),
+          }
+        : estimateUsage(request, replyText(completion));
       const choice = Array.isArray(completion.choices) ? completion.choices[0] : undefined;
       if (!choice) {
         // Some gateways answer 200 with {"error": {...}} instead of an HTTP error.
@@ -192,4 +196,13 @@ function responseFormat(
     case 'prompt':
       return {};
   }
+}
+
+/** The text of the first choice, for an estimate of its tokens ('' when there is none). */
+function replyText(completion: OpenAI.Chat.Completions.ChatCompletion): string {
+  const message = Array.isArray(completion.choices) ? completion.choices[0]?.message : undefined;
+  const calls = message?.tool_calls?.map((c) =>
+    c.type === 'function' ? c.function.arguments : '',
+  );
+  return `${typeof message?.content === 'string' ? message.content : ''}${calls?.join('') ?? ''}`;
 }
