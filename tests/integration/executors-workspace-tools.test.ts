@@ -109,6 +109,36 @@ describe('workspace tools stay inside the task workspace', () => {
     expect(regex).toEqual({ ok: true, output: 'notes.txt:3: gamma' });
   });
 
+  it('matches regular expressions in linear time (RE2): a backtracking pattern cannot hang the pod', async () => {
+    mkdirSync(join(root, 'redos'), { recursive: true });
+    // 26 a's keep JavaScript's RegExp to about a second here (each one more doubles it): the
+    // RE2 syntax check below is what tells the two apart.
+    writeFileSync(join(root, 'redos', 'a.txt'), `${'a'.repeat(26)}!\n${'a'.repeat(30)}\n`);
+    const box = toolbox();
+    const outcome = await box.call(
+      'search_files',
+      { pattern: '^(a+)+$', regex: true, path: 'redos' },
+      signal,
+    );
+    expect(outcome).toEqual({ ok: true, output: `redos/a.txt:2: ${'a'.repeat(30)}` });
+    const unsupported = await box.call(
+      'search_files',
+      { pattern: '(a)\\1', regex: true, path: 'redos' },
+      signal,
+    );
+    expect(unsupported.ok).toBe(false);
+    expect(!unsupported.ok && unsupported.error).toContain('RE2 syntax');
+  });
+
+  it('cuts a search short at the time limit, and says so', async () => {
+    const outcome = await toolbox({ timeoutMs: 0 }).call(
+      'search_files',
+      { pattern: 'beta' },
+      signal,
+    );
+    expect(outcome.ok && outcome.output).toMatch(/search stopped after 0s; search a subfolder/);
+  });
+
   it('reads only the first toolMaxOutputBytes of a large file', async () => {
     writeFileSync(join(root, 'big.txt'), `${'b'.repeat(5000)}TAIL`);
     const outcome = await toolbox({ maxOutputBytes: 1024 }).call(

@@ -1,6 +1,7 @@
 import { constants, type Dirent } from 'node:fs';
 import { mkdir, open, readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { RE2JS } from 're2js';
 import { z } from 'zod';
 import { describeOutcome, minimalEnv, runProcess } from '../../process.js';
 import { isWithin, resolveInWorkspace, workspaceRelative } from './paths.js';
@@ -33,7 +34,10 @@ const ListFilesInput = z.strictObject({
   recursive: z.boolean().default(true),
 });
 const SearchFilesInput = z.strictObject({
-  pattern: z.string().min(1).describe('Text to find, or a regular expression when regex is true.'),
+  pattern: z
+    .string()
+    .min(1)
+    .describe('Text to find, or a regular expression (RE2 syntax) when regex is true.'),
   regex: z.boolean().default(false),
   ignoreCase: z.boolean().default(false),
   path: z.string().default('.').describe('Folder to search, relative to the workspace.'),
@@ -182,11 +186,15 @@ export function createWorkspaceTools(options: WorkspaceToolsOptions): Tool[] {
       const absolute = await resolveInWorkspace(root, args.path);
       let matcher: (line: string) => boolean;
       if (args.regex) {
-        let re: RegExp;
+        // RE2 (linear time), not RegExp: a model's `^(a+)+$` would backtrack for minutes on
+        // the pod's one thread, stopping its lock renewals and every other job with it.
+        let re: RE2JS;
         try {
-          re = new RegExp(args.pattern, args.ignoreCase ? 'i' : '');
+          re = RE2JS.compile(args.pattern, args.ignoreCase ? RE2JS.CASE_INSENSITIVE : 0);
         } catch (error) {
-          throw new ToolError(`invalid regular expression: ${(error as Error).message}`);
+          throw new ToolError(
+            `invalid regular expression (RE2 syntax: no backreferences or lookaround): ${(error as Error).message}`,
+          );
         }
         matcher = (line) => re.test(line);
       } else {
@@ -194,7 +202,15 @@ export function createWorkspaceTools(options: WorkspaceToolsOptions): Tool[] {
         matcher = (line) => (args.ignoreCase ? line.toLowerCase() : line).includes(needle);
       }
       const matches: string[] = [];
+      // The tool's time limit holds for a search too: a huge tree is cut short, and says so.
+      const deadline = Date.now() + options.timeoutMs;
       search: for await (const { path: found, entry } of walk(absolute, true)) {
+        if (Date.now() > deadline) {
+          matches.push(
+            `[... search stopped after ${Math.round(options.timeoutMs / 1000)}s; search a subfolder ...]`,
+          );
+          break;
+        }
         if (!entry.isFile()) continue;
         const info = await stat(found);
         if (info.size > MAX_SEARCHED_FILE_BYTES) continue;
