@@ -1,4 +1,5 @@
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -514,6 +515,17 @@ describe('keys, timeouts and cancellation', () => {
         inputTokens: FAKE_USAGE.input,
         outputTokens: FAKE_USAGE.output,
       });
+    });
+
+    it('names what went wrong when the server cannot be reached, not "fetch failed"', async () => {
+      const probe = createServer();
+      await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+      const { port } = probe.address() as AddressInfo;
+      await new Promise((r) => probe.close(r));
+      const closed = { ...servers[p], baseUrl: servers[p].baseUrl.replace(/:\d+/, `:${port}`) };
+      await expect(
+        provider(closed).complete({ ...request('[closed]'), timeoutMs: 5_000 }),
+      ).rejects.toThrow(/unreachable at http:\/\/127\.0\.0\.1:\d+.*ECONNREFUSED/);
     });
 
     it('counts a reply whose server reports no usage by estimate, not as free', async () => {

@@ -247,9 +247,7 @@ export function sdkCallFailure(
     return callFailure('cancelled', target, { message: '', cause: error });
   }
   if (error instanceof sdk.APIConnectionError) {
-    const cause =
-      error.cause instanceof Error && error.cause.message ? error.cause.message : error.message;
-    return callFailure('connection', target, { message: cause, cause: error });
+    return callFailure('connection', target, { message: rootCause(error), cause: error });
   }
   if (error instanceof sdk.APIError) {
     return callFailure('http', target, {
@@ -269,6 +267,20 @@ export function sdkCallFailure(
     });
   }
   return error;
+}
+
+/**
+ * The innermost cause of a connection error, with its code: the SDK's "Connection error."
+ * wraps fetch's "fetch failed", which wraps what went wrong (connect ECONNREFUSED 127.0.0.1:9).
+ */
+export function rootCause(error: Error): string {
+  let deepest: Error = error;
+  for (let depth = 0; depth < 5 && deepest.cause instanceof Error; depth += 1) {
+    deepest = deepest.cause;
+  }
+  const code = (deepest as { code?: unknown }).code;
+  const message = deepest.message || error.message;
+  return typeof code === 'string' && !message.includes(code) ? `${message} (${code})` : message;
 }
 
 export type CallFailureKind = 'cancelled' | 'timeout' | 'connection' | 'http' | 'reply';
