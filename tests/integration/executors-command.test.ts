@@ -260,6 +260,25 @@ describe('the command executor', () => {
     ).rejects.toThrow(/execution\.command\.repository: .* is not a git repository/);
   });
 
+  it('refuses a repository without a commit, permanently, and says how to make one', async () => {
+    const folder = join(tmp, 'no-commit');
+    mkdirSync(folder, { recursive: true });
+    git(['init', '-q'], folder);
+    const session = makeSession({
+      execution: { command: { template: ['true'], repository: folder } },
+    });
+    const error = await createCommandExecutor()
+      .execute(executorContext(db.store, session, task))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).message).toMatch(
+      /has no commit yet.*git commit --allow-empty/,
+    );
+  });
+
   it('needs execution.command', async () => {
     const session = makeSession({ execution: { defaultExecutor: 'command' } });
     await expect(

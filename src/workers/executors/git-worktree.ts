@@ -188,6 +188,17 @@ export async function openWorktree(options: OpenWorktreeOptions): Promise<Worktr
       },
     );
   }
+  if ((await git(['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'], repository)).code !== 0) {
+    // Permanent too: task branches start from a commit, and there is none to start from.
+    throw new ValidationError(
+      'command executor configuration',
+      [{ path: 'execution.command.repository', message: `${repository} has no commit yet` }],
+      {
+        hint: 'Make a first commit in it (git commit --allow-empty -m init will do)',
+        details: { repository },
+      },
+    );
+  }
   const notes: string[] = [];
   await withRepoLock(repository, async () => {
     await git(['worktree', 'prune'], repository);
