@@ -12,6 +12,8 @@ import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import { OrqError } from '../../src/shared/errors.js';
 import { createAgentExecutor } from '../../src/workers/executors/agent/executor.js';
 import { planningHistoryFile } from '../../src/workers/executors/step-history.js';
+import { connectMcpServers } from '../../src/workers/executors/agent/tools/mcp.js';
+import { silentLogger } from '../../src/shared/logger.js';
 import {
   createScriptedAgentModel,
   type AgentScript,
@@ -358,7 +360,7 @@ describe('MCP tools', () => {
     );
     const result = await executor.execute(ctx);
     expect(result.log).toMatch(
-      /tools: read_file, write_file, list_files, search_files, run_command, calc__add, calc__echo, calc__fail, web__shout/,
+      /tools: read_file, write_file, list_files, search_files, run_command, calc__add, calc__echo, calc__fail, calc__crash, web__shout/,
     );
     const history = ofTask(await historyOf(db.store, session.id));
     const actions = history.filter((e) => e.type === 'action');
@@ -376,6 +378,29 @@ describe('MCP tools', () => {
       'action',
     ]);
     expect(result.output).toBe('used the MCP tools');
+  });
+
+  it('names the server, and what it said, when it dies during a call', async () => {
+    const mcp = await connectMcpServers(
+      [
+        {
+          name: 'calc',
+          transport: 'stdio',
+          command: process.execPath,
+          args: [MCP_SERVER],
+          env: {},
+        },
+      ],
+      { cwd: tmp, timeoutMs: 10_000, maxOutputBytes: 65_536, logger: silentLogger },
+    );
+    try {
+      const crash = mcp.tools.find((t) => t.spec.name === 'calc__crash');
+      await expect(crash?.call({}, new AbortController().signal)).rejects.toThrow(
+        /MCP server "calc": .*stderr: calc: crashing on purpose/,
+      );
+    } finally {
+      await mcp.close();
+    }
   });
 
   it('goes on without a server that cannot start, and says so in the log', async () => {

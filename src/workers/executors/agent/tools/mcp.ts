@@ -100,6 +100,12 @@ async function connectOne(
   const sdk = await loadSdk();
   const stderr = new TailBuffer(4096);
   const client = new sdk.Client({ name: 'orq-agent', version: '1.0.0' });
+  // What broke the connection (a reply over the SDK's size limit, a crash): the SDK's own
+  // errors for later calls only say "Connection closed" or "Not connected".
+  let transportError: string | undefined;
+  client.onerror = (error) => {
+    transportError = error.message;
+  };
   try {
     await client.connect(transportFor(sdk, server, options, stderr), {
       timeout: options.timeoutMs,
@@ -122,11 +128,22 @@ async function connectOne(
         inputSchema: tool.inputSchema,
       },
       async call(input, signal): Promise<ToolOutcome> {
-        const result = await client.callTool(
-          { name: tool.name, arguments: (input ?? {}) as Record<string, unknown> },
-          undefined,
-          { signal, timeout: options.timeoutMs },
-        );
+        let result: Awaited<ReturnType<Client['callTool']>>;
+        try {
+          result = await client.callTool(
+            { name: tool.name, arguments: (input ?? {}) as Record<string, unknown> },
+            undefined,
+            { signal, timeout: options.timeoutMs },
+          );
+        } catch (error) {
+          const why = [
+            transportError && `cause: ${transportError}`,
+            stderr.toString().trim() && `stderr: ${stderr.toString().trim().slice(-1000)}`,
+          ].filter(Boolean);
+          throw new Error(
+            `MCP server "${server.name}": ${(error as Error).message}${why.length ? ` (${why.join('; ')})` : ''}`,
+          );
+        }
         const text = cap(resultText(result as Record<string, unknown>), options.maxOutputBytes);
         return result.isError
           ? { ok: false, error: text || 'the tool reported an error' }
