@@ -121,11 +121,14 @@ describe('blocked sessions', () => {
     const sessionId = await submitBlocked();
     const blocked = await cli('watch', sessionId);
     expect(blocked.code).toBe(1);
-    expect(blocked.stderr).toContain(`orq: session ${sessionId} is BLOCKED (t2)`);
+    // The blocked task, with why (the judge's verdict in the scenario).
+    expect(blocked.stderr).toContain(`orq: session ${sessionId} is BLOCKED (t2: The judge found`);
+    expect(blocked.stderr).toContain('refuses the credentials');
     expect(blocked.stderr).toContain(`orq resume ${sessionId}`);
 
     const status = await cli('status', sessionId);
     expect(status.stdout).toMatch(/^t2\s+BLOCKED\s+1\s/m);
+    expect(status.stdout).toMatch(/^t2 is blocked: The judge found the task failed/m);
 
     const resume = await cli('resume', sessionId);
     expect(resume.code, resume.stderr).toBe(0);
