@@ -87,6 +87,9 @@ export function unpricedModels(config: SessionConfig): string[] {
   return [...new Set(missing)];
 }
 
+/** How a budget refusal's hint begins (the CLI's own notice gives the command instead). */
+export const BUDGET_RESUME_HINT = 'Resume it with a higher limit';
+
 /** Past its longest run, how long a call's reservation is still held before it lapses. */
 const LEASE_MARGIN_MS = 60_000;
 
@@ -198,9 +201,6 @@ export function createMeter(options: MeterOptions): Meter {
 
   return { withReservation };
 }
-
-/** How a budget refusal's hint begins (the CLI's own notice gives the command instead). */
-export const BUDGET_RESUME_HINT = 'Resume it with a higher limit';
 
 /** Wraps `models` so every call is reserved (with a budget), then counted. */
 export function meteredModels(models: RoleModels, options: MeteredModelsOptions): RoleModels {

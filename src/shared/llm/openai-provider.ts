@@ -9,6 +9,7 @@ import {
   sdkClientOptions,
   resolveApiKey,
   estimateUsage,
+  NO_USAGE,
   tokenCount,
   untilAborted,
   type CallTarget,
@@ -67,13 +68,16 @@ export function createOpenAiProvider(
         throw sdkCallFailure(error, call, target, sdk);
       }
       // Billed even when the reply is of no use: a failure carries it for the meter. A server
-      // that reports none is counted by estimate, not as free.
+      // that reports none is counted by estimate, not as free; a body that is no completion at
+      // all (a proxy's page) was no model call.
       const usage = completion.usage
         ? {
             inputTokens: tokenCount(completion.usage.prompt_tokens),
             outputTokens: tokenCount(completion.usage.completion_tokens),
           }
-        : estimateUsage(request, replyText(completion));
+        : Array.isArray(completion.choices)
+          ? estimateUsage(request, replyText(completion))
+          : NO_USAGE;
       const choice = Array.isArray(completion.choices) ? completion.choices[0] : undefined;
       if (!choice) {
         // Some gateways answer 200 with {"error": {...}} instead of an HTTP error.

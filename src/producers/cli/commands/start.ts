@@ -30,10 +30,10 @@ async function serveMetrics(host: string, port: number) {
   return { metrics, server: await startPodServer({ host, port, metrics }) };
 }
 
-/** `orq start`: the consumers of a pod, until SIGTERM/SIGINT (then a bounded graceful close). */
 /** After a stop signal, how long roles that are starting get to finish starting and then stop. */
 const STARTING_GRACE_MS = 2_000;
 
+/** `orq start`: the consumers of a pod, until SIGTERM/SIGINT (then a bounded graceful close). */
 export function registerStartCommand(program: Command): void {
   program
     .command('start')
