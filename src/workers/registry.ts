@@ -179,7 +179,7 @@ function wrapProcessor(
         // A session that does not exist never will: retrying an event for it only delays the failure.
         (error instanceof OrqError &&
           (error.code === 'BUDGET_EXHAUSTED' || error.code === 'NOT_FOUND')) ||
-        // A rejected key or model, a malformed request, a reply cut off: the same again.
+        // A refused model or request, a reply cut off: the same again on any pod.
         isPermanentCallFailure(error);
       const lastTry = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       const message = error instanceof Error ? error.message : String(error);
