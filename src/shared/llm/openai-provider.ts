@@ -67,6 +67,14 @@ export function createOpenAiProvider(
       } catch (error) {
         throw sdkCallFailure(error, call, target, sdk);
       }
+      const isCompletion = Array.isArray(completion.choices);
+      const choice = isCompletion ? completion.choices[0] : undefined;
+      const message = choice?.message;
+      const raw = request.tools
+        ? toolCallText(message)
+        : typeof message?.content === 'string'
+          ? message.content
+          : '';
       // Billed even when the reply is of no use: a failure carries it for the meter. A server
       // that reports none is counted by estimate, not as free; a body that is no completion at
       // all (a proxy's page) was no model call.
@@ -75,10 +83,9 @@ export function createOpenAiProvider(
             inputTokens: tokenCount(completion.usage.prompt_tokens),
             outputTokens: tokenCount(completion.usage.completion_tokens),
           }
-        : Array.isArray(completion.choices)
-          ? estimateUsage(request, replyText(completion))
+        : isCompletion
+          ? estimateUsage(request, raw)
           : NO_USAGE;
-      const choice = Array.isArray(completion.choices) ? completion.choices[0] : undefined;
       if (!choice) {
         // Some gateways answer 200 with {"error": {...}} instead of an HTTP error.
         const { error } = completion as { error?: { message?: unknown } };
@@ -92,7 +99,6 @@ export function createOpenAiProvider(
           usage,
         });
       }
-      const message = choice.message;
       if (message?.refusal) {
         throw callFailure('reply', target, {
           message: `the model refused: ${message.refusal}`,
@@ -107,11 +113,6 @@ export function createOpenAiProvider(
           truncated: true,
         });
       }
-      const raw = request.tools
-        ? toolCallText(message)
-        : typeof message?.content === 'string'
-          ? message.content
-          : '';
       if (raw.trim() === '') {
         throw callFailure('reply', target, {
           message: `empty reply (finish_reason ${choice.finish_reason ?? 'unknown'})`,
@@ -200,13 +201,4 @@ function responseFormat(
     case 'prompt':
       return {};
   }
-}
-
-/** The text of the first choice, for an estimate of its tokens ('' when there is none). */
-function replyText(completion: OpenAI.Chat.Completions.ChatCompletion): string {
-  const message = Array.isArray(completion.choices) ? completion.choices[0]?.message : undefined;
-  const calls = message?.tool_calls?.map((c) =>
-    c.type === 'function' ? c.function.arguments : '',
-  );
-  return `${typeof message?.content === 'string' ? message.content : ''}${calls?.join('') ?? ''}`;
 }
