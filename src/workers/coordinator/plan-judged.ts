@@ -154,23 +154,17 @@ export async function onPlanJudged(
     config,
   });
   history.push(refinementEntry(result, judgement.isAcceptable, judgement));
-  const refinementHistory = [...planning.refinementHistory, result];
+  // Every way on below starts from the session with this decision recorded.
+  const recorded = withDecision(session, result);
 
   if (result.decision === 'accept') {
-    return accept(
-      { ...session, planning: { ...planning, refinementHistory } },
-      version,
-      event.plan,
-      eventId,
-      history,
-      result.reason,
-    );
+    return accept(recorded, version, event.plan, eventId, history, result.reason);
   }
   if (result.decision === 'reject') {
     // orq rule: never throw away an acceptable plan because a later replan got worse.
     if (planning.previousAcceptable && previousPlan) {
       return accept(
-        { ...session, planning: { ...planning, refinementHistory } },
+        recorded,
         version,
         previousPlan,
         eventId,
@@ -181,7 +175,7 @@ export async function onPlanJudged(
     }
     // (A replan with problems of its own broke the structure and was decided above.)
     return reject(
-      { ...session, planning: { ...planning, refinementHistory } },
+      recorded,
       version,
       eventId,
       history,
@@ -192,19 +186,20 @@ export async function onPlanJudged(
     );
   }
 
-  return replan(
-    { ...session, planning: { ...planning, refinementHistory } },
-    version,
-    event.attempt,
-    eventId,
-    history,
-    result,
-    {
-      previousScore: judgement.score,
-      previousPlan: event.plan,
-      previousAcceptable: judgement.isAcceptable,
-    },
-  );
+  return replan(recorded, version, event.attempt, eventId, history, result, {
+    previousScore: judgement.score,
+    previousPlan: event.plan,
+    previousAcceptable: judgement.isAcceptable,
+  });
+}
+
+/** The session with a refinement decision added to its planning's refinementHistory. */
+function withDecision(session: Session, result: RefinementResult): Session {
+  const { planning } = session;
+  return {
+    ...session,
+    planning: { ...planning, refinementHistory: [...planning.refinementHistory, result] },
+  };
 }
 
 /** The history entry of a refinement decision, with the feedback it acts on. */
@@ -299,10 +294,7 @@ function brokenReplan(
     suggestionReplanCount: planning.suggestionReplanCount,
     config: session.config.refinement,
   });
-  const recorded: Session = {
-    ...session,
-    planning: { ...planning, refinementHistory: [...planning.refinementHistory, result] },
-  };
+  const recorded = withDecision(session, result);
   if (result.decision === 'accept') {
     return accept(
       recorded,
