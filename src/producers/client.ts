@@ -191,7 +191,9 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
    */
   async function checkBlockedTasks(session: Session, taskIds: readonly string[] | undefined) {
     const tasks = await store.loadTasks(session.id, session.taskIds);
-    const blocked = [...tasks.values()].filter((t) => t.task.state === 'BLOCKED');
+    const blocked = [...tasks.values()]
+      .filter((t) => t.task.state === 'BLOCKED')
+      .map((t) => t.task.id);
     const details = { sessionId: session.id, state: session.state };
     if (blocked.length === 0) {
       throw new OrqError('INVALID_STATE', `session ${session.id} has no blocked task to resume`, {
@@ -202,7 +204,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     const unknown = (taskIds ?? []).filter((id) => !tasks.has(id));
     if (unknown.length > 0) {
       throw new OrqError('NOT_FOUND', `session ${session.id} has no task ${unknown.join(', ')}`, {
-        hint: `Its blocked tasks: ${blocked.map((t) => t.task.id).join(', ')}.`,
+        hint: `Its blocked tasks: ${blocked.join(', ')}.`,
         details: { ...details, taskIds: unknown },
       });
     }
@@ -210,7 +212,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     if (notBlocked.length > 0) {
       const states = notBlocked.map((id) => `${id} is ${tasks.get(id)?.task.state}`).join(', ');
       throw new OrqError('INVALID_STATE', `only blocked tasks can be resumed: ${states}`, {
-        hint: `Its blocked tasks: ${blocked.map((t) => t.task.id).join(', ')}.`,
+        hint: `Its blocked tasks: ${blocked.join(', ')}.`,
         details: { ...details, taskIds: notBlocked },
       });
     }
