@@ -8,6 +8,7 @@ import {
   RESUMABLE_SESSION_STATES,
   Session,
   SessionId,
+  SessionState,
 } from '../shared/domain/session.js';
 import { TaskId, type Task } from '../shared/domain/task.js';
 import { describeZodIssues, OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
@@ -24,8 +25,15 @@ import {
 } from '../shared/redis.js';
 import { unpricedModels } from '../shared/llm/metered.js';
 import { extractRequiredTerms } from '../shared/rules/terms.js';
+import { unfinishedStates } from '../shared/rules/retention.js';
+import {
+  deleteSession,
+  pruneSessions,
+  type PruneReport,
+} from '../shared/store/session-retention.js';
 import { UsageStore, type SessionUsage } from '../shared/store/usage-store.js';
 import {
+  sessionNotFound,
   SessionStore,
   type Counters,
   type StoredHistoryEntry,
@@ -50,6 +58,22 @@ export const ResumeRequest = z.strictObject({
   budget: BudgetRaise.optional(),
 });
 export type ResumeRequest = z.input<typeof ResumeRequest>;
+
+export const PruneRequest = z.strictObject({
+  /** Sessions idle (no history entry) for longer than this go. */
+  olderThanSeconds: z.number().int().min(0),
+  /** Only sessions in these finished states (default: every finished state). */
+  states: z
+    .array(SessionState)
+    .min(1)
+    .refine((states) => unfinishedStates(states).length === 0, {
+      message: `only finished sessions can be pruned (${FINISHED_SESSION_STATES.join(', ')})`,
+    })
+    .optional(),
+  /** Report what would be deleted, delete nothing. */
+  dryRun: z.boolean().optional(),
+});
+export type PruneRequest = z.input<typeof PruneRequest>;
 
 export interface SessionView {
   session: Session;
@@ -80,6 +104,13 @@ export interface OrqClient {
   ): Promise<StoredHistoryEntry[]>;
   historyJsonl(sessionId: string): Promise<string>;
   cancel(sessionId: string, reason?: string): Promise<void>;
+  /**
+   * Deletes a finished session and everything kept of it (record, tasks, history, usage).
+   * Refuses a session still planning, running or blocked: cancel it first.
+   */
+  delete(sessionId: string): Promise<{ sessionId: string; state: SessionState }>;
+  /** Deletes the finished sessions idle for longer than `olderThanSeconds`. */
+  prune(request: PruneRequest): Promise<PruneReport>;
   /**
    * Asks the coordinator to resume blocked tasks and waits up to `waitMs` (default 5 s; 0: don't
    * wait) until it has applied the request, so a `wait` right after sees the resumed session.
@@ -408,6 +439,34 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
         await queues.add(
           outboxJob('coordinator', 'cancel', jobIds.cancel(sessionId), { sessionId, reason }),
         );
+      }),
+
+    delete: (sessionId) =>
+      guard(async () => {
+        parseOrThrow(SessionId, sessionId, 'session id');
+        const outcome = await deleteSession(store, sessionId);
+        if (outcome.status === 'NOT_FOUND') throw sessionNotFound(sessionId);
+        if (outcome.status === 'UNFINISHED') {
+          throw new OrqError(
+            'INVALID_STATE',
+            `session ${sessionId} is ${outcome.state}: only a finished session can be deleted`,
+            {
+              hint: `Cancel it first (orq cancel ${sessionId}); delete it once it is CANCELLED.`,
+              details: { sessionId, state: outcome.state },
+            },
+          );
+        }
+        return { sessionId, state: outcome.state };
+      }),
+
+    prune: (request) =>
+      guard(async () => {
+        const parsed = parseOrThrow(PruneRequest, request, 'prune request');
+        return pruneSessions(store, {
+          cutoffMs: Date.now() - parsed.olderThanSeconds * 1000,
+          ...(parsed.states ? { states: parsed.states } : {}),
+          ...(parsed.dryRun ? { dryRun: true } : {}),
+        });
       }),
 
     resume: (sessionId, request = {}, resumeOptions = {}) =>

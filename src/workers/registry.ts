@@ -29,6 +29,7 @@ import { SessionStore } from '../shared/store/session-store.js';
 import { UsageStore } from '../shared/store/usage-store.js';
 import { createCoordinatorProcessor } from './coordinator/coordinator.js';
 import { startOutboxSweeper } from './coordinator/outbox-sweeper.js';
+import { startRetentionSweeper } from './coordinator/retention-sweeper.js';
 import { ModelResolver } from './models.js';
 import type { RoleContext } from './roles/context.js';
 import { createJudgeProcessor } from './roles/judge.js';
@@ -316,6 +317,14 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
   const stopSweeper = options.roles.includes('coordinator')
     ? startOutboxSweeper(store, queues, logger, options.outboxSweepIntervalMs ?? 30_000)
     : () => undefined;
+  const { deleteFinishedAfterSeconds, sweepIntervalSeconds } = config.retention;
+  const stopRetention =
+    options.roles.includes('coordinator') && deleteFinishedAfterSeconds !== undefined
+      ? startRetentionSweeper(store, logger, {
+          maxIdleSeconds: deleteFinishedAfterSeconds,
+          intervalMs: sweepIntervalSeconds * 1000,
+        })
+      : () => undefined;
   logger.info({ roles: options.roles, prefix: config.redis.prefix }, 'roles started');
 
   let closing = false;
@@ -334,6 +343,7 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
     async close(timeoutMs = 30_000) {
       closing = true;
       stopSweeper();
+      stopRetention();
       const graceful = Promise.all(workers.map((w) => w.close()));
       if (!(await settlesWithin(graceful, timeoutMs))) {
         logger.warn({ timeoutMs }, 'active jobs did not finish in time; handing them back');

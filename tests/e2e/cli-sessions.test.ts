@@ -156,6 +156,50 @@ describe('blocked sessions', () => {
   });
 });
 
+describe('deleting and pruning', () => {
+  it('delete refuses a blocked session, deletes it once cancelled, and tries every id it is given', async () => {
+    const sessionId = await submitBlocked();
+    await cluster.client.wait(sessionId, { until: 'settled', timeoutMs: 30_000 });
+    const refused = await cli('delete', sessionId);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(
+      `orq: session ${sessionId} is BLOCKED: only a finished session can be deleted. Cancel it first (orq cancel ${sessionId}); delete it once it is CANCELLED.\n`,
+    );
+    await cli('cancel', sessionId);
+    await cluster.client.wait(sessionId, { until: 'finished', timeoutMs: 30_000 });
+
+    const deleted = await cli('delete', 'no-such-session', sessionId);
+    expect(deleted.code).toBe(1);
+    expect(deleted.stdout).toBe(`deleted ${sessionId} (CANCELLED)\n`);
+    expect(deleted.stderr).toMatch(/^orq: Session no-such-session not found\./);
+    expect((await cli('status', sessionId)).code).toBe(1);
+  });
+
+  it('prune --dry-run lists the finished sessions it would delete, and deletes none', async () => {
+    const done = await cluster.client.submit({ instruction: 'done soon' });
+    await cluster.client.wait(done.id, { timeoutMs: 30_000 });
+    await new Promise((r) => setTimeout(r, 10));
+    const dry = await cli('prune', '--older-than', '0s', '--dry-run', '--json');
+    expect(dry.code, dry.stderr).toBe(0);
+    const report = JSON.parse(dry.stdout) as { deleted: string[]; dryRun: boolean };
+    expect(report.deleted).toContain(done.id);
+    expect(report.dryRun).toBe(true);
+    expect((await cluster.client.get(done.id)).session.state).toBe('COMPLETED');
+    const text = await cli('prune', '--older-than', '1d', '--dry-run');
+    expect(text.stdout).toBe('would delete 0 sessions\n');
+
+    for (const args of [
+      ['prune', '--older-than', '7'],
+      ['prune'],
+      ['prune', '--older-than', '7d', '--state', 'RUNNING'],
+    ]) {
+      const bad = await cli(...args);
+      expect(bad.code, args.join(' ')).toBe(2);
+      expect(bad.stderr, args.join(' ')).toMatch(/^orq: /);
+    }
+  });
+});
+
 describe('a session its budget stopped', () => {
   it('resume refuses it without a higher limit and goes on with one', async () => {
     const submit = await cli(

@@ -23,7 +23,13 @@ import { jobIds } from '../../src/shared/queues.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { bullQueue } from '../support/pods.js';
 import { FAKE_USAGE, startFakeLlmServer } from '../support/fake-llm-server.js';
-import { executorContext, historyOf, makeSession, openStore } from '../support/executors.js';
+import {
+  executorContext,
+  historyOf,
+  makeSession,
+  openStore,
+  recordSession,
+} from '../support/executors.js';
 
 const MCP_SERVER = fileURLToPath(new URL('../fixtures/mcp-calc-server.mjs', import.meta.url));
 
@@ -293,8 +299,12 @@ describe('planning.history.storage_type: jsonl', () => {
 
 describe('SessionStore.appendTaskStep', () => {
   it('records a step once however often it is appended, and refuses a gap', async () => {
-    const sessionId = makeSession().id;
+    const session = makeSession();
+    const sessionId = session.id;
     const entry = { type: 'action' as const, tool: 'list_files', input: {}, output: '(empty)' };
+    // A step of a session without a record (deleted) is dropped.
+    expect(await db.store.appendTaskStep(sessionId, 't9', 1, 0, entry)).toBe('GONE');
+    await recordSession(db.store, session);
     expect(await db.store.appendTaskStep(sessionId, 't9', 1, 0, entry)).toBe('OK');
     expect(await db.store.appendTaskStep(sessionId, 't9', 1, 0, entry)).toBe('DUPLICATE');
     expect(await db.store.appendTaskStep(sessionId, 't9', 2, 0, entry)).toBe('OK');

@@ -168,11 +168,50 @@ describe('sessions over HTTP', () => {
     }
     const cancel = await fetch(url(`/sessions/${id}/cancel`), { method: 'POST', headers: auth });
     expect(cancel.status).toBe(404);
+    const deleted = await fetch(url(`/sessions/${id}`), { method: 'DELETE', headers: auth });
+    expect(deleted.status).toBe(404);
+  });
+
+  it('deletes a finished session (200), after which it is not found (404)', async () => {
+    const res = await submit({ instruction: 'something to delete' });
+    const { id } = (await res.json()) as { id: string };
+    await waitForState(id, 'COMPLETED');
+    const deleted = await fetch(url(`/sessions/${id}`), { method: 'DELETE', headers: auth });
+    expect(deleted.status).toBe(200);
+    expect(await deleted.json()).toEqual({ sessionId: id, state: 'COMPLETED' });
+    expect((await fetch(url(`/sessions/${id}`), { headers: auth })).status).toBe(404);
+    const again = await fetch(url(`/sessions/${id}`), { method: 'DELETE', headers: auth });
+    expect(again.status).toBe(404);
+  });
+
+  it('lists what a prune would delete (dry run), and answers 400 for a bad prune', async () => {
+    const res = await submit({ instruction: 'something to prune' });
+    const { id } = (await res.json()) as { id: string };
+    await waitForState(id, 'COMPLETED');
+    await new Promise((r) => setTimeout(r, 10));
+    const dry = await fetch(url('/sessions/prune'), {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ olderThanSeconds: 0, dryRun: true }),
+    });
+    expect(dry.status).toBe(200);
+    const report = (await dry.json()) as { deleted: string[]; unindexed: number };
+    expect(report.deleted).toContain(id);
+    expect((await fetch(url(`/sessions/${id}`), { headers: auth })).status).toBe(200);
+    for (const body of [{ olderThanSeconds: -1 }, { olderThanSeconds: 0, states: ['RUNNING'] }]) {
+      const bad = await fetch(url('/sessions/prune'), {
+        method: 'POST',
+        headers: json,
+        body: JSON.stringify(body),
+      });
+      expect(bad.status, JSON.stringify(body)).toBe(400);
+      expect(((await bad.json()) as { error: string }).error).toBe('VALIDATION_FAILED');
+    }
   });
 
   it('answers 405 with Allow for a method a path does not take, 404 for a path that is not there', async () => {
     const cases: [string, string, string][] = [
-      ['DELETE', '/sessions/some-id', 'GET, HEAD'],
+      ['PATCH', '/sessions/some-id', 'DELETE, GET, HEAD'],
       ['PUT', '/sessions', 'GET, HEAD, POST'],
       ['GET', '/sessions/some-id/cancel', 'POST'],
       ['POST', '/healthz', 'GET, HEAD'],
@@ -434,6 +473,18 @@ describe('a session that does not progress (no roles running)', () => {
       body: JSON.stringify({ instruction: 'to be cancelled' }),
     });
     const { id } = (await created.json()) as { id: string };
+    // Not finished yet: a delete is refused, saying how to finish it.
+    const early = await fetch(`${idleServer.url}/sessions/${id}`, {
+      method: 'DELETE',
+      headers: auth,
+    });
+    expect(early.status).toBe(409);
+    const refusal = (await early.json()) as { error: string; message: string; hint: string };
+    expect(refusal.error).toBe('INVALID_STATE');
+    expect(refusal.message).toBe(
+      `session ${id} is PLANNING: only a finished session can be deleted`,
+    );
+    expect(refusal.hint).toContain('Cancel it first');
     const res = await fetch(`${idleServer.url}/sessions/${id}/cancel`, {
       method: 'POST',
       headers: json,
@@ -477,6 +528,7 @@ describe('documents and metrics', () => {
       '/sessions/{id}',
       '/sessions/{id}/cancel',
       '/sessions/{id}/resume',
+      '/sessions/prune',
       '/sessions/{id}/history',
       '/sessions/{id}/events',
       '/healthz',

@@ -10,6 +10,7 @@ import { OrqError } from '../../src/shared/errors.js';
 import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
 import { meteredModels } from '../../src/shared/llm/metered.js';
 import type { RoleModels } from '../../src/shared/llm/types.js';
+import { sessionKeys } from '../../src/shared/store/keys.js';
 import {
   UsageStore,
   type Reservation,
@@ -28,7 +29,12 @@ afterAll(() => {
   for (const c of connections) c.disconnect();
 });
 
-const session = () => randomUUID();
+/** A session id with a record (meta): the scripts count nothing for a deleted session. */
+const session = async () => {
+  const sid = randomUUID();
+  await connections[0]!.hset(sessionKeys(prefix, sid).meta, 'state', 'RUNNING');
+  return sid;
+};
 const E: Reservation = { tokens: 1000, usdMicros: 0 };
 const noUsage = { inputTokens: 0, outputTokens: 0 };
 /** Longer than any test: leases lapse only where a test makes them. */
@@ -41,7 +47,7 @@ const heldBy = (outcome: ReserveOutcome): Reservation => ({
 
 describe('reserving against a budget (Lua)', () => {
   it('grants while used + reserved + estimate stays within the limit, equality included', async () => {
-    const sid = session();
+    const sid = await session();
     const limits = { maxTokens: 2000 };
     expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({ granted: true });
     expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({ granted: true });
@@ -60,7 +66,7 @@ describe('reserving against a budget (Lua)', () => {
   });
 
   it('settles by releasing the reservation and adding the usage per role and task', async () => {
-    const sid = session();
+    const sid = await session();
     const granted = await store.reserve(sid, E, { maxTokens: 10_000 }, LEASE_MS);
     await store.settle(sid, {
       reserved: heldBy(granted),
@@ -91,7 +97,7 @@ describe('reserving against a budget (Lua)', () => {
   });
 
   it('counts a failed call apart and gives its reservation back', async () => {
-    const sid = session();
+    const sid = await session();
     const granted = await store.reserve(sid, E, { maxTokens: 1000 }, LEASE_MS);
     await store.settle(sid, {
       reserved: heldBy(granted),
@@ -108,7 +114,7 @@ describe('reserving against a budget (Lua)', () => {
   });
 
   it('counts the billed tokens of a failed call in the totals, but not as a call', async () => {
-    const sid = session();
+    const sid = await session();
     const granted = await store.reserve(sid, E, { maxTokens: 1000 }, LEASE_MS);
     await store.settle(sid, {
       reserved: heldBy(granted),
@@ -135,7 +141,7 @@ describe('reserving against a budget (Lua)', () => {
   });
 
   it('gives back the reservation of a call that never settles (its pod died) once its lease lapses', async () => {
-    const sid = session();
+    const sid = await session();
     const limits = { maxTokens: 2000 };
     // A call whose pod dies: reserved, never settled, on a short lease.
     const lost = await store.reserve(sid, E, limits, 200);
@@ -168,7 +174,7 @@ describe('reserving against a budget (Lua)', () => {
   });
 
   it('a read gives back lapsed reservations too (a session whose pods died shows none in flight)', async () => {
-    const sid = session();
+    const sid = await session();
     await store.reserve(sid, E, { maxTokens: 5000 }, 100);
     expect((await store.read(sid)).reserved.tokens).toBe(1000);
     await new Promise((r) => setTimeout(r, 300));
@@ -176,7 +182,7 @@ describe('reserving against a budget (Lua)', () => {
   });
 
   it('keeps refusing once refused, even when settlements free room', async () => {
-    const sid = session();
+    const sid = await session();
     const limits = { maxTokens: 1500 };
     const granted = await store.reserve(sid, E, limits, LEASE_MS);
     expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({
@@ -199,7 +205,7 @@ describe('reserving against a budget (Lua)', () => {
   });
 
   it('refuses on the USD limit with tokens to spare', async () => {
-    const sid = session();
+    const sid = await session();
     const estimate = { tokens: 1000, usdMicros: 15_000 };
     const limits = { maxTokens: 1_000_000, maxUsdMicros: 20_000 };
     expect((await store.reserve(sid, estimate, limits, LEASE_MS)).granted).toBe(true);
@@ -211,7 +217,7 @@ describe('reserving against a budget (Lua)', () => {
   });
 
   it('grants exactly limit / estimate of many reservations racing from several connections', async () => {
-    const sid = session();
+    const sid = await session();
     const stores = connections.map((c) => new UsageStore(c, prefix));
     const outcomes = await Promise.all(
       Array.from({ length: 40 }, (_, i) =>
@@ -223,7 +229,7 @@ describe('reserving against a budget (Lua)', () => {
   });
 
   it('overspends at most (calls in flight) × (actual − reserved) when calls use more than they reserve', async () => {
-    const sid = session();
+    const sid = await session();
     const limit = 10_000;
     const actual = 1300; // each call uses 300 more than the 1000 it reserved
     const stores = connections.map((c) => new UsageStore(c, prefix));
@@ -262,7 +268,7 @@ describe('meteredModels', () => {
   });
 
   it('records each call under its role and task, with the USD of the role model', async () => {
-    const sid = session();
+    const sid = await session();
     const cfg = config({ budget: { prices: { builtin: { inputPerMTok: 3, outputPerMTok: 15 } } } });
     const inner = createBuiltinModels();
     const worker = meteredModels(inner, {
@@ -292,7 +298,7 @@ describe('meteredModels', () => {
   });
 
   it('refuses a call that cannot reserve with BUDGET_EXHAUSTED and never reaches the model', async () => {
-    const sid = session();
+    const sid = await session();
     const cfg = config({ budget: { maxTokens: 500, reserveTokensPerCall: 1000 } });
     let called = 0;
     const inner = createBuiltinModels();
@@ -318,7 +324,7 @@ describe('meteredModels', () => {
   });
 
   it('releases the reservation of a call that throws', async () => {
-    const sid = session();
+    const sid = await session();
     const cfg = config({ budget: { maxTokens: 10_000, reserveTokensPerCall: 1000 } });
     const inner = createBuiltinModels({ scenario: { plans: [{ error: 'provider down' }] } });
     const planner = meteredModels(inner, {

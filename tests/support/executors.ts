@@ -11,7 +11,7 @@ import { silentLogger } from '../../src/shared/logger.js';
 import { createConnection } from '../../src/shared/redis.js';
 import { SessionStore } from '../../src/shared/store/session-store.js';
 import { storeStepHistory } from '../../src/workers/executors/step-history.js';
-import type { ExecutorContext } from '../../src/workers/executors/types.js';
+import type { ExecutorContext, StepHistory } from '../../src/workers/executors/types.js';
 
 /** A real SessionStore on the test Redis under a prefix of its own, for executor-level tests. */
 export function openStore(): { store: SessionStore; redis: RedisConnection; close(): void } {
@@ -37,7 +37,21 @@ export function makeSession(
   });
 }
 
-/** The context the worker builds for an executor, with the step history on the real store. */
+/**
+ * Stores the session's record, as a submit does: the step history writes only to a session
+ * that has one (a deleted session's late steps are dropped). Again for the same session: no-op.
+ */
+export async function recordSession(store: SessionStore, session: SessionType): Promise<void> {
+  await store.apply(session.id, {
+    eventId: `submit|${session.id}`,
+    session: { record: session, expectedVersion: 0 },
+  });
+}
+
+/**
+ * The context the worker builds for an executor, with the step history on the real store. The
+ * session's record is stored first (the history waits for it), as a running session has one.
+ */
 export function executorContext(
   store: SessionStore,
   session: SessionType,
@@ -55,7 +69,10 @@ export function executorContext(
     models: createBuiltinModels(),
     // Unmetered: executor-level tests have no usage store (the worker role meters).
     meterChat: (provider) => provider,
-    history: storeStepHistory(store, session, parsed.id, attempt),
+    history: afterRecorded(
+      recordSession(store, session),
+      storeStepHistory(store, session, parsed.id, attempt),
+    ),
     signal: options.signal ?? new AbortController().signal,
     logger: silentLogger,
     jobAttempt: 0,
@@ -64,4 +81,17 @@ export function executorContext(
 
 export async function historyOf(store: SessionStore, sessionId: string): Promise<HistoryEntry[]> {
   return (await store.history(sessionId)).map((h) => h.entry);
+}
+
+function afterRecorded(recorded: Promise<void>, history: StepHistory): StepHistory {
+  return {
+    append: async (...args) => {
+      await recorded;
+      return history.append(...args);
+    },
+    load: async () => {
+      await recorded;
+      return history.load();
+    },
+  };
 }

@@ -1,3 +1,4 @@
+import ms from 'ms';
 import { readFileSync } from 'node:fs';
 import { InvalidArgumentError } from 'commander';
 import { resolve } from 'node:path';
@@ -114,4 +115,19 @@ function readOverridesFile(path: string): string {
       },
     );
   }
+}
+
+/**
+ * `--older-than`: a duration with its unit (`90s`, `30m`, `12h`, `7d`, `2w`), in whole seconds.
+ * A bare number is refused: minutes or days, a guess either way deletes the wrong sessions.
+ */
+export function parseDurationSeconds(value: string): number {
+  const trimmed = value.trim();
+  const millis =
+    trimmed === '' || /^\d+(\.\d+)?$/.test(trimmed) ? undefined : ms(trimmed as ms.StringValue);
+  if (millis === undefined || !Number.isFinite(millis) || millis < 0)
+    throw new InvalidArgumentError(
+      `expected a duration with a unit such as 90s, 30m, 12h, 7d or 2w, got "${value}"`,
+    );
+  return Math.floor(millis / 1000);
 }

@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { ORQ_VERSION } from '../../shared/version.js';
 import { registerConfigCommands } from './commands/config.js';
 import { registerDashboardCommand } from './commands/dashboard.js';
+import { registerRetentionCommands } from './commands/retention.js';
 import { registerRunCommand } from './commands/run.js';
 import { registerSessionCommands } from './commands/sessions.js';
 import { registerStartCommand } from './commands/start.js';
@@ -22,6 +23,7 @@ const program = new Command()
 registerRunCommand(program);
 registerStartCommand(program);
 registerSessionCommands(program);
+registerRetentionCommands(program);
 registerConfigCommands(program);
 registerDashboardCommand(program);
 

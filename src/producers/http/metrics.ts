@@ -193,7 +193,7 @@ export function createApiMetrics(sources: MetricsSources): ApiMetrics {
     }),
     sessionActions: new Counter({
       name: 'orq_api_session_actions_total',
-      help: 'Cancel and resume requests accepted by the API.',
+      help: 'Cancel, resume and delete requests accepted by the API.',
       labelNames: ['action'] as const,
       registers: [registry],
     }),

@@ -525,6 +525,25 @@ export const QueuesConfig = z.strictObject({
     .describe('Approximate cap of one session history stream.'),
 });
 
+/** How long finished sessions are kept (coordinator pods apply it; `orq prune` does it by hand). */
+export const RetentionConfig = z.strictObject({
+  deleteFinishedAfterSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .describe(
+      'Coordinator pods delete sessions that finished (COMPLETED, FAILED, CANCELLED, BUDGET_EXHAUSTED) and have been idle this long. Unset: sessions are kept until `orq delete` or `orq prune`.',
+    ),
+  sweepIntervalSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(86_400)
+    .default(600)
+    .describe('How often a coordinator pod looks for sessions to delete.'),
+});
+
 export const ConcurrencyConfig = z.strictObject({
   planner: z.number().int().min(1).max(1000).default(2),
   judge: z.number().int().min(1).max(1000).default(4),
@@ -553,6 +572,7 @@ export const OrqConfig = z.strictObject({
   ...SessionConfig.shape,
   redis: RedisConfig.prefault({}),
   queues: QueuesConfig.prefault({}),
+  retention: RetentionConfig.prefault({}),
   concurrency: ConcurrencyConfig.prefault({}),
   http: HttpConfig.prefault({}),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -18,7 +18,9 @@
  *      session's config revision moves on (readers re-read the record)
  *   12..15 counts: expected versions E, task writes T, outbox jobs O, history entries H
  *   then E × (taskId, version), T × (taskId, record, new version), O × (jobId, job), H × entry
- * Returns {status, open, active}; status is OK, DUPLICATE, STATE, CONFLICT or COUNTERS.
+ * Returns {status, open, active}; status is OK, DUPLICATE, STATE, CONFLICT, COUNTERS or GONE.
+ * GONE: the session was deleted (or never created); only its creation (expected version 0) may
+ * write to a session without a record, so a late event cannot bring a deleted one's keys back.
  */
 export const APPLY_SCRIPT = `
 local function counters()
@@ -31,6 +33,7 @@ local function reply(status)
 end
 
 if redis.call('SISMEMBER', KEYS[5], ARGV[1]) == 1 then return reply('DUPLICATE') end
+if ARGV[3] ~= '0' and redis.call('EXISTS', KEYS[1]) == 0 then return {'GONE', 0, 0} end
 
 if ARGV[2] ~= '' then
   local state = redis.call('HGET', KEYS[1], 'state')

@@ -63,7 +63,7 @@ export interface Changeset {
   budgetRaised?: boolean;
 }
 
-export type ApplyStatus = 'OK' | 'DUPLICATE' | 'STATE' | 'CONFLICT' | 'COUNTERS';
+export type ApplyStatus = 'OK' | 'DUPLICATE' | 'STATE' | 'CONFLICT' | 'COUNTERS' | 'GONE';
 
 export interface ApplyResult {
   status: ApplyStatus;
@@ -98,6 +98,7 @@ declare module 'ioredis' {
     orqAppendStep(
       steps: string,
       history: string,
+      meta: string,
       countField: string,
       step: number,
       stepField: string,
@@ -128,7 +129,7 @@ export class SessionStore {
       redis.defineCommand('orqReadTasks', { numberOfKeys: 3, lua: READ_TASKS_SCRIPT });
     }
     if (typeof (redis as unknown as Record<string, unknown>).orqAppendStep !== 'function') {
-      redis.defineCommand('orqAppendStep', { numberOfKeys: 2, lua: APPEND_STEP_SCRIPT });
+      redis.defineCommand('orqAppendStep', { numberOfKeys: 3, lua: APPEND_STEP_SCRIPT });
     }
   }
 
@@ -318,7 +319,7 @@ export class SessionStore {
    */
   private rememberWrites(sessionId: string, changeset: Changeset, status: ApplyStatus): void {
     const tasks = changeset.tasks ?? [];
-    if (status === 'STATE' || status === 'COUNTERS') {
+    if (status === 'STATE' || status === 'COUNTERS' || status === 'GONE') {
       this.written.forget(sessionId);
     } else if (status !== 'OK') {
       for (const { task } of [...tasks, ...(changeset.readTasks ?? [])]) {
@@ -402,7 +403,8 @@ export class SessionStore {
    * job that writes a step again gets DUPLICATE and nothing is added. The steps are also kept
    * in the session's steps hash (one key per session, hash-tagged like the others), with the
    * plan current after a plan or revision, so a crashed run can resume from its last plan. The
-   * only history write outside the coordinator: it touches no task or session state.
+   * only history write outside the coordinator: it touches no task or session state. GONE: the
+   * session was deleted (a run still in flight), and nothing is written.
    */
   async appendTaskStep(
     sessionId: string,
@@ -411,7 +413,7 @@ export class SessionStore {
     step: number,
     entry: HistoryEntryDraft,
     plan?: unknown,
-  ): Promise<'OK' | 'DUPLICATE'> {
+  ): Promise<'OK' | 'DUPLICATE' | 'GONE'> {
     const stamped = HistoryEntry.parse({
       ...entry,
       taskId,
@@ -426,6 +428,7 @@ export class SessionStore {
     const status = await this.redis.orqAppendStep(
       this.keys(sessionId).steps,
       this.keys(sessionId).history,
+      this.keys(sessionId).meta,
       stepCountField(taskId, attempt),
       step,
       `${stepCountField(taskId, attempt)}|${step}`,
@@ -433,7 +436,7 @@ export class SessionStore {
       JSON.stringify(stamped),
       this.historyMaxLength,
     );
-    if (status === 'OK' || status === 'DUPLICATE') return status;
+    if (status === 'OK' || status === 'DUPLICATE' || status === 'GONE') return status;
     throw new OrqError('CONFLICT', `Step ${step} of task ${taskId} skips earlier steps`, {
       details: { sessionId, taskId, attempt, step, status },
       hint: 'Steps are appended in order from 0; resume from loadTaskSteps().length.',
@@ -547,7 +550,7 @@ const WRITTEN_TASKS_CACHE_SIZE = 20_000;
 /** Sessions whose fixed parts one process keeps parsed (a few MB at most). */
 const FIXED_PARTS_CACHE_SIZE = 1000;
 
-function sessionNotFound(sessionId: string): OrqError {
+export function sessionNotFound(sessionId: string): OrqError {
   return new OrqError('NOT_FOUND', `Session ${sessionId} not found`, {
     details: { sessionId },
     hint: 'List sessions with `orq status` or check the Redis prefix (ORQ_PREFIX).',
@@ -576,6 +579,7 @@ const stepCountField = (taskId: string, attempt: number) => `${taskId}|${attempt
  * above it, one is missing (GAP).
  */
 const APPEND_STEP_SCRIPT = `
+if redis.call('EXISTS', KEYS[3]) == 0 then return 'GONE' end
 local n = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') or 0
 local step = tonumber(ARGV[2])
 if step < n then return 'DUPLICATE' end

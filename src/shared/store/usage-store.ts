@@ -87,7 +87,15 @@ local function lapseLeases()
 end
 `;
 
-const RESERVE_SCRIPT = `${LAPSE_LEASES}
+/**
+ * A deleted session's record is gone (KEYS[3], meta): its calls still in flight reserve and
+ * settle nothing, so they do not bring its usage hash and leases back.
+ */
+const UNLESS_DELETED = `
+if redis.call('EXISTS', KEYS[3]) == 0 then return {1, '', 0, 0, 0, 0, 0} end
+`;
+
+const RESERVE_SCRIPT = `${LAPSE_LEASES}${UNLESS_DELETED}
 local key = KEYS[1]
 local estT = tonumber(ARGV[1])
 local estU = tonumber(ARGV[2])
@@ -127,6 +135,7 @@ return {1, lease, usedT, resT + estT, usedU, resU + estU, 0}
 `;
 
 const SETTLE_SCRIPT = `
+if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
 local key = KEYS[1]
 local resT = tonumber(ARGV[1])
 local resU = tonumber(ARGV[2])
@@ -171,6 +180,7 @@ declare module 'ioredis' {
     orqUsageReserve(
       key: string,
       leases: string,
+      meta: string,
       estTokens: number,
       estUsdMicros: number,
       maxTokens: number,
@@ -182,6 +192,7 @@ declare module 'ioredis' {
     orqUsageSettle(
       key: string,
       leases: string,
+      meta: string,
       reservedTokens: number,
       reservedUsdMicros: number,
       role: string,
@@ -274,10 +285,10 @@ export class UsageStore {
   ) {
     const commands = redis as unknown as Record<string, unknown>;
     if (typeof commands.orqUsageReserve !== 'function') {
-      redis.defineCommand('orqUsageReserve', { numberOfKeys: 2, lua: RESERVE_SCRIPT });
+      redis.defineCommand('orqUsageReserve', { numberOfKeys: 3, lua: RESERVE_SCRIPT });
     }
     if (typeof commands.orqUsageSettle !== 'function') {
-      redis.defineCommand('orqUsageSettle', { numberOfKeys: 2, lua: SETTLE_SCRIPT });
+      redis.defineCommand('orqUsageSettle', { numberOfKeys: 3, lua: SETTLE_SCRIPT });
     }
     if (typeof commands.orqUsageRead !== 'function') {
       redis.defineCommand('orqUsageRead', { numberOfKeys: 2, lua: READ_SCRIPT });
@@ -290,6 +301,10 @@ export class UsageStore {
 
   private leasesKey(sessionId: string): string {
     return sessionKeys(this.prefix, sessionId).leases;
+  }
+
+  private metaKey(sessionId: string): string {
+    return sessionKeys(this.prefix, sessionId).meta;
   }
 
   /**
@@ -308,6 +323,7 @@ export class UsageStore {
       await this.redis.orqUsageReserve(
         this.key(sessionId),
         this.leasesKey(sessionId),
+        this.metaKey(sessionId),
         estimate.tokens,
         estimate.usdMicros,
         limits.maxTokens ?? NO_LIMIT,
@@ -332,6 +348,7 @@ export class UsageStore {
     await this.redis.orqUsageSettle(
       this.key(sessionId),
       this.leasesKey(sessionId),
+      this.metaKey(sessionId),
       settlement.reserved.tokens,
       settlement.reserved.usdMicros,
       settlement.role,

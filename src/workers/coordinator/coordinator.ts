@@ -77,6 +77,7 @@ export async function applyEvent(
           },
         ],
       });
+      if (result.status === 'GONE') return gone(log);
       if (result.status === 'OK') faultAfterStateWrite();
       // DUPLICATE: this event was applied before a crash; its jobs may still sit in the outbox.
       if (result.status === 'DUPLICATE') await flushOutbox(ctx.store, ctx.queues, event.sessionId);
@@ -86,6 +87,7 @@ export async function applyEvent(
       return { status: 'IGNORED', reason: transition.ignore };
     }
     result = await ctx.store.apply(event.sessionId, transition.changeset);
+    if (result.status === 'GONE') return gone(log);
     if (result.status === 'OK') {
       faultAfterStateWrite();
       for (const entry of transition.changeset.history ?? []) {
@@ -116,6 +118,12 @@ export async function applyEvent(
     return { status: result.status };
   }
   throw new Error(`event ${eventId} kept conflicting after ${MAX_CONFLICT_RETRIES} tries`);
+}
+
+/** The session was deleted: its late events are dropped, and nothing of it is written again. */
+function gone(log: CoordinatorContext['logger']): CoordinatorOutcome {
+  log.info('the session was deleted; its event is dropped');
+  return { status: 'GONE', reason: 'session deleted' };
 }
 
 async function finalize(

@@ -2,6 +2,7 @@ import type { Logger } from '../../shared/logger.js';
 import { pipelineEach } from '../../shared/redis.js';
 import { flushOutbox, type QueueSet } from '../../shared/queue-set.js';
 import type { SessionStore } from '../../shared/store/session-store.js';
+import { startPeriodic } from './periodic.js';
 
 /**
  * Drains outboxes that nobody drained: a producer (or a coordinator whose event will not be
@@ -33,22 +34,13 @@ export function startOutboxSweeper(
   logger: Logger,
   intervalMs: number,
 ): () => void {
-  let running = false;
-  const run = async () => {
-    if (running) return;
-    running = true;
+  return startPeriodic(async () => {
     try {
       const flushed = await sweepOutboxes(store, queues);
       if (flushed > 0)
         logger.warn({ flushed }, 'outbox sweep enqueued jobs left behind by a crash');
     } catch (error) {
       logger.warn({ err: (error as Error).message }, 'outbox sweep failed; will retry');
-    } finally {
-      running = false;
     }
-  };
-  void run();
-  const timer = setInterval(() => void run(), intervalMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  }, intervalMs);
 }

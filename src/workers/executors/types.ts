@@ -12,8 +12,15 @@ import type { TaskStepRecord } from '../../shared/store/session-store.js';
  * exception, appended exactly once per step so a redelivered job adds no duplicate.
  */
 export interface StepHistory {
-  /** Appends step `step` (0, 1, 2...); `plan` is the plan in force after a plan or revision. */
-  append(step: number, entry: HistoryEntryDraft, plan?: unknown): Promise<'OK' | 'DUPLICATE'>;
+  /**
+   * Appends step `step` (0, 1, 2...); `plan` is the plan in force after a plan or revision.
+   * GONE: the session was deleted meanwhile (nothing written; its end aborts the run).
+   */
+  append(
+    step: number,
+    entry: HistoryEntryDraft,
+    plan?: unknown,
+  ): Promise<'OK' | 'DUPLICATE' | 'GONE'>;
   /** What earlier deliveries of this attempt recorded, in step order. */
   load(): Promise<TaskStepRecord[]>;
 }

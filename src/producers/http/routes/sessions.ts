@@ -2,11 +2,13 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { Session } from '../../../shared/domain/session.js';
 import { idempotencyKey } from '../../../shared/store/keys.js';
-import { ResumeRequest, SubmitRequest } from '../../client.js';
+import { PruneRequest, ResumeRequest, SubmitRequest } from '../../client.js';
+import { PruneReport } from '../../../shared/store/session-retention.js';
 import { ApiError } from '../errors.js';
 import {
   Accepted,
   CancelRequest,
+  Deleted,
   HistoryQuery,
   ListQuery,
   SessionParams,
@@ -24,7 +26,7 @@ export function wantsJsonl(format: string | undefined, accept: string | undefine
   return (accept ?? '').split(',').some((part) => part.trim().startsWith(JSONL));
 }
 
-/** Create, list, get, cancel and resume sessions, and read their history. */
+/** Create, list, get, cancel, resume and delete sessions, and read their history. */
 export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): void {
   const api = typed(app);
   const { client, metrics } = ctx;
@@ -95,6 +97,39 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
       metrics.sessionActions.inc({ action: 'cancel' });
       return reply.code(202).send({ sessionId: request.params.id, accepted: true });
     },
+  );
+
+  api.delete(
+    '/sessions/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Delete a finished session and everything kept of it',
+        description:
+          'Tasks, results, history and usage go with it. A session still planning, running or blocked is refused (409): cancel it first.',
+        params: SessionParams,
+        response: { 200: Deleted, 400: ApiError, 404: ApiError, 409: ApiError, 503: ApiError },
+      },
+    },
+    async (request) => {
+      const deleted = await client.delete(request.params.id);
+      metrics.sessionActions.inc({ action: 'delete' });
+      return deleted;
+    },
+  );
+
+  api.post(
+    '/sessions/prune',
+    {
+      schema: {
+        tags,
+        summary: 'Delete the finished sessions idle for longer than olderThanSeconds',
+        description: 'With dryRun, lists what would be deleted and deletes nothing.',
+        body: PruneRequest,
+        response: { 200: PruneReport, 400: ApiError, 503: ApiError },
+      },
+    },
+    async (request) => client.prune(request.body),
   );
 
   api.post(

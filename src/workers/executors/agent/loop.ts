@@ -104,6 +104,7 @@ export async function runAgentLoop(
     const status = await history.append(at, entry, planAfter);
     if (status === 'DUPLICATE')
       logger.debug({ step: at }, 'step already recorded by an earlier delivery');
+    if (status === 'GONE') logger.debug({ step: at }, 'step not recorded: the session was deleted');
     step += 1;
     return at;
   };

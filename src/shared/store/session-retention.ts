@@ -1,0 +1,168 @@
+import type { Result } from 'ioredis';
+import { chunked } from '../chunked.js';
+import { z } from 'zod';
+import { FINISHED_SESSION_STATES, SessionId, SessionState } from '../domain/session.js';
+import { pipelineEach } from '../redis.js';
+import { pruneVerdict, type PruneRule } from '../rules/retention.js';
+import { idempotencyKey, sessionIndexKey, sessionKeyList } from './keys.js';
+import type { SessionStore } from './session-store.js';
+
+/**
+ * Deletes a finished session's keys in one step, so no reader sees half a session: the record
+ * (KEYS[1]) names the state, and only a state in ARGV[1] (comma-separated) lets it go. Returns
+ * {status, state, record JSON}; the record tells the caller which idempotency key to release.
+ */
+const DELETE_SCRIPT = `
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return {'NOT_FOUND', '', ''} end
+for s in string.gmatch(ARGV[1], '[^,]+') do
+  if s == state then
+    local data = redis.call('HGET', KEYS[1], 'data') or ''
+    redis.call('DEL', unpack(KEYS))
+    return {'DELETED', state, data}
+  end
+end
+return {'UNFINISHED', state, ''}
+`;
+
+/** Deletes an idempotency key only while it still names the session (KEYS[1], ARGV[1]). */
+const RELEASE_KEY_SCRIPT = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    orqDeleteSession(...keysThenStates: string[]): Result<[string, string, string], Context>;
+    orqReleaseIdempotencyKey(key: string, sessionId: string): Result<number, Context>;
+  }
+}
+
+export type DeleteOutcome =
+  | { status: 'DELETED'; state: SessionState }
+  | { status: 'NOT_FOUND' }
+  /** Not finished: a running session's pods would still write to it. */
+  | { status: 'UNFINISHED'; state: SessionState };
+
+function defineScripts(store: SessionStore): void {
+  const redis = store.redis;
+  const commands = redis as unknown as Record<string, unknown>;
+  if (typeof commands.orqDeleteSession !== 'function') {
+    // Variadic: the key count is the first argument of each call.
+    redis.defineCommand('orqDeleteSession', { lua: DELETE_SCRIPT });
+  }
+  if (typeof commands.orqReleaseIdempotencyKey !== 'function') {
+    redis.defineCommand('orqReleaseIdempotencyKey', { numberOfKeys: 1, lua: RELEASE_KEY_SCRIPT });
+  }
+}
+
+/**
+ * Deletes a finished session: its record, tasks, history, outbox, usage and agent steps, then
+ * its entry in the session index and the idempotency key that named it. The session's keys go
+ * at once; the index entry and the key live elsewhere (another Redis Cluster slot) and follow.
+ * A crash in between leaves an index entry that lists skip and the next prune drops.
+ */
+export async function deleteSession(
+  store: SessionStore,
+  sessionId: string,
+): Promise<DeleteOutcome> {
+  defineScripts(store);
+  const keys = sessionKeyList(store.keys(sessionId));
+  const [status, state, data] = await store.redis.orqDeleteSession(
+    String(keys.length),
+    ...keys,
+    FINISHED_SESSION_STATES.join(','),
+  );
+  if (status === 'UNFINISHED') return { status, state: SessionState.parse(state) };
+  if (status === 'DELETED') {
+    const key = idempotencyKeyOf(data);
+    if (key !== undefined) {
+      await store.redis.orqReleaseIdempotencyKey(idempotencyKey(store.prefix, key), sessionId);
+    }
+  }
+  await store.redis.zrem(sessionIndexKey(store.prefix), sessionId);
+  return status === 'DELETED'
+    ? { status, state: SessionState.parse(state) }
+    : { status: 'NOT_FOUND' };
+}
+
+/** The idempotency key a stored session record was submitted with (no full parse needed). */
+function idempotencyKeyOf(data: string): string | undefined {
+  try {
+    const key = (JSON.parse(data) as { idempotencyKey?: unknown }).idempotencyKey;
+    return typeof key === 'string' ? key : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface PruneOptions extends PruneRule {
+  /** Report what would go, delete nothing. */
+  dryRun?: boolean;
+}
+
+export const PruneReport = z.object({
+  /** Sessions deleted (with dryRun: those that would be). */
+  deleted: z.array(SessionId),
+  /** Index entries of sessions whose records were already gone, dropped (or to drop). */
+  unindexed: z.number().int().min(0),
+});
+export type PruneReport = z.infer<typeof PruneReport>;
+
+/** Sessions looked at per round trip. */
+const PRUNE_BATCH = 200;
+
+/**
+ * Deletes the finished sessions that have been idle since before `cutoffMs` (retention.ts
+ * decides). Only sessions created before the cutoff can qualify, so only those are read: one
+ * pipelined round trip per batch for their states and last history entries. A session that a
+ * resume moves on between the read and its delete is kept: the delete checks its state again.
+ */
+export async function pruneSessions(
+  store: SessionStore,
+  options: PruneOptions,
+): Promise<PruneReport> {
+  const report: PruneReport = { deleted: [], unindexed: 0 };
+  const candidates = await store.redis.zrangebyscore(
+    sessionIndexKey(store.prefix),
+    '-inf',
+    `(${options.cutoffMs}`,
+  );
+  for (const batch of chunked(candidates, PRUNE_BATCH)) {
+    const replies = await pipelineEach(store.redis, batch, (pipeline, id) => {
+      const keys = store.keys(id);
+      pipeline.hget(keys.meta, 'state');
+      pipeline.xrevrange(keys.history, '+', '-', 'COUNT', 1);
+    });
+    const unindex: string[] = [];
+    for (const [i, id] of batch.entries()) {
+      const [stateError, state] = replies[2 * i] ?? [null, null];
+      const [historyError, last] = replies[2 * i + 1] ?? [null, []];
+      if (stateError || historyError) continue;
+      const parsedState = SessionState.safeParse(state);
+      // A state this version does not know is kept: deleting what it cannot read is not its call.
+      if (state !== null && !parsedState.success) continue;
+      const lastId = (last as [string, string[]][])[0]?.[0];
+      const verdict = pruneVerdict(
+        {
+          ...(parsedState.success ? { state: parsedState.data } : {}),
+          ...(lastId ? { lastActivityMs: Number(lastId.split('-')[0]) } : {}),
+        },
+        options,
+      );
+      if (verdict === 'unindex') unindex.push(id);
+      if (verdict !== 'delete') continue;
+      if (options.dryRun) {
+        report.deleted.push(id);
+        continue;
+      }
+      const outcome = await deleteSession(store, id);
+      if (outcome.status === 'DELETED') report.deleted.push(id);
+    }
+    report.unindexed += unindex.length;
+    if (!options.dryRun && unindex.length > 0) {
+      await store.redis.zrem(sessionIndexKey(store.prefix), ...unindex);
+    }
+  }
+  return report;
+}
