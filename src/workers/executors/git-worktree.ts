@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { rm, stat } from 'node:fs/promises';
 import { OrqError, ValidationError } from '../../shared/errors.js';
+import { distinctName } from './distinct-name.js';
 
 export interface GitResult {
   code: number;
@@ -99,14 +100,19 @@ async function withRepoLock<T>(repository: string, work: () => Promise<T>): Prom
   }
 }
 
-/** A ref-safe branch name: `orq/<first 8 of the session id>/<task id>`. */
+/**
+ * A ref-safe branch name, one per task: `orq/<session id>/<task id>`. The whole session id,
+ * because sessions share a repository and a prefix of it can repeat. Task ids git refuses in a
+ * ref (`..`, a leading or trailing `.`, a `.lock` end) are made safe and get a hash of the
+ * original, so `a..b` and `a_b` stay two branches.
+ */
 export function taskBranchName(sessionId: string, taskId: string): string {
   const safe = taskId
     .replace(/\.{2,}/g, '_')
     .replace(/^\./, '_')
     .replace(/\.lock$/, '_lock')
     .replace(/\.$/, '_');
-  return `orq/${sessionId.slice(0, 8)}/${safe}`;
+  return `orq/${sessionId}/${distinctName(taskId, safe)}`;
 }
 
 export async function branchExists(repository: string, branch: string): Promise<boolean> {

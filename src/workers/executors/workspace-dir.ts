@@ -1,9 +1,10 @@
 import { mkdir, realpath } from 'node:fs/promises';
 import { resolve } from 'node:path';
+import { distinctName } from './distinct-name.js';
 
 /** A path segment from an id; ids may be `.` or `..` by their regex, which must not climb. */
 function segment(id: string): string {
-  return /^\.+$/.test(id) ? id.replace(/\./g, '_') : id;
+  return distinctName(id, /^\.+$/.test(id) ? id.replace(/\./g, '_') : id);
 }
 
 /** `<workspaceRoot>/<sessionId>/<taskId>`, resolved against the pod's working directory. */
