@@ -447,6 +447,22 @@ describe('keys, timeouts and cancellation', () => {
         ? createOpenAiProvider('judge', roleConfig(server))
         : createAnthropicProvider('judge', roleConfig(server));
 
+    it('answers a baseUrl with /v1 where the SDK adds none, or without where it adds one, with a hint saying so', async () => {
+      const server = servers[p];
+      const wrong =
+        p === 'anthropic' ? `${server.baseUrl}/v1` : server.baseUrl.replace(/\/v1$/, '');
+      const error = await provider({ ...server, baseUrl: wrong })
+        .complete(request(`[wrong base ${p}]`))
+        .then(
+          () => undefined,
+          (e: unknown) => e as OrqError,
+        );
+      expect(error?.details.status).toBe(404);
+      expect(error?.hint).toContain(
+        p === 'anthropic' ? 'leave /v1 out' : `serve their API under /v1 (${server.baseUrl})`,
+      );
+    });
+
     it('retries a 503 and returns the reply with the usage the server reported', async () => {
       const marker = `[503 ${p}]`;
       let failed = false;

@@ -15,6 +15,7 @@ import { OrqError } from '../../src/shared/errors.js';
 
 const target: CallTarget = {
   role: 'worker',
+  provider: 'openai',
   label: 'openai:test',
   baseUrl: 'http://127.0.0.1:9/v1',
   timeoutMs: 1000,
@@ -39,6 +40,39 @@ describe('resolveApiKey', () => {
     expect(() => resolveApiKey('judge', { provider: 'anthropic' }, env)).toThrow(
       /ANTHROPIC_API_KEY is not set/,
     );
+  });
+});
+
+describe('the hint of a 404', () => {
+  const hintFor = (provider: CallTarget['provider'], baseUrl?: string) =>
+    (
+      callFailure(
+        'http',
+        { ...target, provider, baseUrl },
+        { message: 'no', status: 404 },
+      ) as OrqError
+    ).hint;
+
+  it('tells an Anthropic baseUrl to leave out the /v1 its SDK adds', () => {
+    for (const baseUrl of ['http://proxy:8080/v1', 'http://proxy:8080/v1/']) {
+      expect(hintFor('anthropic', baseUrl)).toBe(
+        'Check llm.worker.model and llm.worker.baseUrl: the Anthropic SDK adds /v1/messages to baseUrl itself, so leave /v1 out (http://proxy:8080)',
+      );
+    }
+  });
+
+  it('tells an OpenAI-compatible baseUrl without /v1 where such servers serve their API', () => {
+    expect(hintFor('openai', 'http://localhost:11434')).toBe(
+      'Check llm.worker.model and llm.worker.baseUrl: OpenAI-compatible servers usually serve their API under /v1 (http://localhost:11434/v1)',
+    );
+  });
+
+  it('names only the model and baseUrl settings when the baseUrl has the usual form, or none is set', () => {
+    const plain = 'Check llm.worker.model and llm.worker.baseUrl';
+    expect(hintFor('openai', 'http://localhost:11434/v1')).toBe(plain);
+    expect(hintFor('anthropic', 'http://proxy:8080')).toBe(plain);
+    expect(hintFor('openai')).toBe(plain);
+    expect(hintFor('anthropic')).toBe(plain);
   });
 });
 

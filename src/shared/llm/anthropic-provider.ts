@@ -46,6 +46,7 @@ export function createAnthropicProvider(
     async complete(request: ChatRequest): Promise<ChatCompletion> {
       const target: CallTarget = {
         role,
+        provider: 'anthropic',
         label,
         baseUrl: config.baseUrl,
         timeoutMs: request.timeoutMs,

@@ -215,6 +215,8 @@ export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promi
 
 export interface CallTarget {
   role: ModelRole;
+  /** Which SDK builds the URL from baseUrl: they add different paths to it. */
+  provider: 'openai' | 'anthropic';
   label: string;
   baseUrl?: string | undefined;
   timeoutMs: number;
@@ -400,12 +402,30 @@ export function withUsageSpent(error: unknown, usage: TokenUsage): unknown {
   return error;
 }
 
+/**
+ * A 404 is most often a baseUrl with one `/v1` too many or too few: the Anthropic SDK adds
+ * `/v1/messages` itself, the OpenAI SDK only `/chat/completions`.
+ */
+function notFoundHint(target: CallTarget): string {
+  const check = `Check llm.${target.role}.model and llm.${target.role}.baseUrl`;
+  const base = target.baseUrl?.replace(/\/+$/, '');
+  if (!base) return check;
+  const endsInV1 = /\/v1$/.test(base);
+  if (target.provider === 'anthropic' && endsInV1) {
+    return `${check}: the Anthropic SDK adds /v1/messages to baseUrl itself, so leave /v1 out (${base.slice(0, -3)})`;
+  }
+  if (target.provider === 'openai' && !endsInV1) {
+    return `${check}: OpenAI-compatible servers usually serve their API under /v1 (${base}/v1)`;
+  }
+  return check;
+}
+
 function httpHint(status: number | undefined, target: CallTarget): string | undefined {
   if ((status === 401 || status === 403) && !target.apiKeyEnv && target.baseUrl)
     return `No key was sent: orq sends a key to a baseUrl only from the variable named in llm.${target.role}.apiKeyEnv`;
   if (status === 401 || status === 403)
     return `Check the API key${target.apiKeyEnv ? ` in ${target.apiKeyEnv}` : ''} and its permissions`;
-  if (status === 404) return `Check llm.${target.role}.model and llm.${target.role}.baseUrl`;
+  if (status === 404) return notFoundHint(target);
   if (status === 429 || (status !== undefined && status >= 500))
     return `Still failing after ${target.maxRetries} retries; raise llm.${target.role}.maxRetries or try later`;
   if (status === 400)

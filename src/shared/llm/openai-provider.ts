@@ -45,6 +45,7 @@ export function createOpenAiProvider(
     async complete(request: ChatRequest): Promise<ChatCompletion> {
       const target: CallTarget = {
         role,
+        provider: 'openai',
         label,
         baseUrl: config.baseUrl,
         timeoutMs: request.timeoutMs,
