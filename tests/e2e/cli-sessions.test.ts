@@ -467,10 +467,13 @@ describe('watch in a terminal', () => {
     expect(output).toContain('\u001b[?25h'); // the cursor is shown again at the end
     const lastFrame = output.slice(output.lastIndexOf('\u001b[G'));
     expect(lastFrame).toContain(`session ${sessionId}  COMPLETED`);
-    expect(lastFrame).toMatch(/TASK\s+STATE\s+ATTEMPTS\s+TITLE/);
+    expect(lastFrame).toMatch(/TASK\s+STATE\s+ATTEMPTS\s+TIME\s+TITLE/);
     expect(lastFrame).toMatch(/recent:[\s\S]*session RUNNING → COMPLETED/);
     const { tasks } = await cluster.client.get(sessionId);
-    for (const task of tasks) expect(lastFrame).toMatch(new RegExp(`${task.id}\\s+DONE\\s+1`));
+    // Each with the time of its execution: 0.3s, 12s, ...
+    for (const task of tasks) {
+      expect(lastFrame).toMatch(new RegExp(`${task.id}\\s+DONE\\s+1\\s+\\d+(\\.\\d)?s\\s`));
+    }
   });
 });
 

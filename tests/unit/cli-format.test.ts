@@ -3,6 +3,7 @@ import type { SessionView } from '../../src/producers/client.js';
 import {
   clipToWidth,
   displayWidth,
+  formatElapsed,
   formatLiveView,
   formatOutcomeNotice,
   formatSessionTable,
@@ -59,8 +60,8 @@ describe('the live view of orq watch', () => {
     );
     expect(frame).toContain('session s1  RUNNING');
     expect(frame).toContain('3 tasks: 1 READY · 1 RUNNING · 1 DONE');
-    expect(frame).toMatch(/TASK\s+STATE\s+ATTEMPTS\s+TITLE/);
-    expect(frame).toMatch(/^t2\s+RUNNING\s+0\s+Task t2$/m);
+    expect(frame).toMatch(/TASK\s+STATE\s+ATTEMPTS\s+TIME\s+TITLE/);
+    expect(frame).toMatch(/^t2\s+RUNNING\s+0\s+-\s+Task t2$/m);
     expect(frame).toMatch(/recent:\n.*PLANNING\n.*RUNNING$/);
   });
 
@@ -109,10 +110,43 @@ describe('text helpers', () => {
     expect(formatTaskCounts([])).toBe('0 tasks');
   });
 
-  it('the status table lists each task with its state, attempts and dependencies', () => {
+  it('the status table lists each task with its state, attempts, time and dependencies', () => {
     const table = formatSessionTable(view('COMPLETED', [['t1', 'DONE']]));
-    expect(table).toMatch(/^TASK\s+STATE\s+ATTEMPTS\s+DEPENDS ON\s.*TITLE$/m);
-    expect(table).toMatch(/^t1\s+DONE\s+0\s+-\s.*Task t1$/m);
+    expect(table).toMatch(/^TASK\s+STATE\s+ATTEMPTS\s+TIME\s+DEPENDS ON\s.*TITLE$/m);
+    expect(table).toMatch(/^t1\s+DONE\s+0\s+-\s+-\s.*Task t1$/m);
+  });
+
+  it('times a task from its latest start to its end, or to now while it runs', () => {
+    const at = (seconds: number) => new Date(Date.parse(now) + seconds * 1000).toISOString();
+    const timed = view('RUNNING', [
+      ['done', 'DONE'],
+      ['running', 'RUNNING'],
+      ['waiting', 'READY'],
+      ['next', 'READY'],
+    ]);
+    const [done, running, waiting] = timed.tasks as [Task, Task, Task];
+    Object.assign(done, { startedAt: at(0), endedAt: at(4.25) });
+    Object.assign(running, { startedAt: at(10) });
+    waiting.pendingDependencies = 2;
+    const later = Date.parse(now) + 195_000;
+    const table = formatSessionTable(timed, later);
+    expect(table).toMatch(/^done\s+DONE\s+0\s+4\.3s\s/m);
+    expect(table).toMatch(/^running\s+RUNNING\s+0\s+3m 05s\s/m);
+    expect(table).toMatch(/^waiting\s+READY \(waits for 2\)\s+0\s+-\s/m);
+    expect(table).toMatch(/^next\s+READY\s+0\s+-\s/m);
+    expect(formatLiveView(timed, [], {}, later)).toMatch(/^running\s+RUNNING\s+0\s+3m 05s\s/m);
+  });
+
+  it.each([
+    [400, '0.4s'],
+    [9_949, '9.9s'],
+    [12_500, '12s'],
+    [65_000, '1m 05s'],
+    [3_599_000, '59m 59s'],
+    [7_620_000, '2h 07m'],
+    [-5, '0.0s'],
+  ])('formatElapsed(%i) is %s', (ms, text) => {
+    expect(formatElapsed(ms)).toBe(text);
   });
 });
 

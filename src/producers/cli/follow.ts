@@ -44,6 +44,9 @@ export function followMode(
   return stream.isTTY && sized ? 'live' : 'lines';
 }
 
+/** How often the live frame is drawn again while a task runs, for its time. */
+const TICK_MS = 1000;
+
 /**
  * Follows a session until it finishes or blocks (or `signal` aborts) and returns its final view.
  * In live mode the session is re-read at most every `redrawMs` while history entries arrive.
@@ -70,10 +73,18 @@ export async function followSession(
   const render = createLogUpdate(out);
   const recent: HistoryEntry[] = [];
   let frame = '';
+  let shown: SessionView | undefined;
   const draw = (view: SessionView) => {
+    shown = view;
     frame = formatLiveView(view, recent, { rows: out.rows, columns: out.columns });
     render(frame);
   };
+  // Running tasks' times go on between events: the frame is drawn again from the view it shows
+  // (no read), so a long task is seen to be alive.
+  const ticker = setInterval(() => {
+    if (shown?.tasks.some((t) => t.startedAt && !t.endedAt)) draw(shown);
+  }, TICK_MS);
+  ticker.unref();
   const releaseLogs = options.logs?.above({
     clear: () => render.clear(),
     redraw: () => {
@@ -106,6 +117,7 @@ export async function followSession(
     draw(final);
     return final;
   } finally {
+    clearInterval(ticker);
     clearTimeout(timer);
     await drawing;
     // Keeps the last frame on screen and shows the cursor again, also after an error.

@@ -94,7 +94,31 @@ function renderTable(header: string[], rows: string[][]): string[] {
   return [render(header), ...rows.map(render)];
 }
 
-const taskState = (t: Task) => t.state + (t.replanPending ? ' (replanning)' : '');
+/** The task's state; a READY task that still waits for dependencies says for how many. */
+function taskState(t: Task): string {
+  if (t.replanPending) return `${t.state} (replanning)`;
+  if (t.state === 'READY' && t.pendingDependencies > 0) {
+    return `READY (waits for ${t.pendingDependencies})`;
+  }
+  return t.state;
+}
+
+/** A duration as a person reads it: 0.4s, 12s, 3m 05s, 2h 07m. */
+export function formatElapsed(ms: number): string {
+  const seconds = Math.max(0, ms) / 1000;
+  if (seconds < 10) return `${seconds.toFixed(1)}s`;
+  if (seconds < 60) return `${Math.floor(seconds)}s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes}m ${String(Math.floor(seconds % 60)).padStart(2, '0')}s`;
+  return `${Math.floor(minutes / 60)}h ${String(minutes % 60).padStart(2, '0')}m`;
+}
+
+/** How long the task's latest execution ran, or has run so far ('-': it has not started). */
+function taskTime(t: Task, now: number): string {
+  if (!t.startedAt) return '-';
+  const end = t.endedAt ? Date.parse(t.endedAt) : now;
+  return formatElapsed(end - Date.parse(t.startedAt));
+}
 
 function sessionHeader(session: Session): string[] {
   const lines = [
@@ -105,8 +129,8 @@ function sessionHeader(session: Session): string[] {
   return lines;
 }
 
-/** A plain-text table of a session's tasks (`orq status <id>`). */
-export function formatSessionTable(view: SessionView): string {
+/** A plain-text table of a session's tasks (`orq status <id>`); `now` dates running tasks. */
+export function formatSessionTable(view: SessionView, now = Date.now()): string {
   const { session, tasks } = view;
   const lines = [...sessionHeader(session), ...formatUsage(view)];
   if (tasks.length === 0) return lines.join('\n');
@@ -115,13 +139,17 @@ export function formatSessionTable(view: SessionView): string {
     t.id,
     taskState(t),
     String(t.attempts),
+    taskTime(t, now),
     t.dependencies.join(',') || '-',
     taskTokens(view, t.id),
     clip(oneLine(t.title), 60),
   ]);
   lines.push(
     '',
-    ...renderTable(['TASK', 'STATE', 'ATTEMPTS', 'DEPENDS ON', 'TOKENS IN/OUT', 'TITLE'], rows),
+    ...renderTable(
+      ['TASK', 'STATE', 'ATTEMPTS', 'TIME', 'DEPENDS ON', 'TOKENS IN/OUT', 'TITLE'],
+      rows,
+    ),
     ...blockedReasons(tasks),
   );
   return lines.join('\n');
@@ -230,12 +258,13 @@ export const LIVE_HISTORY_LINES = 5;
 
 /**
  * The frame `orq watch` redraws in a terminal: the session's state, counts by task state, a
- * table of tasks with state and attempts, and the last few history lines.
+ * table of tasks with state, attempts and time, and the last few history lines.
  */
 export function formatLiveView(
   view: SessionView,
   recent: readonly HistoryEntry[],
   size: LiveViewSize = {},
+  now = Date.now(),
 ): string {
   const { session, tasks } = view;
   const rows = Math.max(size.rows || 24, 10);
@@ -259,8 +288,14 @@ export function formatLiveView(
   if (visible.length < tasks.length) visible = pickVisibleTasks(tasks, Math.max(room - 1, 0));
   const table = tasks.length
     ? renderTable(
-        ['TASK', 'STATE', 'ATTEMPTS', 'TITLE'],
-        visible.map((t) => [t.id, taskState(t), String(t.attempts), oneLine(t.title)]),
+        ['TASK', 'STATE', 'ATTEMPTS', 'TIME', 'TITLE'],
+        visible.map((t) => [
+          t.id,
+          taskState(t),
+          String(t.attempts),
+          taskTime(t, now),
+          oneLine(t.title),
+        ]),
       )
     : ['(no tasks yet: planning)'];
   if (visible.length < tasks.length) table.push(`… ${tasks.length - visible.length} more`);

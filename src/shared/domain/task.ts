@@ -103,6 +103,10 @@ export const Task = z.object({
   replanPending: z.boolean().default(false),
   /** While BLOCKED: why (the reason of the change to BLOCKED), for status views. */
   blockedReason: z.string().optional(),
+  /** When its latest execution was dispatched (ISO time), for status views' elapsed times. */
+  startedAt: z.string().optional(),
+  /** When it last stopped running (judged done, blocked, cancelled, ...); absent while it runs. */
+  endedAt: z.string().optional(),
 });
 export type Task = z.infer<typeof Task>;
 /** Input form: defaults may be omitted. */

@@ -29,6 +29,8 @@ export class TaskEdits {
   constructor(
     readonly sessionId: string,
     snapshots: Iterable<TaskSnapshot>,
+    /** When this transition happens (ISO time): the start and end times it writes. */
+    private readonly at: string = new Date().toISOString(),
   ) {
     for (const s of snapshots) this.addSnapshot(s);
   }
@@ -56,7 +58,8 @@ export class TaskEdits {
   put(edited: Task, reason?: string): void {
     const before = this.current.get(edited.id);
     const from = before?.state;
-    const task = from === edited.state ? edited : withBlockedReason(edited, reason);
+    const task =
+      from === edited.state ? edited : withEnd(withBlockedReason(edited, reason), from, this.at);
     if (!this.original.has(task.id)) this.original.set(task.id, { task, version: 0 });
     this.current.set(task.id, task);
     this.edited.add(task.id);
@@ -78,9 +81,12 @@ export class TaskEdits {
     reason: string,
     state: 'RUNNING' | 'NEEDS_CONTINUATION' = 'RUNNING',
   ): void {
-    const task = this.get(taskId);
+    const { endedAt: _ended, ...task } = this.get(taskId);
     const attempt = task.attempts + 1;
-    this.put({ ...task, state, attempts: attempt, replanPending: false }, reason);
+    this.put(
+      { ...task, state, attempts: attempt, replanPending: false, startedAt: this.at },
+      reason,
+    );
     this.outbox.push(
       outboxJob('work', 'execute', jobIds.execute(this.sessionId, taskId, attempt), {
         sessionId: this.sessionId,
@@ -133,6 +139,13 @@ export class TaskEdits {
     }
     return { open, active };
   }
+}
+
+/** A task that stops running (from an active state to another) ends its execution now. */
+function withEnd(task: Task, from: TaskState | undefined, at: string): Task {
+  return from !== undefined && isActive(from) && !isActive(task.state)
+    ? { ...task, endedAt: at }
+    : task;
 }
 
 /** The task with the reason it is BLOCKED, or without one once it is not. */
