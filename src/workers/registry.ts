@@ -151,6 +151,7 @@ function wrapProcessor(
         taskId: data?.taskId,
       }));
     const started = Date.now();
+    shutdown.active += 1;
     try {
       // (The coordinator checks its events itself, recording bad ones in their session.)
       if (role !== 'coordinator' && !jobSchema(role, job.name)) {
@@ -202,6 +203,8 @@ function wrapProcessor(
       if (permanent && !(error instanceof UnrecoverableError))
         throw new UnrecoverableError(message);
       throw error;
+    } finally {
+      shutdown.active -= 1;
     }
   };
   // BullMQ gives a job an abort signal (Worker.cancelAllJobs on shutdown) only when its processor
@@ -234,13 +237,21 @@ async function reportDeferredFailure(
   }
 }
 
-/** Set when close() gives up waiting: the active jobs are being cancelled, not failing. */
 interface ShutdownState {
+  /** Set when close() gives up waiting: the active jobs are being cancelled, not failing. */
   abandoning: boolean;
+  /** Jobs whose processors run now: what a graceful close waits for. */
+  active: number;
 }
 
 /** How long cancelled jobs get to hand themselves back before the connections are closed. */
 const ABANDON_GRACE_MS = 2_000;
+/**
+ * How long a pod with no active job waits for its consumers to close. With Redis up they close
+ * at once; with Redis unreachable BullMQ's close never resolves (taskforcesh/bullmq#4656), and
+ * an idle pod has nothing to wait for: it must not sit out the whole shutdown timeout.
+ */
+const IDLE_CLOSE_MS = 3_000;
 
 export async function startRoles(options: StartRolesOptions): Promise<RunningRoles> {
   const { config, logger } = options;
@@ -278,7 +289,7 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
     coordinator: createCoordinatorProcessor(coordinatorCtx),
   };
 
-  const shutdown: ShutdownState = { abandoning: false };
+  const shutdown: ShutdownState = { abandoning: false, active: 0 };
   const connections: RedisConnection[] = [redis];
   const workers = options.roles.map((role) => {
     // One outage log per role: its connection and the blocking one BullMQ makes from it.
@@ -345,7 +356,18 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
       stopSweeper();
       stopRetention();
       const graceful = Promise.all(workers.map((w) => w.close()));
-      if (!(await settlesWithin(graceful, timeoutMs))) {
+      const started = Date.now();
+      let closed = await settlesWithin(
+        graceful,
+        shutdown.active === 0 ? Math.min(timeoutMs, IDLE_CLOSE_MS) : timeoutMs,
+      );
+      // A job taken just before the close began: it gets the rest of the timeout.
+      if (!closed && shutdown.active > 0) {
+        closed = await settlesWithin(graceful, timeoutMs - (Date.now() - started));
+      }
+      if (!closed && shutdown.active === 0) {
+        logger.warn('the queue consumers did not close (is Redis unreachable?); stopping anyway');
+      } else if (!closed) {
         logger.warn({ timeoutMs }, 'active jobs did not finish in time; handing them back');
         // Worker.close(true) after close() only returns the pending graceful close, so it cannot
         // bound the wait: abort the active jobs instead (their processors get the signal). One

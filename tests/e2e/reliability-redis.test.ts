@@ -7,7 +7,7 @@ import { createClient, type OrqClient } from '../../src/producers/client.js';
 import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
 import { OrqError } from '../../src/shared/errors.js';
 import { freePort, startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
-import { root } from '../support/cli.js';
+import { root, stopProcess, waitForOutput } from '../support/cli.js';
 import { bullQueue, Pods } from '../support/pods.js';
 import { eventually, executionsOf } from '../support/scenarios.js';
 
@@ -37,6 +37,25 @@ async function settle<T>(promise: Promise<T>): Promise<{ error?: unknown; ms: nu
     return { error, ms: Date.now() - started };
   }
 }
+
+describe('Redis gone while a pod is idle', () => {
+  it('the pod still stops on one SIGTERM with exit code 0, long before its shutdown timeout', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orq-gone-'));
+    dirs.push(dir);
+    redis = await startPrivateRedis({ dir, port: await freePort() });
+    pods = new Pods({ REDIS_URL: redis.url, ORQ_PREFIX: `g${randomUUID().slice(0, 8)}` });
+    const pod = await pods.start('planner,judge,worker,replanner,coordinator');
+    let output = '';
+    pod.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    await redis.stop();
+    redis = undefined;
+    await waitForOutput(pod, 'redis unreachable');
+    // The default --shutdown-timeout is 30 s; stopProcess sends SIGKILL after 15 s, so a pod
+    // that sat out the timeout would exit with null.
+    expect(await stopProcess(pod)).toBe(0);
+    expect(output).toContain('stopping anyway');
+  });
+});
 
 describe('Redis restarted mid-session with AOF on', () => {
   it('every consumer reconnects and the session completes; while down, producers fail fast', async () => {
