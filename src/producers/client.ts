@@ -91,6 +91,11 @@ export interface WatchOptions {
   /** Longest time one blocking read waits before re-checking the session (ms). */
   blockMs?: number;
   signal?: AbortSignal;
+  /**
+   * Told when the watch's connection to Redis is lost (with why) and when it is back. A watch
+   * waits through an outage and goes on where it was; this lets its reader say so meanwhile.
+   */
+  onConnection?: (change: { up: boolean; error?: string }) => void;
 }
 
 export interface OrqClient {
@@ -276,7 +281,17 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     const until = watchOptions.until ?? 'finished';
     const blockMs = watchOptions.blockMs ?? 1_000;
     const reader = blockingTwin(redis);
-    reader.on('error', () => undefined);
+    let down = false;
+    reader.on('error', (error: Error) => {
+      if (down) return;
+      down = true;
+      watchOptions.onConnection?.({ up: false, error: error.message });
+    });
+    reader.on('ready', () => {
+      if (!down) return;
+      down = false;
+      watchOptions.onConnection?.({ up: true });
+    });
     blockingConnections.add(reader);
     let cursor = watchOptions.after ?? '0-0';
     const key = store.keys(sessionId).history;

@@ -2,12 +2,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
 import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
 import { OrqError } from '../../src/shared/errors.js';
 import { freePort, startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
 import { root, stopProcess, waitForOutput } from '../support/cli.js';
+import { followSession } from '../../src/producers/cli/follow.js';
 import { bullQueue, Pods } from '../support/pods.js';
 import { eventually, executionsOf } from '../support/scenarios.js';
 
@@ -54,6 +56,60 @@ describe('Redis gone while a pod is idle', () => {
     // that sat out the timeout would exit with null.
     expect(await stopProcess(pod)).toBe(0);
     expect(output).toContain('stopping anyway');
+  });
+});
+
+describe('following a session while Redis goes away', () => {
+  it('says that Redis was lost, and when it is back, and goes on following', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orq-follow-'));
+    dirs.push(dir);
+    const port = await freePort();
+    redis = await startPrivateRedis({ dir, port, appendonly: true });
+    client = await createClient({ connection: redis.url });
+    // No roles: the session waits in PLANNING, and the watch with it.
+    const { id } = await client.submit({ instruction: 'wait here' });
+    const [out, notices] = [new PassThrough(), new PassThrough()];
+    const text = (stream: PassThrough) => {
+      let all = '';
+      stream.on('data', (chunk: Buffer) => (all += chunk.toString()));
+      return () => all;
+    };
+    // A terminal too: there the notice is the live frame's last line.
+    const screen = Object.assign(new PassThrough(), { isTTY: true, rows: 30, columns: 120 });
+    const [printed, told, drawn] = [text(out), text(notices), text(screen)];
+    const stop = new AbortController();
+    const following = followSession(client, id, {
+      mode: 'lines',
+      out,
+      notices,
+      signal: stop.signal,
+    });
+    const live = followSession(client, id, { mode: 'live', out: screen, signal: stop.signal });
+    await eventually(() => (printed().includes('PLANNING') ? true : undefined), 'the history');
+
+    await redis.stop();
+    redis = undefined;
+    await eventually(
+      () => (told().includes('orq: lost Redis (') ? true : undefined),
+      'the notice that Redis is lost',
+    );
+    expect(told()).toContain('waiting for it to come back (Ctrl-C to stop)');
+    await eventually(
+      () => (drawn().includes('lost Redis (') ? true : undefined),
+      'the live frame to say that Redis is lost',
+    );
+    redis = await startPrivateRedis({ dir, port, appendonly: true });
+    await eventually(
+      () => (told().includes('orq: Redis is back') ? true : undefined),
+      'the notice that Redis is back',
+      20_000,
+    );
+    stop.abort();
+    expect((await following).session.state).toBe('PLANNING');
+    await live;
+    // The last frame, drawn after Redis came back, has no notice any more.
+    expect(drawn().slice(drawn().lastIndexOf(`session ${id}`))).not.toContain('lost Redis');
+    expect(told().split('\n').filter(Boolean)).toHaveLength(2);
   });
 });
 

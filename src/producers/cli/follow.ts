@@ -3,6 +3,7 @@ import type { HistoryEntry } from '../../shared/domain/history.js';
 import type { SessionState } from '../../shared/domain/session.js';
 import type { OrqClient, SessionView } from '../client.js';
 import {
+  clipToWidth,
   formatHistoryEntry,
   formatLiveView,
   formatOutcomeNotice,
@@ -28,7 +29,15 @@ export interface FollowOptions {
   after?: string;
   /** The log lines of roles running in this process: written above the live frame. */
   logs?: LogRelay;
+  /** Where lines and jsonl modes say that Redis was lost and is back (default stderr). */
+  notices?: NodeJS.WritableStream;
 }
+
+/** What following says while Redis is unreachable, and once it is back. */
+export const connectionNotice = (change: { up: boolean; error?: string }): string =>
+  change.up
+    ? 'orq: Redis is back; following the session again'
+    : `orq: lost Redis (${change.error ?? 'connection closed'}); waiting for it to come back (Ctrl-C to stop)`;
 
 /**
  * The live frame in a terminal, plain lines otherwise, JSON lines when asked for. A terminal
@@ -56,10 +65,21 @@ export async function followSession(
   sessionId: string,
   options: FollowOptions,
 ): Promise<SessionView> {
+  // Set while Redis is unreachable: the live frame shows it as its last line.
+  let outage: string | undefined;
+  let onOutage = () => {};
   const entries = client.watch(sessionId, {
     until: 'settled',
     ...(options.signal ? { signal: options.signal } : {}),
     ...(options.after ? { after: options.after } : {}),
+    onConnection: (change) => {
+      if (options.mode !== 'live') {
+        (options.notices ?? process.stderr).write(`${connectionNotice(change)}\n`);
+        return;
+      }
+      outage = change.up ? undefined : connectionNotice(change).replace(/^orq: /, '');
+      onOutage();
+    },
   });
   if (options.mode !== 'live') {
     for await (const { entry } of entries) {
@@ -76,8 +96,13 @@ export async function followSession(
   let shown: SessionView | undefined;
   const draw = (view: SessionView) => {
     shown = view;
-    frame = formatLiveView(view, recent, { rows: out.rows, columns: out.columns });
+    const rows = out.rows === undefined ? undefined : out.rows - (outage ? 1 : 0);
+    frame = formatLiveView(view, recent, { rows, columns: out.columns });
+    if (outage) frame += `\n${clipToWidth(outage, Math.max((out.columns ?? 80) - 1, 20))}`;
     render(frame);
+  };
+  onOutage = () => {
+    if (shown) draw(shown);
   };
   // Running tasks' times go on between events: the frame is drawn again from the view it shows
   // (no read), so a long task is seen to be alive.
