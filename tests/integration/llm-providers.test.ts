@@ -463,6 +463,20 @@ describe('keys, timeouts and cancellation', () => {
       );
     });
 
+    it('names what the server said of a refused request, not its raw JSON body, and the status once', async () => {
+      const marker = `[422 ${p}]`;
+      behaviours.set(marker, () => ({ status: 422 }));
+      const error = await provider(servers[p])
+        .complete(request(marker))
+        .then(
+          () => undefined,
+          (e: unknown) => e as OrqError,
+        );
+      expect(error?.summary).toBe(
+        `The judge call to ${p}:test failed with HTTP 422: scripted: scripted 422`,
+      );
+    });
+
     it('retries a 503 and returns the reply with the usage the server reported', async () => {
       const marker = `[503 ${p}]`;
       let failed = false;

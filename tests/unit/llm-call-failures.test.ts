@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  apiErrorMessage,
   callFailure,
   isPermanentCallFailure,
   PLACEHOLDER_API_KEY,
@@ -40,6 +41,32 @@ describe('resolveApiKey', () => {
     expect(() => resolveApiKey('judge', { provider: 'anthropic' }, env)).toThrow(
       /ANTHROPIC_API_KEY is not set/,
     );
+  });
+});
+
+describe('apiErrorMessage', () => {
+  const sdkError = (message: string, body: unknown) =>
+    Object.assign(new Error(message), { error: body });
+
+  it('reads the message and type of an OpenAI and of an Anthropic error body', () => {
+    const openai = { message: 'Invalid schema', type: 'invalid_request_error' };
+    expect(apiErrorMessage(sdkError('400 Invalid schema', openai))).toBe(
+      'invalid_request_error: Invalid schema',
+    );
+    const anthropic = {
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'max_tokens: must be positive' },
+    };
+    expect(apiErrorMessage(sdkError(`400 ${JSON.stringify(anthropic)}`, anthropic))).toBe(
+      'invalid_request_error: max_tokens: must be positive',
+    );
+    expect(apiErrorMessage(sdkError('400 x', { message: 'no type' }))).toBe('no type');
+  });
+
+  it("falls back to the SDK's message without its leading status", () => {
+    expect(apiErrorMessage(sdkError('502 Bad Gateway', undefined))).toBe('Bad Gateway');
+    expect(apiErrorMessage(sdkError('502 <html>', '<html>'))).toBe('<html>');
+    expect(apiErrorMessage(sdkError('Connection reset', { message: '' }))).toBe('Connection reset');
   });
 });
 

@@ -253,7 +253,7 @@ export function sdkCallFailure(
   }
   if (error instanceof sdk.APIError) {
     return callFailure('http', target, {
-      message: error.message,
+      message: apiErrorMessage(error),
       cause: error,
       ...(typeof error.status === 'number' ? { status: error.status } : {}),
     });
@@ -269,6 +269,25 @@ export function sdkCallFailure(
     });
   }
   return error;
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null;
+
+/**
+ * What the server said went wrong, from the error body the SDK parsed (`error`): OpenAI's
+ * `{message, type}`, or Anthropic's `{type: "error", error: {type, message}}`, which its SDK
+ * would otherwise show as raw JSON. Else the SDK's message without the status it starts with
+ * (the failure names the status itself).
+ */
+export function apiErrorMessage(error: Error & { error?: unknown }): string {
+  const body = error.error;
+  const inner = isRecord(body) && isRecord(body.error) ? body.error : body;
+  if (isRecord(inner) && typeof inner.message === 'string' && inner.message !== '') {
+    const type = typeof inner.type === 'string' && inner.type !== 'error' ? inner.type : undefined;
+    return type ? `${type}: ${inner.message}` : inner.message;
+  }
+  return error.message.replace(/^\d{3} /, '');
 }
 
 /**
