@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -101,6 +101,30 @@ describe('the command executor', () => {
     expect(result.log).toContain('+t1: Write the parser');
     expect(worktrees(repo)).toHaveLength(1);
     expect(git(['status', '--porcelain'], repo)).toBe('');
+  });
+
+  it('leaves no folder of the session behind once its worktree is removed', async () => {
+    const { session } = setup();
+    const result = await createCommandExecutor().execute(executorContext(db.store, session, task));
+    expect(result.error).toBeUndefined();
+    expect(existsSync(join(tmp, 'ws', session.id))).toBe(false);
+    expect(existsSync(join(tmp, 'ws'))).toBe(true);
+  });
+
+  it('says that uncommitted changes in the repository are not in the task branch', async () => {
+    const { repo, session, branch } = setup();
+    writeFileSync(join(repo, 'README.md'), '# project\nwork in progress\n');
+    const result = await createCommandExecutor().execute(executorContext(db.store, session, task));
+    expect(result.log).toContain(
+      `note: ${repo} has uncommitted changes; task branches start from commits and do not include them`,
+    );
+    expect(git(['show', `${branch}:README.md`], repo)).toBe('# project');
+    // A clean repository gets no such note.
+    const clean = setup();
+    const other = await createCommandExecutor().execute(
+      executorContext(db.store, clean.session, task),
+    );
+    expect(other.log).not.toContain('uncommitted changes');
   });
 
   it('keeps the commits of an agent that commits its own work', async () => {

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
-import { rm, stat } from 'node:fs/promises';
+import { rm, rmdir, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { OrqError, ValidationError } from '../../shared/errors.js';
 import { distinctName } from './distinct-name.js';
 
@@ -206,6 +207,13 @@ export async function openWorktree(options: OpenWorktreeOptions): Promise<Worktr
     );
   }
   const notes: string[] = [];
+  // Task branches start from a commit: what is not committed in the repository is not in them.
+  const uncommitted = await git(['status', '--porcelain', '--untracked-files=no'], repository);
+  if (uncommitted.code === 0 && uncommitted.stdout.trim() !== '') {
+    notes.push(
+      `note: ${repository} has uncommitted changes; task branches start from commits and do not include them`,
+    );
+  }
   await withRepoLock(repository, async () => {
     await git(['worktree', 'prune'], repository);
     // A worktree left by a run that crashed is replaced; its commits live on in the branch.
@@ -259,7 +267,12 @@ export async function openWorktree(options: OpenWorktreeOptions): Promise<Worktr
       branch,
       startCommit,
       notes,
-      remove: () => withRepoLock(repository, () => removeWorktree(repository, path)),
+      remove: () =>
+        withRepoLock(repository, async () => {
+          await removeWorktree(repository, path);
+          // The session's folder goes with its last worktree (rmdir leaves a folder in use).
+          await rmdir(dirname(path)).catch(() => undefined);
+        }),
     };
   } catch (error) {
     await withRepoLock(repository, () => removeWorktree(repository, path));
