@@ -1,16 +1,31 @@
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import type { CommandExecutorConfig } from '../../src/shared/config/schema.js';
 import { ValidationError } from '../../src/shared/errors.js';
+import {
+  agentRecordPath,
+  processStart,
+  recordAgent,
+} from '../../src/workers/executors/agent-record.js';
 import { createCommandExecutor } from '../../src/workers/executors/command.js';
 import { git as gitRun, taskBranchName } from '../../src/workers/executors/git-worktree.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { executorContext, makeSession, openStore } from '../support/executors.js';
+import { eventually } from '../support/scenarios.js';
+import { taskWorkspacePath } from '../../src/workers/executors/workspace-dir.js';
 
 const FAKE_AGENT = fileURLToPath(new URL('../fixtures/fake-coding-agent.mjs', import.meta.url));
 const CHECK_FIXED = fileURLToPath(new URL('../fixtures/check-fixed.mjs', import.meta.url));
@@ -75,6 +90,14 @@ function setup(
   return { repo, session, branch: taskBranchName(session.id, 't1') };
 }
 
+const killGroup = (pid: number) => {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // Gone already.
+  }
+};
+
 const worktrees = (repo: string) =>
   git(['worktree', 'list', '--porcelain'], repo)
     .split('\n')
@@ -125,6 +148,73 @@ describe('the command executor', () => {
       executorContext(db.store, clean.session, task),
     );
     expect(other.log).not.toContain('uncommitted changes');
+  });
+
+  describe('an agent left running by a delivery whose pod was killed', () => {
+    const spawned: ChildProcess[] = [];
+    afterAll(() => {
+      for (const child of spawned) if (child.pid) killGroup(child.pid);
+    });
+    /** A process group of its own that runs until killed, as a coding agent would. */
+    const leftover = () => {
+      const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], {
+        detached: true,
+        stdio: 'ignore',
+      });
+      spawned.push(child);
+      return child.pid!;
+    };
+    const recordFor = (session: { id: string }) => {
+      const path = taskWorkspacePath(join(tmp, 'ws'), session.id, 't1');
+      mkdirSync(dirname(path), { recursive: true });
+      return agentRecordPath(path);
+    };
+
+    it('is stopped before the worktree is opened again, and said so in the log', async () => {
+      const { session } = setup();
+      const pid = leftover();
+      const record = recordFor(session);
+      recordAgent(record, pid);
+      expect(processStart(pid)).toBeDefined();
+      const result = await createCommandExecutor().execute(
+        executorContext(db.store, session, task, { attempt: 1 }),
+      );
+      expect(result.error).toBeUndefined();
+      expect(result.log).toContain(
+        `stopped the agent an earlier delivery left running (process group ${pid})`,
+      );
+      expect(processStart(pid)).toBeUndefined();
+      expect(existsSync(record)).toBe(false);
+    });
+
+    it('is not a process that only has its pid: a record of another start kills nothing', async () => {
+      const { session } = setup();
+      const pid = leftover();
+      const record = recordFor(session);
+      writeFileSync(record, JSON.stringify({ pid, start: '1' }));
+      const result = await createCommandExecutor().execute(
+        executorContext(db.store, session, task),
+      );
+      expect(result.log).not.toContain('stopped the agent');
+      expect(processStart(pid)).toBeDefined();
+      expect(existsSync(record)).toBe(false);
+    });
+
+    it('is recorded while it runs, and the record goes when it ends', async () => {
+      const { session } = setup({ timeoutSeconds: 1 }, ['--hang']);
+      const record = recordFor(session);
+      const running = createCommandExecutor().execute(executorContext(db.store, session, task));
+      const seen = await eventually(
+        () =>
+          existsSync(record)
+            ? (JSON.parse(readFileSync(record, 'utf8')) as { pid: number })
+            : undefined,
+        'the agent to be recorded',
+      );
+      expect(processStart(seen.pid)).toBeDefined();
+      await running;
+      expect(existsSync(record)).toBe(false);
+    });
   });
 
   it('keeps the commits of an agent that commits its own work', async () => {

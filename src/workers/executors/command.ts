@@ -12,6 +12,7 @@ import {
   taskBranchName,
   type Worktree,
 } from './git-worktree.js';
+import { agentRecordPath, forgetAgent, recordAgent, stopLeftoverAgent } from './agent-record.js';
 import { describeOutcome, runProcess, type ProcessOutcome } from './process.js';
 import { taskPrompt } from './prompt.js';
 import type { Executor, ExecutorContext } from './types.js';
@@ -101,10 +102,14 @@ async function runCommandTask(
   const repository = resolve(cfg.repository);
   const branch = taskBranchName(session.id, task.id);
   const identity = await commitIdentity(repository);
+  const path = taskWorkspacePath(session.config.execution.workspaceRoot, session.id, task.id);
+  // Before the worktree is opened again: an agent a killed pod left running must not write it.
+  const agentRecord = agentRecordPath(path);
+  const stopped = await stopLeftoverAgent(agentRecord);
   const worktree = await openWorktree({
     repository,
     branch,
-    path: taskWorkspacePath(session.config.execution.workspaceRoot, session.id, task.id),
+    path,
     ...(cfg.baseBranch ? { baseRef: cfg.baseBranch } : {}),
     mergeBranches: task.dependencies.map((id) => taskBranchName(session.id, id)),
     identity,
@@ -114,6 +119,7 @@ async function runCommandTask(
   try {
     const log: string[] = [
       `command executor: task ${task.id}, attempt ${ctx.attempt}, repository ${repository}`,
+      ...(stopped ? [stopped] : []),
       ...worktree.notes,
     ];
     const timeoutMs = cfg.timeoutSeconds * 1000;
@@ -146,7 +152,8 @@ async function runCommandTask(
         maxOutputBytes: cfg.maxOutputBytes,
         env,
         signal: ctx.signal,
-      });
+        onSpawn: (pid) => recordAgent(agentRecord, pid),
+      }).finally(() => forgetAgent(agentRecord));
       ctx.signal.throwIfAborted();
       log.push(`agent ${describeOutcome(outcome, timeoutMs)} after ${outcome.durationMs} ms`);
       await commitAll(

@@ -20,6 +20,8 @@ export interface RunProcessOptions {
   maxOutputBytes: number;
   env: NodeJS.ProcessEnv;
   signal?: AbortSignal;
+  /** Told the pid of the started process, which leads a process group of its own. */
+  onSpawn?: (pid: number) => void;
 }
 
 /** Keeps the last `max` bytes written to it: the tail of a log is what tells how a run ended. */
@@ -106,6 +108,7 @@ export function runProcess(
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     });
+    if (child.pid !== undefined) options.onSpawn?.(child.pid);
     const killGroup = () => {
       if (child.pid === undefined) return;
       try {
