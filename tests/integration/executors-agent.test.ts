@@ -390,7 +390,7 @@ describe('MCP tools', () => {
     expect(result.output).toBe('used the MCP tools');
   });
 
-  it('names the server, and what it said, when it dies during a call', async () => {
+  it('names the server, and what it said, when it dies during a call, and starts it again for the next call', async () => {
     const mcp = await connectMcpServers(
       [
         {
@@ -404,10 +404,13 @@ describe('MCP tools', () => {
       { cwd: tmp, timeoutMs: 10_000, maxOutputBytes: 65_536, logger: silentLogger },
     );
     try {
-      const crash = mcp.tools.find((t) => t.spec.name === 'calc__crash');
-      await expect(crash?.call({}, new AbortController().signal)).rejects.toThrow(
-        /MCP server "calc": .*stderr: calc: crashing on purpose/,
+      const tool = (name: string) => mcp.tools.find((t) => t.spec.name === `calc__${name}`)!;
+      const signal = new AbortController().signal;
+      await expect(tool('crash').call({}, signal)).rejects.toThrow(
+        /MCP server "calc": .*stderr: calc: crashing on purpose.*; the server is started again for the next call$/,
       );
+      // Not the failed call again (it may have done its work): the next one, on a new server.
+      expect(await tool('add').call({ a: 2, b: 3 }, signal)).toEqual({ ok: true, output: '5' });
     } finally {
       await mcp.close();
     }

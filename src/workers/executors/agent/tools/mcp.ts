@@ -93,28 +93,73 @@ function transportFor(
   return transport;
 }
 
-async function connectOne(
+/** One connection to a server: its client, what broke it, and whether it is closed. */
+interface McpConnection {
+  client: Client;
+  stderr: TailBuffer;
+  /** What broke the connection (a reply over the SDK's size limit, a crash): the SDK's own
+   * errors for later calls only say "Connection closed" or "Not connected". */
+  transportError(): string | undefined;
+  closed(): boolean;
+}
+
+async function openConnection(
+  sdk: McpSdk,
   server: McpServerConfig,
   options: McpToolsOptions,
-): Promise<{ client: Client; tools: Tool[] }> {
-  const sdk = await loadSdk();
+): Promise<McpConnection> {
   const stderr = new TailBuffer(4096);
   const client = new sdk.Client({ name: 'orq-agent', version: '1.0.0' });
-  // What broke the connection (a reply over the SDK's size limit, a crash): the SDK's own
-  // errors for later calls only say "Connection closed" or "Not connected".
   let transportError: string | undefined;
+  let closed = false;
   client.onerror = (error) => {
     transportError = error.message;
+  };
+  client.onclose = () => {
+    closed = true;
   };
   try {
     await client.connect(transportFor(sdk, server, options, stderr), {
       timeout: options.timeoutMs,
     });
+  } catch (error) {
+    await client.close().catch(() => undefined);
+    const detail = stderr.toString().trim();
+    throw new Error(`${(error as Error).message}${detail ? ` (stderr: ${detail})` : ''}`);
+  }
+  return { client, stderr, transportError: () => transportError, closed: () => closed };
+}
+
+async function connectOne(
+  server: McpServerConfig,
+  options: McpToolsOptions,
+): Promise<{ tools: Tool[]; close(): Promise<void> }> {
+  const sdk = await loadSdk();
+  let connection = await openConnection(sdk, server, options);
+  // A server that died is started again for the next call, not for the call it failed: that
+  // call may have done its work before the server went, and the model decides whether to repeat it.
+  let reopening: Promise<McpConnection> | undefined;
+  const current = async (): Promise<McpConnection> => {
+    if (!connection.closed()) return connection;
+    reopening ??= openConnection(sdk, server, options).finally(() => {
+      reopening = undefined;
+    });
+    try {
+      connection = await reopening;
+    } catch (error) {
+      throw new Error(
+        `MCP server "${server.name}" is down and could not be started again: ${(error as Error).message}`,
+      );
+    }
+    options.logger.info({ server: server.name }, 'MCP server connected again');
+    return connection;
+  };
+  try {
     const listed: { name: string; description?: string; inputSchema: Record<string, unknown> }[] =
       [];
     let cursor: string | undefined;
     for (let page = 0; page < MAX_TOOL_PAGES; page++) {
-      const reply = await client.listTools(cursor ? { cursor } : {}, {
+      const reply = await connection.client.listTools(cursor ? { cursor } : {}, {
         timeout: options.timeoutMs,
       });
       listed.push(...reply.tools);
@@ -128,20 +173,24 @@ async function connectOne(
         inputSchema: tool.inputSchema,
       },
       async call(input, signal): Promise<ToolOutcome> {
+        const used = await current();
         let result: Awaited<ReturnType<Client['callTool']>>;
         try {
-          result = await client.callTool(
+          result = await used.client.callTool(
             { name: tool.name, arguments: (input ?? {}) as Record<string, unknown> },
             undefined,
             { signal, timeout: options.timeoutMs },
           );
         } catch (error) {
+          const transportError = used.transportError();
+          const stderr = used.stderr.toString().trim();
           const why = [
             transportError && `cause: ${transportError}`,
-            stderr.toString().trim() && `stderr: ${stderr.toString().trim().slice(-1000)}`,
+            stderr && `stderr: ${stderr.slice(-1000)}`,
           ].filter(Boolean);
+          const again = used.closed() ? '; the server is started again for the next call' : '';
           throw new Error(
-            `MCP server "${server.name}": ${(error as Error).message}${why.length ? ` (${why.join('; ')})` : ''}`,
+            `MCP server "${server.name}": ${(error as Error).message}${why.length ? ` (${why.join('; ')})` : ''}${again}`,
           );
         }
         const text = cap(resultText(result as Record<string, unknown>), options.maxOutputBytes);
@@ -150,10 +199,10 @@ async function connectOne(
           : { ok: true, output: text };
       },
     }));
-    return { client, tools };
+    return { tools, close: () => connection.client.close().catch(() => undefined) };
   } catch (error) {
-    await client.close().catch(() => undefined);
-    const detail = stderr.toString().trim();
+    await connection.client.close().catch(() => undefined);
+    const detail = connection.stderr.toString().trim();
     throw new Error(`${(error as Error).message}${detail ? ` (stderr: ${detail})` : ''}`);
   }
 }
@@ -168,13 +217,13 @@ export async function connectMcpServers(
   options: McpToolsOptions,
 ): Promise<McpTools> {
   const results = await Promise.allSettled(servers.map((server) => connectOne(server, options)));
-  const clients: Client[] = [];
+  const connections: { close(): Promise<void> }[] = [];
   const tools: Tool[] = [];
   const problems: string[] = [];
   results.forEach((result, i) => {
     const name = servers[i]?.name ?? '?';
     if (result.status === 'fulfilled') {
-      clients.push(result.value.client);
+      connections.push(result.value);
       tools.push(...result.value.tools);
     } else {
       const message =
@@ -187,7 +236,7 @@ export async function connectMcpServers(
     tools,
     problems,
     async close() {
-      await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
+      await Promise.all(connections.map((c) => c.close()));
     },
   };
 }
