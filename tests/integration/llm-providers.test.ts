@@ -477,6 +477,23 @@ describe('keys, timeouts and cancellation', () => {
       );
     });
 
+    it('says, when it times out while retrying, what the server had answered until then', async () => {
+      const marker = `[always 503 ${p}]`;
+      behaviours.set(marker, () => ({ status: 503, retryAfterMs: 500 }));
+      const error = await provider(servers[p])
+        .complete(request(marker, 700))
+        .then(
+          () => undefined,
+          (e: unknown) => e as OrqError,
+        );
+      expect(error?.details.kind).toBe('timeout');
+      expect(error?.summary).toMatch(
+        new RegExp(
+          `^The judge call to ${p}:test timed out after 0.7s \\(the server had answered 503( ×\\d)?\\)$`,
+        ),
+      );
+    });
+
     it('retries a 503 and returns the reply with the usage the server reported', async () => {
       const marker = `[503 ${p}]`;
       let failed = false;

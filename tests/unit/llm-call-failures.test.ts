@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   apiErrorMessage,
   callFailure,
+  describeAnswers,
   isPermanentCallFailure,
   PLACEHOLDER_API_KEY,
   resolveApiKey,
@@ -41,6 +42,23 @@ describe('resolveApiKey', () => {
     expect(() => resolveApiKey('judge', { provider: 'anthropic' }, env)).toThrow(
       /ANTHROPIC_API_KEY is not set/,
     );
+  });
+});
+
+describe('describeAnswers', () => {
+  it('counts each status once, in the order first seen', () => {
+    expect(describeAnswers([429, 429, 503, 429])).toBe('429 ×3, 503');
+    expect(describeAnswers([500])).toBe('500');
+    expect(describeAnswers([])).toBe('');
+  });
+
+  it('goes into the message of a timeout, when there were answers', () => {
+    const timedOut = (answers: number[]) =>
+      callFailure('timeout', target, { message: '', answers }).summary;
+    expect(timedOut([429, 429])).toBe(
+      'The worker call to openai:test timed out after 1s (the server had answered 429 ×2)',
+    );
+    expect(timedOut([])).toBe('The worker call to openai:test timed out after 1s');
   });
 });
 

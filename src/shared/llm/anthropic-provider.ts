@@ -9,6 +9,7 @@ import {
   resolveApiKey,
   tokenCount,
   untilAborted,
+  withAnswers,
   type CallTarget,
   type ChatCompletion,
   type ChatProvider,
@@ -56,18 +57,21 @@ export function createAnthropicProvider(
       const sdk = await loadSdk();
       const anthropic = await client();
       const call = callSignal(request);
+      const answers: number[] = [];
       let message: Anthropic.Messages.Message;
       try {
         message = await untilAborted(
-          anthropic.messages.create(messageParams(config, request), {
-            signal: call.signal,
-            timeout: Math.max(1, Math.round(request.timeoutMs)),
-            maxRetries: config.maxRetries,
-          }),
+          withAnswers(answers, () =>
+            anthropic.messages.create(messageParams(config, request), {
+              signal: call.signal,
+              timeout: Math.max(1, Math.round(request.timeoutMs)),
+              maxRetries: config.maxRetries,
+            }),
+          ),
           call.signal,
         );
       } catch (error) {
-        throw sdkCallFailure(error, call, target, sdk);
+        throw sdkCallFailure(error, call, target, sdk, answers);
       }
       const billed = message.usage;
       // Billed even when the reply is of no use: a failure carries it for the meter.

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { z } from 'zod';
 import type { LlmRoleConfig } from '../config/schema.js';
 import { TokenUsage } from '../domain/task.js';
@@ -150,8 +151,31 @@ export function resolveApiKey(
  * The client options both SDKs take alike. The key is always explicit: without one the
  * Anthropic SDK would look for credential profiles on disk.
  */
+/** The HTTP statuses the attempts of the call running now were answered with (withAnswers). */
+const callAnswers = new AsyncLocalStorage<number[]>();
+
+/** fetch that notes each answer's status for the call it runs in: the SDKs retry inside a call. */
+const notingFetch: typeof fetch = async (input, init) => {
+  const response = await fetch(input, init);
+  callAnswers.getStore()?.push(response.status);
+  return response;
+};
+
+/** Runs one SDK call, noting in `answers` the status of every HTTP answer its attempts got. */
+export function withAnswers<T>(answers: number[], call: () => Promise<T>): Promise<T> {
+  return callAnswers.run(answers, call);
+}
+
+/** Statuses as a person reads them: `429 ×3, 503`. */
+export function describeAnswers(answers: readonly number[]): string {
+  const counts = new Map<number, number>();
+  for (const status of answers) counts.set(status, (counts.get(status) ?? 0) + 1);
+  return [...counts].map(([status, n]) => (n > 1 ? `${status} ×${n}` : String(status))).join(', ');
+}
+
 export function sdkClientOptions(config: LlmRoleConfig, apiKey: string) {
   return {
+    fetch: notingFetch,
     apiKey,
     ...(config.baseUrl ? { baseURL: config.baseUrl } : {}),
     maxRetries: config.maxRetries,
@@ -241,9 +265,10 @@ export function sdkCallFailure(
   call: Pick<ReturnType<typeof callSignal>, 'timedOut' | 'cancelled'>,
   target: CallTarget,
   sdk: SdkErrorClasses,
+  answers: readonly number[] = [],
 ): unknown {
   if (call.timedOut() || error instanceof sdk.APIConnectionTimeoutError) {
-    return callFailure('timeout', target, { message: '', cause: error });
+    return callFailure('timeout', target, { message: '', cause: error, answers });
   }
   if (call.cancelled() || error instanceof sdk.APIUserAbortError) {
     return callFailure('cancelled', target, { message: '', cause: error });
@@ -309,6 +334,8 @@ export type CallFailureKind = 'cancelled' | 'timeout' | 'connection' | 'http' | 
 export interface CallFailureDetail {
   message: string;
   status?: number;
+  /** The statuses the call's attempts were answered with before it failed (withAnswers). */
+  answers?: readonly number[];
   cause?: unknown;
   /** Tokens the server billed for the failed call (a reply cut off or unusable). */
   usage?: TokenUsage;
@@ -333,6 +360,7 @@ export function callFailure(
     ...(detail.status !== undefined ? { status: detail.status } : {}),
     ...(detail.usage ? { usage: detail.usage } : {}),
     ...(detail.truncated ? { truncated: true } : {}),
+    ...(detail.answers?.length ? { answers: detail.answers } : {}),
   };
   const options = (hint?: string) => ({ details, cause: detail.cause, ...(hint ? { hint } : {}) });
   switch (kind) {
@@ -349,7 +377,10 @@ export function callFailure(
     case 'timeout':
       return new OrqError(
         'LLM_CALL_FAILED',
-        `The ${role} call to ${label} timed out after ${target.timeoutMs / 1000}s`,
+        `The ${role} call to ${label} timed out after ${target.timeoutMs / 1000}s` +
+          (detail.answers?.length
+            ? ` (the server had answered ${describeAnswers(detail.answers)})`
+            : ''),
         options(
           role === 'replanner'
             ? 'Raise replanning.timeoutSeconds, or use a faster model for the replanner'

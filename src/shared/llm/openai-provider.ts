@@ -12,6 +12,7 @@ import {
   NO_USAGE,
   tokenCount,
   untilAborted,
+  withAnswers,
   type CallTarget,
   type ChatCompletion,
   type ChatProvider,
@@ -55,18 +56,21 @@ export function createOpenAiProvider(
       const sdk = await loadSdk();
       const openai = await client();
       const call = callSignal(request);
+      const answers: number[] = [];
       let completion: OpenAI.Chat.Completions.ChatCompletion;
       try {
         completion = await untilAborted(
-          openai.chat.completions.create(chatParams(config, request), {
-            signal: call.signal,
-            timeout: Math.max(1, Math.round(request.timeoutMs)),
-            maxRetries: config.maxRetries,
-          }),
+          withAnswers(answers, () =>
+            openai.chat.completions.create(chatParams(config, request), {
+              signal: call.signal,
+              timeout: Math.max(1, Math.round(request.timeoutMs)),
+              maxRetries: config.maxRetries,
+            }),
+          ),
           call.signal,
         );
       } catch (error) {
-        throw sdkCallFailure(error, call, target, sdk);
+        throw sdkCallFailure(error, call, target, sdk, answers);
       }
       const isCompletion = Array.isArray(completion.choices);
       const choice = isCompletion ? completion.choices[0] : undefined;
