@@ -86,6 +86,28 @@ describe('the live view of orq watch', () => {
     expect(frame).toContain('…');
   });
 
+  it('says where planning stands while the session plans', () => {
+    const planning = view('PLANNING', []);
+    expect(formatLiveView(planning, [])).toContain(
+      'planning: the first plan is being made or judged',
+    );
+    planning.session.planning.attempt = 1;
+    planning.session.planning.refinementHistory = [
+      {
+        decision: 'replan',
+        reasonCode: 'quality_below_threshold',
+        reason: 'score 62 is below the threshold 80',
+        currentScore: 62,
+        attemptCount: 1,
+        suggestionReplanCount: 0,
+      },
+    ];
+    expect(formatSessionTable(planning)).toContain(
+      'planning: plan 2 (replan 1) is being made or judged; the last plan got score 62 → replan: score 62 is below the threshold 80',
+    );
+    expect(formatLiveView(view('RUNNING', []), [])).not.toContain('planning:');
+  });
+
   it('tells a blocked session how to go on', () => {
     const frame = formatLiveView(view('BLOCKED', [['t1', 'BLOCKED']]), []);
     expect(frame).toContain('orq resume s1');

@@ -125,8 +125,19 @@ function sessionHeader(session: Session): string[] {
     `session ${session.id}  ${session.state}`,
     `instruction: ${clip(oneLine(session.instruction), 200)}`,
   ];
+  if (session.state === 'PLANNING') lines.push(planningLine(session));
   if (session.failure) lines.push(`failure: ${session.failure.code}: ${session.failure.reason}`);
   return lines;
+}
+
+/** Where planning stands: which plan is being made or judged, and what became of the last. */
+export function planningLine(session: Session): string {
+  const { attempt, refinementHistory } = session.planning;
+  const current = attempt === 0 ? 'the first plan' : `plan ${attempt + 1} (replan ${attempt})`;
+  const last = refinementHistory.at(-1);
+  if (!last) return `planning: ${current} is being made or judged`;
+  const score = last.currentScore === undefined ? 'no score' : `score ${last.currentScore}`;
+  return `planning: ${current} is being made or judged; the last plan got ${score} → ${last.decision}: ${clip(oneLine(last.reason), 120)}`;
 }
 
 /** A plain-text table of a session's tasks (`orq status <id>`); `now` dates running tasks. */
