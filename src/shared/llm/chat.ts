@@ -147,10 +147,6 @@ export function resolveApiKey(
   );
 }
 
-/**
- * The client options both SDKs take alike. The key is always explicit: without one the
- * Anthropic SDK would look for credential profiles on disk.
- */
 /** The HTTP statuses the attempts of the call running now were answered with (withAnswers). */
 const callAnswers = new AsyncLocalStorage<number[]>();
 
@@ -173,6 +169,10 @@ export function describeAnswers(answers: readonly number[]): string {
   return [...counts].map(([status, n]) => (n > 1 ? `${status} ×${n}` : String(status))).join(', ');
 }
 
+/**
+ * The client options both SDKs take alike. The key is always explicit: without one the
+ * Anthropic SDK would look for credential profiles on disk.
+ */
 export function sdkClientOptions(config: LlmRoleConfig, apiKey: string) {
   return {
     fetch: notingFetch,
