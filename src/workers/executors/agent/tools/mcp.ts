@@ -97,8 +97,10 @@ function transportFor(
 interface McpConnection {
   client: Client;
   stderr: TailBuffer;
-  /** What broke the connection (a reply over the SDK's size limit, a crash): the SDK's own
-   * errors for later calls only say "Connection closed" or "Not connected". */
+  /**
+   * What broke the connection (a reply over the SDK's size limit, a crash): the SDK's own
+   * errors for later calls only say "Connection closed" or "Not connected".
+   */
   transportError(): string | undefined;
   closed(): boolean;
 }
