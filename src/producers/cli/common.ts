@@ -8,6 +8,9 @@ import { OrqError, unreadableReason } from '../../shared/errors.js';
 import { createClient, type OrqClient } from '../client.js';
 import { redisForCli, type CliRedis, type RedisForCliOptions } from './redis-for-cli.js';
 
+/** `-c, --config`: every command that reads a configuration file takes it alike. */
+export const configOption = ['-c, --config <file>', 'configuration file (YAML or JSON)'] as const;
+
 export interface GlobalOptions {
   config?: string;
 }

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { createLogger } from '../../../shared/logger.js';
-import { parsePort, withClient } from '../common.js';
+import { configOption, parsePort, withClient } from '../common.js';
 
 interface DashboardOptions {
   host?: string;
@@ -17,7 +17,7 @@ export function registerDashboardCommand(program: Command): void {
     .option('--host <host>', 'address to listen on (default: config http.host, 127.0.0.1)')
     .option('--port <n>', 'port, 0 for a free one (default: config http.port, 3000)', parsePort)
     .option('--read-only-board', 'Bull Board without retry/clean/remove actions')
-    .option('-c, --config <file>', 'configuration file (YAML or JSON)')
+    .option(...configOption)
     .action(async (options: DashboardOptions) =>
       withClient(options, async (client, config) => {
         // The HTTP stack (fastify, Bull Board, OpenAPI) loads for this command only.

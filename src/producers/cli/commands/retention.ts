@@ -1,10 +1,8 @@
 import { Option, type Command } from 'commander';
 import { FINISHED_SESSION_STATES, type SessionState } from '../../../shared/domain/session.js';
 import { OrqError } from '../../../shared/errors.js';
-import { parseDurationSeconds, printJson, withSessions } from '../common.js';
+import { configOption, parseDurationSeconds, printJson, withSessions } from '../common.js';
 import { exitCodeFor } from '../run-cli.js';
-
-const configOption = ['-c, --config <file>', 'configuration file (YAML or JSON)'] as const;
 
 /** delete and prune: what is kept of finished sessions. */
 export function registerRetentionCommands(program: Command): void {

@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander';
 import { sessionConfig } from '../../client.js';
-import { parseConcurrency, sessionOverrides } from '../common.js';
+import { configOption, parseConcurrency, sessionOverrides } from '../common.js';
 import { checkRunnable, runHere, type RunHereOptions } from '../run-here.js';
 
 /** `orq run`: every role in this process, one session from submit to its end, with progress. */
@@ -9,7 +9,7 @@ export function registerRunCommand(program: Command): void {
     .command('run')
     .description('Run one instruction end to end in this process (all roles), printing progress')
     .argument('<instruction>', 'what you want done')
-    .option('-c, --config <file>', 'configuration file (YAML or JSON)')
+    .option(...configOption)
     .option('--scenario <file>', 'script the builtin provider with a scenario file')
     .option(
       '--session-config <json|file>',

@@ -3,6 +3,7 @@ import { RESUMABLE_SESSION_STATES, type SessionState } from '../../../shared/dom
 import { OrqError } from '../../../shared/errors.js';
 import type { OrqClient, ResumeRequest, SessionView } from '../../client.js';
 import {
+  configOption,
   parseIntIn,
   parsePositiveInt,
   parsePositiveNumber,
@@ -21,8 +22,6 @@ import {
 import { formatHistoryEntry, formatSessionList, formatSessionTable } from '../format.js';
 import { dataDir } from '../redis-for-cli.js';
 import { checkRunnable, runHere } from '../run-here.js';
-
-const configOption = ['-c, --config <file>', 'configuration file (YAML or JSON)'] as const;
 
 /**
  * A `--run` command's check before its roles start: the session's own config, when the session

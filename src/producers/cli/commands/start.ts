@@ -6,7 +6,13 @@ import { configuredConnection } from '../../../shared/redis.js';
 import { startPodServer } from '../../../workers/pod-server.js';
 import { startRoles } from '../../../workers/registry.js';
 import { settlesWithin } from '../../../shared/settles-within.js';
-import { cliConfig, parseConcurrency, parseIntIn, parseMilliseconds } from '../common.js';
+import {
+  cliConfig,
+  configOption,
+  parseConcurrency,
+  parseIntIn,
+  parseMilliseconds,
+} from '../common.js';
 
 function parseRoles(value: string): Role[] {
   const roles = value
@@ -54,7 +60,7 @@ export function registerStartCommand(program: Command): void {
       parseMilliseconds,
       30_000,
     )
-    .option('-c, --config <file>', 'configuration file (YAML or JSON)')
+    .option(...configOption)
     .option(
       '--metrics-port <n>',
       'serve Prometheus metrics (job durations per role) at /metrics on this port, and the probes /healthz and /readyz',
