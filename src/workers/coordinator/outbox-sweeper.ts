@@ -34,13 +34,13 @@ export function startOutboxSweeper(
   logger: Logger,
   intervalMs: number,
 ): () => void {
-  return startPeriodic(async () => {
-    try {
+  return startPeriodic(
+    'outbox sweep',
+    async () => {
       const flushed = await sweepOutboxes(store, queues);
       if (flushed > 0)
         logger.warn({ flushed }, 'outbox sweep enqueued jobs left behind by a crash');
-    } catch (error) {
-      logger.warn({ err: (error as Error).message }, 'outbox sweep failed; will retry');
-    }
-  }, intervalMs);
+    },
+    { intervalMs, logger },
+  );
 }

@@ -13,8 +13,9 @@ export function startRetentionSweeper(
   logger: Logger,
   options: { maxIdleSeconds: number; intervalMs: number },
 ): () => void {
-  return startPeriodic(async () => {
-    try {
+  return startPeriodic(
+    'retention sweep',
+    async () => {
       const report = await pruneSessions(store, {
         cutoffMs: Date.now() - options.maxIdleSeconds * 1000,
       });
@@ -24,8 +25,7 @@ export function startRetentionSweeper(
           'retention deleted finished sessions',
         );
       }
-    } catch (error) {
-      logger.warn({ err: (error as Error).message }, 'retention sweep failed; will retry');
-    }
-  }, options.intervalMs);
+    },
+    { intervalMs: options.intervalMs, logger },
+  );
 }
