@@ -42,6 +42,14 @@ export function forgetAgent(file: string): void {
   rmSync(file, { force: true });
 }
 
+const parseJson = (text: string): unknown => {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+};
+
 /** How long a killed group's leader gets to be gone before the worktree is opened anyway. */
 const GONE_WITHIN_MS = 5_000;
 
@@ -50,15 +58,15 @@ const GONE_WITHIN_MS = 5_000;
  * still that agent. Returns a note for the task's log when it stopped one.
  */
 export async function stopLeftoverAgent(file: string): Promise<string | undefined> {
-  let record: z.infer<typeof AgentRecord>;
+  let text: string;
   try {
-    record = AgentRecord.parse(JSON.parse(readFileSync(file, 'utf8')));
+    text = readFileSync(file, 'utf8');
   } catch {
-    forgetAgent(file);
-    return undefined;
+    return undefined; // No record: no agent left running.
   }
   forgetAgent(file);
-  if (processStart(record.pid) !== record.start) return undefined;
+  const record = AgentRecord.safeParse(parseJson(text)).data;
+  if (!record || processStart(record.pid) !== record.start) return undefined;
   try {
     process.kill(-record.pid, 'SIGKILL');
   } catch {
