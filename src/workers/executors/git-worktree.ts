@@ -207,6 +207,12 @@ export async function openWorktree(options: OpenWorktreeOptions): Promise<Worktr
     );
   }
   const notes: string[] = [];
+  const remove = () =>
+    withRepoLock(repository, async () => {
+      await removeWorktree(repository, path);
+      // The session's folder goes with its last worktree (rmdir leaves a folder in use).
+      await rmdir(dirname(path)).catch(() => undefined);
+    });
   // Task branches start from a commit: what is not committed in the repository is not in them.
   const uncommitted = await git(['status', '--porcelain', '--untracked-files=no'], repository);
   if (uncommitted.code === 0 && uncommitted.stdout.trim() !== '') {
@@ -267,15 +273,10 @@ export async function openWorktree(options: OpenWorktreeOptions): Promise<Worktr
       branch,
       startCommit,
       notes,
-      remove: () =>
-        withRepoLock(repository, async () => {
-          await removeWorktree(repository, path);
-          // The session's folder goes with its last worktree (rmdir leaves a folder in use).
-          await rmdir(dirname(path)).catch(() => undefined);
-        }),
+      remove,
     };
   } catch (error) {
-    await withRepoLock(repository, () => removeWorktree(repository, path));
+    await remove();
     throw error;
   }
 }
