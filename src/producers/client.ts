@@ -29,6 +29,7 @@ import { unfinishedStates } from '../shared/rules/retention.js';
 import {
   deleteSession,
   pruneSessions,
+  type DeletedSession,
   type PruneReport,
 } from '../shared/store/session-retention.js';
 import { UsageStore, type SessionUsage } from '../shared/store/usage-store.js';
@@ -113,7 +114,7 @@ export interface OrqClient {
    * Deletes a finished session and everything kept of it (record, tasks, history, usage).
    * Refuses a session still planning, running or blocked: cancel it first.
    */
-  delete(sessionId: string): Promise<{ sessionId: string; state: SessionState }>;
+  delete(sessionId: string): Promise<DeletedSession>;
   /** Deletes the finished sessions idle for longer than `olderThanSeconds`. */
   prune(request: PruneRequest): Promise<PruneReport>;
   /**

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { HistoryEntry } from '../../shared/domain/history.js';
-import { Session, SessionId, SessionState } from '../../shared/domain/session.js';
+import { Session, SessionId } from '../../shared/domain/session.js';
 import { Task } from '../../shared/domain/task.js';
 
 /**
@@ -61,8 +61,6 @@ export const Accepted = z.object({
   requestId: z.string().optional(),
   accepted: z.literal(true),
 });
-
-export const Deleted = z.object({ sessionId: SessionId, state: SessionState });
 
 export const Health = z.object({
   status: z.enum(['ok', 'unavailable']),

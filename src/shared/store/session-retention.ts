@@ -96,6 +96,10 @@ function idempotencyKeyOf(data: string): string | undefined {
   }
 }
 
+/** What a delete of a finished session answers: the session and the state it ended in. */
+export const DeletedSession = z.object({ sessionId: SessionId, state: SessionState });
+export type DeletedSession = z.infer<typeof DeletedSession>;
+
 export interface PruneOptions extends PruneRule {
   /** Report what would go, delete nothing. */
   dryRun?: boolean;

@@ -3,12 +3,11 @@ import { z } from 'zod';
 import { Session } from '../../../shared/domain/session.js';
 import { idempotencyKey } from '../../../shared/store/keys.js';
 import { PruneRequest, ResumeRequest, SubmitRequest } from '../../client.js';
-import { PruneReport } from '../../../shared/store/session-retention.js';
+import { DeletedSession, PruneReport } from '../../../shared/store/session-retention.js';
 import { ApiError } from '../errors.js';
 import {
   Accepted,
   CancelRequest,
-  Deleted,
   HistoryQuery,
   ListQuery,
   SessionParams,
@@ -108,7 +107,13 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
         description:
           'Tasks, results, history and usage go with it. A session still planning, running or blocked is refused (409): cancel it first.',
         params: SessionParams,
-        response: { 200: Deleted, 400: ApiError, 404: ApiError, 409: ApiError, 503: ApiError },
+        response: {
+          200: DeletedSession,
+          400: ApiError,
+          404: ApiError,
+          409: ApiError,
+          503: ApiError,
+        },
       },
     },
     async (request) => {
