@@ -55,7 +55,10 @@ describe('Redis gone while a pod is idle', () => {
     // The default --shutdown-timeout is 30 s; stopProcess sends SIGKILL after 15 s, so a pod
     // that sat out the timeout would exit with null.
     expect(await stopProcess(pod)).toBe(0);
-    expect(output).toContain('stopping anyway');
+    // Whether BullMQ's close hangs on the lost connection (the pod then says 'stopping anyway'
+    // after about 3 s) or returns at once depends on where each consumer's loop was when Redis
+    // went; either way the pod must finish its shutdown.
+    expect(output).toMatch(/"msg":"stopped"/);
   });
 });
 
