@@ -1,10 +1,10 @@
-import type { LlmConfig, LlmRoleConfig } from '../shared/config/schema.js';
 import type { Session, SessionState } from '../shared/domain/session.js';
 import { createBuiltinModels } from '../shared/llm/builtin.js';
 import { resolveApiKey, type ChatProvider, type ModelRole } from '../shared/llm/chat.js';
 import { createLlmModels, type LlmRoleConfigs } from '../shared/llm/llm-models.js';
 import { canonicalJson } from '../shared/llm/record-replay.js';
 import { meteredChat, meteredModels } from '../shared/llm/metered.js';
+import { MODEL_ROLES, roleConfig, sessionRoleConfigs } from '../shared/llm/role-config.js';
 import { sampledJudge } from '../shared/llm/sampled-judge.js';
 import { loadScenarioFile } from '../shared/llm/scenario.js';
 import type { RoleModels } from '../shared/llm/types.js';
@@ -12,30 +12,6 @@ import type { UsageStore } from '../shared/store/usage-store.js';
 import { cancellableModels, SessionCancellation, type SessionStateReader } from './cancellation.js';
 
 export type { ModelRole };
-
-const MODEL_ROLES: readonly ModelRole[] = ['planner', 'judge', 'worker', 'replanner'];
-
-/** A role's settings: llm.default with llm.<role> on top. */
-export function roleConfig(llm: LlmConfig, role: ModelRole): LlmRoleConfig {
-  return { ...llm.default, ...(llm[role] ?? {}) } as LlmRoleConfig;
-}
-
-/**
- * Every role's effective settings for a session. The replanner's time limit is seed 001's
- * replanning.timeoutSeconds, or llm.replanner.timeoutSeconds when that is set and lower.
- */
-export function sessionRoleConfigs(config: Session['config']): Record<ModelRole, LlmRoleConfig> {
-  const configs = Object.fromEntries(
-    MODEL_ROLES.map((role) => [role, roleConfig(config.llm, role)]),
-  ) as Record<ModelRole, LlmRoleConfig>;
-  const own = config.llm.replanner?.timeoutSeconds;
-  const seed = config.replanning.timeoutSeconds;
-  configs.replanner = {
-    ...configs.replanner,
-    timeoutSeconds: own !== undefined ? Math.min(own, seed) : seed,
-  };
-  return configs;
-}
 
 /**
  * Throws the missing-key error a session's first real-model call would meet, for a process that

@@ -130,14 +130,28 @@ describe('usage hash', () => {
 
 describe('reservationLeaseMs', () => {
   it("outlasts the role's longest call: its time limit for every repair turn, and a minute", () => {
-    const llm = SessionConfig.parse({
+    const config = SessionConfig.parse({
       llm: {
         default: { timeoutSeconds: 120 },
         worker: { timeoutSeconds: 600 },
         maxRepairAttempts: 2,
       },
-    }).llm;
-    expect(reservationLeaseMs(llm, 'worker')).toBe(600_000 * 3 + 60_000);
-    expect(reservationLeaseMs(llm, 'judge')).toBe(120_000 * 3 + 60_000);
+    });
+    expect(reservationLeaseMs(config, 'worker')).toBe(600_000 * 3 + 60_000);
+    expect(reservationLeaseMs(config, 'judge')).toBe(120_000 * 3 + 60_000);
+  });
+
+  it("takes the replanner's limit from replanning.timeoutSeconds, as its calls do", () => {
+    const seedLimit = SessionConfig.parse({
+      llm: { default: { timeoutSeconds: 120 }, maxRepairAttempts: 1 },
+      replanning: { timeoutSeconds: 900 },
+    });
+    expect(reservationLeaseMs(seedLimit, 'replanner')).toBe(900_000 * 2 + 60_000);
+    // llm.replanner.timeoutSeconds counts when it is the lower of the two.
+    const ownLimit = SessionConfig.parse({
+      llm: { replanner: { timeoutSeconds: 60 }, maxRepairAttempts: 1 },
+      replanning: { timeoutSeconds: 900 },
+    });
+    expect(reservationLeaseMs(ownLimit, 'replanner')).toBe(60_000 * 2 + 60_000);
   });
 });

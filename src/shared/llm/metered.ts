@@ -5,6 +5,7 @@ import { OrqError } from '../errors.js';
 import type { Role } from '../queues.js';
 import type { BudgetLimits, Reservation, UsageStore } from '../store/usage-store.js';
 import { NO_USAGE, usageOfFailure, type ChatProvider } from './chat.js';
+import { sessionRoleConfigs } from './role-config.js';
 import type { RoleModels } from './types.js';
 
 /**
@@ -95,11 +96,12 @@ const LEASE_MARGIN_MS = 60_000;
 
 /**
  * How long a reservation of the role's calls is held when its call never settles (its pod
- * died): past the longest a call can run (its time limit, for every repair turn) and a margin.
+ * died): past the longest a call can run (the role's effective time limit, the replanner's
+ * replanning.timeoutSeconds included, for every repair turn) and a margin.
  */
-export function reservationLeaseMs(llm: LlmConfig, role: ModelRole): number {
-  const timeoutSeconds = llm[role]?.timeoutSeconds ?? llm.default.timeoutSeconds;
-  return timeoutSeconds * 1000 * (llm.maxRepairAttempts + 1) + LEASE_MARGIN_MS;
+export function reservationLeaseMs(config: SessionConfig, role: ModelRole): number {
+  const { timeoutSeconds } = sessionRoleConfigs(config)[role];
+  return timeoutSeconds * 1000 * (config.llm.maxRepairAttempts + 1) + LEASE_MARGIN_MS;
 }
 
 export interface MeterOptions {
@@ -137,7 +139,7 @@ export function createMeter(options: MeterOptions): Meter {
   const price = priceOf(budget, provider, model);
   const limits = budgetLimits(budget);
   const estimate = reservationFor(budget, price);
-  const leaseMs = reservationLeaseMs(session.config.llm, role);
+  const leaseMs = reservationLeaseMs(session.config, role);
   const none: Reservation = { tokens: 0, usdMicros: 0 };
 
   async function reserve({ method, taskId }: MeteredCall): Promise<Reservation> {

@@ -1,5 +1,5 @@
 import type { TaskResult } from '../../../shared/domain/task.js';
-import { roleConfig } from '../../models.js';
+import { roleConfig } from '../../../shared/llm/role-config.js';
 import { taskPrompt } from '../prompt.js';
 import type { Executor, ExecutorContext } from '../types.js';
 import { ensureTaskWorkspace } from '../workspace-dir.js';

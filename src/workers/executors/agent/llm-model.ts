@@ -6,7 +6,7 @@ import { outputFormat } from '../../../shared/llm/prompts.js';
 import { withRecordReplay } from '../../../shared/llm/record-replay.js';
 import { callStructured, replyJsonSchema } from '../../../shared/llm/structured.js';
 import type { ModelReply } from '../../../shared/llm/types.js';
-import { roleConfig } from '../../models.js';
+import { roleConfig } from '../../../shared/llm/role-config.js';
 import type { ExecutorContext } from '../types.js';
 import type {
   AgentActRequest,
