@@ -278,6 +278,20 @@ describe('replaceTaskWithSubtasks: ids', () => {
     expect(newTaskIds).toEqual(['B.r1.1_2', 'B.r1.2']);
   });
 
+  it("keeps new ids off every task of the session, not only the original's neighbours", () => {
+    // The coordinator passes the neighbourhood and the session's ids: a plan of its own may
+    // hold a task named like a subtask.
+    const { newTaskIds } = replaceTaskWithSubtasks({
+      tasks: [task('B')],
+      sessionTaskIds: ['B', 'B.r1.1', 'other'],
+      originalTaskId: 'B',
+      subtasks: [planned('s1'), planned('s2')],
+      reason: 'r',
+      maxIterations: 3,
+    });
+    expect(newTaskIds).toEqual(['B.r1.1_2', 'B.r1.2']);
+  });
+
   it('produces the same ids for the same input', () => {
     expect(replaceBInDiamond()).toEqual(replaceBInDiamond());
   });

@@ -3,8 +3,13 @@ import type { PlannedTask } from '../domain/plan.js';
 import { FINISHED_TASK_STATES, SATISFYING_TASK_STATES, TaskId, type Task } from '../domain/task.js';
 
 export interface ReplaceTaskInput {
-  /** Every task of the session; never mutated. */
+  /** The original with its dependencies and dependents (or every task); never mutated. */
   tasks: readonly Task[];
+  /**
+   * Ids of every task of the session, when `tasks` holds only the original's neighbourhood:
+   * a new id must not be any of them (a plan may hold an `A.r1.1` of its own).
+   */
+  sessionTaskIds?: readonly string[];
   originalTaskId: string;
   /** The Replanner's subtasks, with the Replanner's own ids. */
   subtasks: readonly PlannedTask[];
@@ -145,7 +150,7 @@ export function replaceTaskWithSubtasks(input: ReplaceTaskInput): ReplaceTaskRes
 
   const iteration = (original.replanningInfo?.iteration ?? 0) + 1;
   const prefix = input.idPrefix ?? `${original.id}.r${iteration}`;
-  const taken = new Set(tasks.map((t) => t.id));
+  const taken = new Set([...tasks.map((t) => t.id), ...(input.sessionTaskIds ?? [])]);
   const newIdOf = new Map<string, string>();
   for (const [i, subtask] of subtasks.entries()) {
     const base = `${prefix}.${i + 1}`;

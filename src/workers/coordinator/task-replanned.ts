@@ -43,6 +43,7 @@ export async function onTaskReplanned(
   try {
     replaced = replaceTaskWithSubtasks({
       tasks: [original, ...[...related.values()].map((s) => s.task)],
+      sessionTaskIds: session.taskIds,
       originalTaskId: original.id,
       subtasks: event.breakdown.tasks,
       reason: event.breakdown.reason || original.judgement?.reason || 'judge asked for a replan',
