@@ -21,6 +21,9 @@ export const FINISHED_TASK_STATES: readonly TaskState[] = [
   'CANCELLED',
 ];
 
+/** States of a task whose execution (or continuation) is under way: dispatched, not judged. */
+export const ACTIVE_TASK_STATES: readonly TaskState[] = ['RUNNING', 'NEEDS_CONTINUATION'];
+
 /** States that let a dependent go on (SKIPPED: the user said to proceed without it). */
 export const SATISFYING_TASK_STATES: readonly TaskState[] = ['DONE', 'SKIPPED'];
 
@@ -111,3 +114,11 @@ export const Task = z.object({
 export type Task = z.infer<typeof Task>;
 /** Input form: defaults may be omitted. */
 export type TaskInput = z.input<typeof Task>;
+
+/**
+ * A task whose current execution is under way: dispatched (RUNNING, or NEEDS_CONTINUATION for
+ * a continuation), not yet judged, and not waiting for its replan.
+ */
+export function isExecuting(task: Pick<Task, 'state' | 'replanPending'>): boolean {
+  return ACTIVE_TASK_STATES.includes(task.state) && !task.replanPending;
+}

@@ -1,4 +1,5 @@
 import {
+  ACTIVE_TASK_STATES,
   FINISHED_TASK_STATES,
   SATISFYING_TASK_STATES,
   Task,
@@ -12,7 +13,7 @@ import type { Counters, TaskSnapshot } from '../../shared/store/session-store.js
 const DEPENDENCIES_IN_JOB = 100;
 
 export const isOpen = (state: TaskState) => !FINISHED_TASK_STATES.includes(state);
-export const isActive = (state: TaskState) => state === 'RUNNING' || state === 'NEEDS_CONTINUATION';
+export const isActive = (state: TaskState) => ACTIVE_TASK_STATES.includes(state);
 export const isSatisfying = (state: TaskState) => SATISFYING_TASK_STATES.includes(state);
 
 /**

@@ -3,7 +3,7 @@ import { parseOrThrow } from '../../shared/errors.js';
 import { jobIds, JudgePlanJob, JudgeTaskJob, outboxJob } from '../../shared/queues.js';
 import { QualityJudgement } from '../../shared/domain/plan.js';
 import { TaskJudgement } from '../../shared/domain/task.js';
-import { checkReply, type RoleContext } from './context.js';
+import { checkReply, isCurrentExecution, type RoleContext } from './context.js';
 
 /** Judge: scores plans (quality) and judges task executions (done / continue / replan / blocked). */
 export function createJudgeProcessor(ctx: RoleContext) {
@@ -44,7 +44,7 @@ export function createJudgeProcessor(ctx: RoleContext) {
     const { snapshot, tasks } = await ctx.store.loadForTask(data.sessionId, [data.taskId]);
     const task = tasks.get(data.taskId);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
-    if (!task || task.task.attempts !== data.attempt) return 'stale';
+    if (!task || !isCurrentExecution(task.task, data.attempt)) return 'stale';
     const reply = await (
       await ctx.models.forSession(snapshot.session, 'judge')
     ).judgeTask({
