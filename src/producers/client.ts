@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { applyLegacyKeys, parseConfig, mergeConfig } from '../shared/config/load.js';
 import { SessionConfig, type OrqConfig, type OrqConfigInput } from '../shared/config/schema.js';
 import type { HistoryEntry } from '../shared/domain/history.js';
+import type { TaskProgress } from '../shared/domain/progress.js';
 import {
   FINISHED_SESSION_STATES,
   RESUMABLE_SESSION_STATES,
@@ -13,6 +14,7 @@ import {
 import { TaskId, type Task } from '../shared/domain/task.js';
 import { describeZodIssues, OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
+import { readRunningProgress } from '../shared/running-progress.js';
 import { BudgetRaise, defaultJobOptions, jobIds, outboxJob, ResumeMode } from '../shared/queues.js';
 import {
   asRedisUnavailable,
@@ -82,6 +84,8 @@ export interface SessionView {
   counters: Counters;
   /** Tokens per role and task, the USD estimate and the budget's state (usage-store.ts). */
   usage: SessionUsage;
+  /** What each executing task is doing, when its executor reports it (by task id). */
+  progress: Record<string, TaskProgress>;
 }
 
 export interface WatchOptions {
@@ -272,7 +276,8 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       const snapshot = await store.requireSession(sessionId);
       const tasks = await store.loadAllTasks(sessionId);
       const usage = await usageStore.read(sessionId);
-      return { session: snapshot.session, tasks, counters: snapshot.counters, usage };
+      const progress = await readRunningProgress(queues, sessionId, tasks);
+      return { session: snapshot.session, tasks, counters: snapshot.counters, usage, progress };
     });
 
   async function* watch(

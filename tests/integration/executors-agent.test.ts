@@ -475,10 +475,14 @@ describe('a session whose tasks run through the builtin agent', () => {
         const last = steps.at(-1);
         const job = await work.getJob(jobIds.execute(session.id, t.id, 1));
         expect(last).toBeDefined();
+        const tool = last?.entry.type === 'action' ? last.entry.tool : undefined;
         expect(job?.progress).toEqual({
+          attempt: 1,
+          at: expect.any(String),
+          activity: `step ${last?.step}: ${last?.entry.type}${tool ? ` ${tool}` : ''}`,
           step: last?.step,
           type: last?.entry.type,
-          ...(last?.entry.type === 'action' ? { tool: last.entry.tool } : {}),
+          ...(tool ? { tool } : {}),
         });
       }
     } finally {

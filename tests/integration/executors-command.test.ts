@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import type { CommandExecutorConfig } from '../../src/shared/config/schema.js';
+import type { ProgressUpdate } from '../../src/shared/domain/progress.js';
 import { ValidationError } from '../../src/shared/errors.js';
 import {
   agentRecordPath,
@@ -23,6 +24,9 @@ import {
 import { createCommandExecutor } from '../../src/workers/executors/command.js';
 import { git as gitRun, taskBranchName } from '../../src/workers/executors/git-worktree.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
+import { bullQueue } from '../support/pods.js';
+import { formatSessionTable } from '../../src/producers/cli/format.js';
+import { jobIds } from '../../src/shared/queues.js';
 import { executorContext, makeSession, openStore } from '../support/executors.js';
 import { eventually } from '../support/scenarios.js';
 import { taskWorkspacePath } from '../../src/workers/executors/workspace-dir.js';
@@ -124,6 +128,51 @@ describe('the command executor', () => {
     expect(result.log).toContain('+t1: Write the parser');
     expect(worktrees(repo)).toHaveLength(1);
     expect(git(['status', '--porcelain'], repo)).toBe('');
+  });
+
+  it('reports what the agent and the checks are doing as progress while they run', async () => {
+    const { session } = setup(
+      {
+        checks: [
+          {
+            name: 'slow',
+            command: [
+              process.execPath,
+              '-e',
+              'console.log("checking"); setTimeout(() => {}, 2500)',
+            ],
+          },
+        ],
+      },
+      ['--linger', '2600'],
+    );
+    const updates: ProgressUpdate[] = [];
+    const result = await createCommandExecutor().execute(
+      executorContext(db.store, session, task, { progress: (u) => updates.push(u) }),
+    );
+    expect(result.error).toBeUndefined();
+    const agent = updates.findIndex((u) => u.activity === 'agent started');
+    const check = updates.findIndex((u) => u.activity === 'check slow started');
+    expect(agent).toBe(0);
+    expect(check).toBeGreaterThan(agent);
+    // Every 2 s while the command printed more: its output so far and its last line. Each
+    // command prints for longer than that, so each is reported at least once.
+    const agentOutput = updates.slice(agent + 1, check);
+    expect(agentOutput.length).toBeGreaterThan(0);
+    for (const update of agentOutput) {
+      expect(update.activity).toMatch(
+        /^agent: \d+B of output; last: fake agent(: still working \(\d+\)| edited t1\.txt for task t1)$/,
+      );
+      expect(update.outputBytes).toBeGreaterThan(0);
+    }
+    const checkOutput = updates.slice(check + 1);
+    expect(checkOutput.length).toBeGreaterThan(0);
+    for (const update of checkOutput) {
+      expect(update).toEqual({
+        activity: 'check slow: 9B of output; last: checking',
+        outputBytes: 9,
+      });
+    }
   });
 
   it('leaves no folder of the session behind once its worktree is removed', async () => {
@@ -404,6 +453,53 @@ describe('the command executor', () => {
 describe('a session whose tasks run through the command executor', () => {
   let cluster: TestCluster | undefined;
   const startCluster = clusterPerTest();
+
+  it('shows what each running agent is doing in the session view and `orq status`', async () => {
+    const repo = makeRepo();
+    cluster = await startCluster({
+      config: {
+        execution: {
+          defaultExecutor: 'command',
+          workspaceRoot: join(tmp, 'progress-ws'),
+          command: {
+            template: [process.execPath, FAKE_AGENT, '--linger', '3000', '{{prompt}}'],
+            repository: repo,
+          },
+        },
+      },
+    });
+    const session = await cluster.client.submit({ instruction: 'Write the parser' });
+    const client = cluster.client;
+    const view = await eventually(
+      async () => {
+        const v = await client.get(session.id);
+        const running = v.tasks.find((t) => t.state === 'RUNNING' && v.progress[t.id]?.outputBytes);
+        return running ? { v, running } : undefined;
+      },
+      'a running task with output in its progress',
+      20_000,
+    );
+    const report = view.v.progress[view.running.id];
+    expect(report).toMatchObject({ attempt: view.running.attempts });
+    expect(report?.activity).toMatch(/^agent: \d+B of output; last: fake agent/);
+    // The work job holds it: what Bull Board shows.
+    const work = bullQueue(client.store.redis, cluster.prefix, 'work');
+    try {
+      const job = await work.getJob(jobIds.execute(session.id, view.running.id, 1));
+      expect(job?.progress).toEqual(report);
+    } finally {
+      await work.close();
+    }
+    expect(formatSessionTable(view.v)).toMatch(
+      new RegExp(
+        `\\nnow:\\n  ${view.running.id}: agent: \\d+B of output; last: fake agent.* ago\\)`,
+      ),
+    );
+    const done = await client.wait(session.id, { timeoutMs: 40_000 });
+    expect(done.session.state).toBe('COMPLETED');
+    // A finished task's last report is not shown.
+    expect(done.progress).toEqual({});
+  });
 
   it('ends with one branch per task and the judge verdicts in the history', async () => {
     const repo = makeRepo();

@@ -63,6 +63,8 @@ type View = {
   session: { id: string; state: string };
   tasks: { id: string; state: string }[];
   counters: { open: number; active: number };
+  usage: { total: { calls: number }; byTask: Record<string, unknown> };
+  progress: Record<string, unknown>;
 };
 
 async function waitForState(id: string, state: string): Promise<View> {
@@ -127,6 +129,10 @@ describe('sessions over HTTP', () => {
     expect(view.tasks.length).toBeGreaterThanOrEqual(2);
     expect(view.tasks.every((t) => t.state === 'DONE')).toBe(true);
     expect(view.counters).toEqual({ open: 0, active: 0 });
+    // The usage is in the view, as `orq status` shows it; no task runs, so nothing reports.
+    expect(view.usage.total.calls).toBeGreaterThan(view.tasks.length);
+    expect(Object.keys(view.usage.byTask).sort()).toEqual(view.tasks.map((t) => t.id).sort());
+    expect(view.progress).toEqual({});
 
     const list = await fetch(url('/sessions?limit=50'), { headers: auth });
     expect(((await list.json()) as { id: string }[]).map((s) => s.id)).toContain(session.id);
@@ -246,6 +252,7 @@ describe('sessions over HTTP', () => {
     const cases = [
       [await post('{"instruction": ', 'application/json'), 400, 'VALIDATION_FAILED'],
       [await post('<session/>', 'application/xml'), 415, 'UNSUPPORTED_MEDIA_TYPE'],
+      [await post('{"instruction":"x"}', 'text/plain'), 415, 'UNSUPPORTED_MEDIA_TYPE'],
       [
         await post(`{"instruction":"${'x'.repeat(1_100_000)}"}`, 'application/json'),
         413,

@@ -6,6 +6,7 @@ import { SessionConfig } from '../../src/shared/config/schema.js';
 import { Session, type Session as SessionType } from '../../src/shared/domain/session.js';
 import { Task, type TaskInput } from '../../src/shared/domain/task.js';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
+import type { ProgressUpdate } from '../../src/shared/domain/progress.js';
 import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { createConnection } from '../../src/shared/redis.js';
@@ -56,7 +57,12 @@ export function executorContext(
   store: SessionStore,
   session: SessionType,
   task: TaskInput,
-  options: { attempt?: number; signal?: AbortSignal; feedback?: string } = {},
+  options: {
+    attempt?: number;
+    signal?: AbortSignal;
+    feedback?: string;
+    progress?: (update: ProgressUpdate) => void;
+  } = {},
 ): ExecutorContext {
   const parsed = Task.parse(task);
   const attempt = options.attempt ?? 1;
@@ -73,6 +79,7 @@ export function executorContext(
       recordSession(store, session),
       storeStepHistory(store, session, parsed.id, attempt),
     ),
+    progress: options.progress ?? (() => undefined),
     signal: options.signal ?? new AbortController().signal,
     logger: silentLogger,
     jobAttempt: 0,

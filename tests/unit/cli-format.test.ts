@@ -19,6 +19,8 @@ import { OrqError } from '../../src/shared/errors.js';
 import { usageFromHash } from '../../src/shared/store/usage-store.js';
 
 const now = '2026-01-02T03:04:05.000Z';
+/** The ISO time `seconds` after `now`. */
+const at = (seconds: number) => new Date(Date.parse(now) + seconds * 1000).toISOString();
 
 function view(state: SessionState, tasks: [string, TaskState, string?][]): SessionView {
   return {
@@ -37,6 +39,7 @@ function view(state: SessionState, tasks: [string, TaskState, string?][]): Sessi
     ),
     counters: { open: 0, active: 0 },
     usage: usageFromHash({}),
+    progress: {},
   };
 }
 
@@ -139,7 +142,6 @@ describe('text helpers', () => {
   });
 
   it('times a task from its latest start to its end, or to now while it runs', () => {
-    const at = (seconds: number) => new Date(Date.parse(now) + seconds * 1000).toISOString();
     const timed = view('RUNNING', [
       ['done', 'DONE'],
       ['running', 'RUNNING'],
@@ -157,6 +159,41 @@ describe('text helpers', () => {
     expect(table).toMatch(/^waiting\s+READY \(waits for 2\)\s+0\s+-\s/m);
     expect(table).toMatch(/^next\s+READY\s+0\s+-\s/m);
     expect(formatLiveView(timed, [], {}, later)).toMatch(/^running\s+RUNNING\s+0\s+3m 05s\s/m);
+  });
+
+  it("says what executing tasks report doing, under the table, and not a finished task's report", () => {
+    const v = view('RUNNING', [
+      ['a', 'RUNNING'],
+      ['b', 'RUNNING'],
+      ['c', 'RUNNING'],
+      ['d', 'NEEDS_CONTINUATION'],
+      ['quiet', 'RUNNING'],
+      ['over', 'DONE'],
+    ]);
+    const report = (activity: string) => ({ attempt: 1, at: at(0), activity });
+    v.progress = {
+      a: report('agent: 12KB of output; last: Running   the\ntests'),
+      b: report('step 3: action write_file'),
+      c: report('check lint started'),
+      d: report('agent started'),
+      over: report('agent: 1KB of output'),
+    };
+    const later = Date.parse(now) + 4_000;
+    const lines = [
+      '  a: agent: 12KB of output; last: Running the tests (4.0s ago)',
+      '  b: step 3: action write_file (4.0s ago)',
+      '  c: check lint started (4.0s ago)',
+      '  d: agent started (4.0s ago)',
+    ];
+    expect(formatSessionTable(v, later).split('\n').slice(-5)).toEqual(['now:', ...lines]);
+    // The live view keeps room for the table: three reports, and how many more there are.
+    const frame = formatLiveView(v, [], { rows: 40, columns: 200 }, later).split('\n');
+    expect(frame.slice(frame.indexOf('now:'))).toEqual([
+      'now:',
+      ...lines.slice(0, 3),
+      '  … 1 more',
+    ]);
+    expect(formatSessionTable(view('RUNNING', [['a', 'RUNNING']]), later)).not.toContain('now:');
   });
 
   it.each([

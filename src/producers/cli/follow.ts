@@ -55,6 +55,8 @@ export function followMode(
 
 /** How often the live frame is drawn again while a task runs, for its time. */
 const TICK_MS = 1000;
+/** How often the live view reads the session again while a task runs, for its progress. */
+const PROGRESS_READ_MS = 3000;
 
 /**
  * Follows a session until it finishes or blocks (or `signal` aborts) and returns its final view.
@@ -104,12 +106,6 @@ export async function followSession(
   onOutage = () => {
     if (shown) draw(shown);
   };
-  // Running tasks' times go on between events: the frame is drawn again from the view it shows
-  // (no read), so a long task is seen to be alive.
-  const ticker = setInterval(() => {
-    if (shown?.tasks.some((t) => t.startedAt && !t.endedAt)) draw(shown);
-  }, TICK_MS);
-  ticker.unref();
   const releaseLogs = options.logs?.above({
     clear: () => render.clear(),
     redraw: () => {
@@ -121,16 +117,30 @@ export async function followSession(
   const redrawMs = options.redrawMs ?? 150;
   let timer: NodeJS.Timeout | undefined;
   let drawing: Promise<void> = Promise.resolve();
+  let readAt = 0;
+  const read = async () => {
+    readAt = Date.now();
+    return client.get(sessionId);
+  };
   const scheduleRedraw = () => {
     if (timer) return;
     timer = setTimeout(() => {
       timer = undefined;
-      drawing = drawing.then(async () => draw(await client.get(sessionId))).catch(() => undefined);
+      drawing = drawing.then(async () => draw(await read())).catch(() => undefined);
     }, redrawMs);
   };
+  // Running tasks' times go on between events: the frame is drawn again from the view it shows
+  // (no read), so a long task is seen to be alive. What they report doing (an agent's output)
+  // changes without a history entry, so it is read anew every PROGRESS_READ_MS.
+  const ticker = setInterval(() => {
+    if (!shown?.tasks.some((t) => t.startedAt && !t.endedAt)) return;
+    if (Date.now() - readAt >= PROGRESS_READ_MS) scheduleRedraw();
+    else draw(shown);
+  }, TICK_MS);
+  ticker.unref();
 
   try {
-    draw(await client.get(sessionId));
+    draw(await read());
     for await (const { entry } of entries) {
       recent.push(entry);
       if (recent.length > LIVE_HISTORY_LINES) recent.shift();

@@ -1,6 +1,6 @@
 import type { HistoryEntry } from '../../shared/domain/history.js';
 import type { Session } from '../../shared/domain/session.js';
-import { TaskState, type Task } from '../../shared/domain/task.js';
+import { isExecuting, TaskState, type Task } from '../../shared/domain/task.js';
 import type { SessionView } from '../client.js';
 import { BUDGET_RESUME_HINT } from '../../shared/llm/metered.js';
 
@@ -161,9 +161,31 @@ export function formatSessionTable(view: SessionView, now = Date.now()): string 
       ['TASK', 'STATE', 'ATTEMPTS', 'TIME', 'DEPENDS ON', 'TOKENS IN/OUT', 'TITLE'],
       rows,
     ),
+    ...progressLines(view, now),
     ...blockedReasons(tasks),
   );
   return lines.join('\n');
+}
+
+/** Running tasks' progress shown in the live view, at most: the rest are counted. */
+const LIVE_PROGRESS_LINES = 3;
+
+/**
+ * What each running task's execution is doing (its executor's last report), under the table:
+ * `t3: agent: 12KB of output; last: Running tests (4.0s ago)`. At most `max` lines.
+ */
+function progressLines(view: SessionView, now: number, max = Infinity): string[] {
+  const reports = view.tasks.flatMap((t) => {
+    const report = view.progress[t.id];
+    return isExecuting(t) && report ? [{ id: t.id, report }] : [];
+  });
+  if (reports.length === 0) return [];
+  const shown = reports.slice(0, max).map(({ id, report }) => {
+    const ago = formatElapsed(now - Date.parse(report.at));
+    return `  ${id}: ${clip(oneLine(report.activity), 160)} (${ago} ago)`;
+  });
+  if (reports.length > shown.length) shown.push(`  … ${reports.length - shown.length} more`);
+  return ['', 'now:', ...shown];
 }
 
 /** Why each BLOCKED task is blocked, under the table. */
@@ -269,7 +291,8 @@ export const LIVE_HISTORY_LINES = 5;
 
 /**
  * The frame `orq watch` redraws in a terminal: the session's state, counts by task state, a
- * table of tasks with state, attempts and time, and the last few history lines.
+ * table of tasks with state, attempts and time, what running tasks are doing, and the last few
+ * history lines.
  */
 export function formatLiveView(
   view: SessionView,
@@ -283,6 +306,7 @@ export function formatLiveView(
   const head = sessionHeader(session);
   head.push(formatTaskCounts(tasks));
   const tail = recent.slice(-LIVE_HISTORY_LINES).map(formatHistoryEntry);
+  const doing = progressLines(view, now, LIVE_PROGRESS_LINES);
   const footer: string[] = [];
   if (session.state === 'BLOCKED') {
     footer.push(
@@ -293,7 +317,8 @@ export function formatLiveView(
 
   // Room for task rows: the terminal minus header, blank lines, table header, history, footer,
   // and one spare line because log-update ends every frame with a newline.
-  const fixed = head.length + 1 + 1 + (tail.length ? tail.length + 2 : 0) + footer.length + 1;
+  const fixed =
+    head.length + 1 + 1 + doing.length + (tail.length ? tail.length + 2 : 0) + footer.length + 1;
   const room = Math.max(rows - fixed, 1);
   let visible = pickVisibleTasks(tasks, room);
   if (visible.length < tasks.length) visible = pickVisibleTasks(tasks, Math.max(room - 1, 0));
@@ -315,6 +340,7 @@ export function formatLiveView(
     ...head,
     '',
     ...table,
+    ...doing,
     ...(tail.length ? ['', 'recent:', ...tail] : []),
     ...footer,
   ];

@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { HistoryEntry } from '../../shared/domain/history.js';
 import { Session, SessionId } from '../../shared/domain/session.js';
+import { TaskProgress } from '../../shared/domain/progress.js';
 import { Task } from '../../shared/domain/task.js';
+import { SessionUsage } from '../../shared/store/usage-store.js';
 
 /**
  * The HTTP API's own shapes. Requests reuse the client's SubmitRequest/ResumeRequest and the
@@ -46,6 +48,9 @@ export const SessionView = z.object({
   session: Session,
   tasks: z.array(Task),
   counters: Counters,
+  usage: SessionUsage,
+  /** What each executing task is doing, when its executor reports it (by task id). */
+  progress: z.record(z.string(), TaskProgress),
 });
 
 export const StoredHistoryEntry = z.object({ id: StreamId, entry: HistoryEntry });

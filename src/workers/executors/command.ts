@@ -1,5 +1,7 @@
 import { resolve } from 'node:path';
+import formatBytes from 'bytes';
 import type { CommandCheckConfig, CommandExecutorConfig } from '../../shared/config/schema.js';
+import type { ProgressUpdate } from '../../shared/domain/progress.js';
 import type { TaskResult } from '../../shared/domain/task.js';
 import { ValidationError } from '../../shared/errors.js';
 import {
@@ -25,6 +27,10 @@ const LAST_LINE_CHARS = 300;
 /** The diff the Judge sees in the log is cut here; the branch has the rest. */
 const DIFF_CHARS = 32_000;
 const CHECK_OUTPUT_IN_PROMPT_CHARS = 4000;
+/** How often a running command's output is reported as progress (when it printed more). */
+const PROGRESS_EVERY_MS = 2_000;
+/** The end of the output kept to find its last line for progress. */
+const RECENT_OUTPUT_CHARS = 2_000;
 
 /** Replaces `{{name}}` in each argv element; unknown names stay as written. No shell involved. */
 export function fillTemplate(template: readonly string[], vars: Record<string, string>): string[] {
@@ -45,6 +51,34 @@ function lastLine(output: string): string | undefined {
 
 function tail(text: string, chars: number): string {
   return text.length > chars ? `[...]\n${text.slice(-chars)}` : text;
+}
+
+/**
+ * Reports a running command as progress: once when it starts, then its output so far (size and
+ * last line) every PROGRESS_EVERY_MS while it printed more. `stop()` when the command ended.
+ */
+function commandProgress(what: string, report: (update: ProgressUpdate) => void) {
+  let bytes = 0;
+  let reported = 0;
+  let recent = '';
+  report({ activity: `${what} started` });
+  const timer = setInterval(() => {
+    if (bytes === reported) return;
+    reported = bytes;
+    const line = lastLine(recent);
+    report({
+      activity: `${what}: ${formatBytes(bytes)} of output${line ? `; last: ${line}` : ''}`,
+      outputBytes: bytes,
+    });
+  }, PROGRESS_EVERY_MS);
+  timer.unref();
+  return {
+    onOutput(chunk: Buffer) {
+      bytes += chunk.length;
+      recent = (recent + chunk.toString('utf8')).slice(-RECENT_OUTPUT_CHARS);
+    },
+    stop: () => clearInterval(timer),
+  };
 }
 
 interface CheckRun {
@@ -146,6 +180,10 @@ async function runCommandTask(
         a === prompt ? `<prompt, ${prompt.length} chars>` : JSON.stringify(a),
       );
       log.push(`$ ${shown.join(' ')}`);
+      const progress = commandProgress(
+        round > 1 ? `agent (round ${round})` : 'agent',
+        ctx.progress,
+      );
       const outcome = await runProcess(argv, {
         cwd: worktree.path,
         timeoutMs,
@@ -153,7 +191,11 @@ async function runCommandTask(
         env,
         signal: ctx.signal,
         onSpawn: (pid) => recordAgent(agentRecord, pid),
-      }).finally(() => forgetAgent(agentRecord));
+        onOutput: progress.onOutput,
+      }).finally(() => {
+        progress.stop();
+        return forgetAgent(agentRecord);
+      });
       ctx.signal.throwIfAborted();
       log.push(`agent ${describeOutcome(outcome, timeoutMs)} after ${outcome.durationMs} ms`);
       await commitAll(
@@ -168,13 +210,15 @@ async function runCommandTask(
       const runs: CheckRun[] = [];
       for (const check of cfg.checks) {
         const checkTimeout = (check.timeoutSeconds ?? cfg.timeoutSeconds) * 1000;
+        const progress = commandProgress(`check ${check.name}`, ctx.progress);
         const outcome = await runProcess(check.command, {
           cwd: worktree.path,
           timeoutMs: checkTimeout,
           maxOutputBytes: cfg.maxOutputBytes,
           env,
           signal: ctx.signal,
-        });
+          onOutput: progress.onOutput,
+        }).finally(progress.stop);
         ctx.signal.throwIfAborted();
         const passed = outcome.exitCode === 0;
         runs.push({ check, outcome, passed, timeoutMs: checkTimeout });

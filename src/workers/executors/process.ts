@@ -22,6 +22,8 @@ export interface RunProcessOptions {
   signal?: AbortSignal;
   /** Told the pid of the started process, which leads a process group of its own. */
   onSpawn?: (pid: number) => void;
+  /** Told each chunk of output as it arrives (stdout and stderr alike). */
+  onOutput?: (chunk: Buffer) => void;
 }
 
 /** Keeps the last `max` bytes written to it: the tail of a log is what tells how a run ended. */
@@ -131,8 +133,12 @@ export function runProcess(
     }, options.timeoutMs);
     if (options.signal?.aborted) onAbort();
     else options.signal?.addEventListener('abort', onAbort, { once: true });
-    child.stdout.on('data', (chunk: Buffer) => buffer.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => buffer.push(chunk));
+    const onData = (chunk: Buffer) => {
+      buffer.push(chunk);
+      options.onOutput?.(chunk);
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
     child.on('error', (error) => finish(error.message));
     child.on('exit', (code) => {
       exitCode = code;

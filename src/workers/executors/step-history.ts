@@ -1,5 +1,6 @@
 import { appendFile, mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
+import type { ProgressUpdate } from '../../shared/domain/progress.js';
 import type { Session } from '../../shared/domain/session.js';
 import type { SessionStore } from '../../shared/store/session-store.js';
 import type { StepHistory } from './types.js';
@@ -49,31 +50,25 @@ export function storeStepHistory(
   };
 }
 
-/** What a work job's BullMQ progress says while its task runs (Bull Board shows it). */
-export interface StepProgress {
-  /** The step just recorded (0 is the plan). */
-  step: number;
-  type: string;
-  tool?: string;
-}
-
 /**
- * `history` that also reports each newly recorded step as the job's progress. Best effort: a
- * progress update that fails changes nothing about the step, which is recorded already.
+ * `history` that also reports each newly recorded step as the execution's progress (the step
+ * is recorded already; the report is best effort).
  */
 export function reportingProgress(
   history: StepHistory,
-  report: (progress: StepProgress) => Promise<void>,
+  report: (update: ProgressUpdate) => void,
 ): StepHistory {
   return {
     load: () => history.load(),
     async append(step, entry, plan) {
       const status = await history.append(step, entry, plan);
-      await report({
+      const tool = entry.type === 'action' ? entry.tool : undefined;
+      report({
+        activity: `step ${step}: ${entry.type}${tool ? ` ${tool}` : ''}`,
         step,
         type: entry.type,
-        ...(entry.type === 'action' ? { tool: entry.tool } : {}),
-      }).catch(() => undefined);
+        ...(tool ? { tool } : {}),
+      });
       return status;
     },
   };

@@ -1,4 +1,5 @@
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
+import type { ProgressUpdate } from '../../shared/domain/progress.js';
 import type { Session } from '../../shared/domain/session.js';
 import type { Task, TaskResult } from '../../shared/domain/task.js';
 import type { ChatProvider } from '../../shared/llm/chat.js';
@@ -42,6 +43,11 @@ export interface ExecutorContext {
    */
   meterChat(provider: ChatProvider): ChatProvider;
   history: StepHistory;
+  /**
+   * Tells what a long execution is doing (its work job's progress: Bull Board, `orq status`).
+   * Best effort and not awaited: a report that cannot be stored changes nothing.
+   */
+  progress(update: ProgressUpdate): void;
   /**
    * Aborted when the job is cancelled or the session finishes (cancelled, failed, out of
    * budget); executors stop their loops, processes and calls.

@@ -1,11 +1,12 @@
 import type { Job } from 'bullmq';
-import { parseOrThrow } from '../../shared/errors.js';
+import { OrqError, parseOrThrow } from '../../shared/errors.js';
 import type { DependencyResult } from '../../shared/llm/types.js';
 import { ExecuteJob, jobIds, outboxJob } from '../../shared/queues.js';
+import type { ProgressUpdate, TaskProgress } from '../../shared/domain/progress.js';
 import { TaskResult } from '../../shared/domain/task.js';
 import { createExecutorRegistry, type ExecutorRegistry } from '../executors/registry.js';
 import { reportingProgress, storeStepHistory } from '../executors/step-history.js';
-import { checkReply, type RoleContext } from './context.js';
+import { checkReply, isCurrentExecution, type RoleContext } from './context.js';
 
 /** Worker: executes one task with the results of its dependencies, hands the result to the Judge. */
 export function createWorkerProcessor(
@@ -20,7 +21,7 @@ export function createWorkerProcessor(
     ]);
     const current = tasks.get(data.taskId);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
-    if (!current || current.task.attempts !== data.attempt) return 'stale';
+    if (!current || !isCurrentExecution(current.task, data.attempt)) return 'stale';
     const task = current.task;
     const unread = task.dependencies.filter((id) => !tasks.has(id));
     const deps =
@@ -41,6 +42,31 @@ export function createWorkerProcessor(
     });
     // One signal for the whole execution: BullMQ's (shutdown) or the session finishing.
     const controls = ctx.models.forExecution(snapshot.session, data.taskId, signal);
+    const progress = (update: ProgressUpdate) => {
+      const value: TaskProgress = {
+        ...update,
+        attempt: data.attempt,
+        at: new Date().toISOString(),
+      };
+      job.updateProgress(value).catch((error: unknown) => {
+        logger.debug(
+          { err: error instanceof Error ? error.message : String(error) },
+          'progress not stored',
+        );
+      });
+    };
+    // The session's end stopped this execution. Quietly, unless the session runs again by now
+    // (a BUDGET_EXHAUSTED session resumed): then the job is tried again, or the task would be
+    // left RUNNING with no execution and the session would never end.
+    const stoppedBySessionEnd = async (): Promise<string> => {
+      const now = await ctx.store.loadSession(data.sessionId);
+      if (now?.session.state !== 'RUNNING') return 'session not running';
+      throw new OrqError(
+        'INVALID_STATE',
+        `execution of ${data.taskId} was stopped by an end of session ${data.sessionId}, which runs again; retrying it`,
+        { details: { sessionId: data.sessionId, taskId: data.taskId, attempt: data.attempt } },
+      );
+    };
     let reply: unknown;
     try {
       reply = await executor.execute({
@@ -53,8 +79,9 @@ export function createWorkerProcessor(
         meterChat: controls.meterChat,
         history: reportingProgress(
           storeStepHistory(ctx.store, snapshot.session, data.taskId, data.attempt),
-          (progress) => job.updateProgress(progress),
+          progress,
         ),
+        progress,
         signal: controls.signal,
         logger,
         jobAttempt: job.attemptsMade,
@@ -66,11 +93,11 @@ export function createWorkerProcessor(
         { err: error instanceof Error ? error.message : String(error) },
         'execution stopped: the session finished',
       );
-      return 'session not running';
+      return stoppedBySessionEnd();
     } finally {
       controls.release();
     }
-    if (controls.sessionFinished()) return 'session not running';
+    if (controls.sessionFinished()) return stoppedBySessionEnd();
     const result = checkReply(TaskResult, reply, 'execution result', {
       sessionId: data.sessionId,
       taskId: data.taskId,
