@@ -44,10 +44,16 @@ import {
 
 export const SubmitRequest = z.strictObject({
   instruction: z.string().trim().min(1, 'instruction must not be empty').max(100_000),
-  /** Per-session overrides of refinement, replanning, execution, planning and llm settings. */
+  /** Per-session overrides of refinement, replanning, execution, planning, llm and budget settings. */
   config: z.record(z.string(), z.unknown()).optional(),
   /** The same key twice gives the same session. */
-  idempotencyKey: z.string().min(1).max(200).optional(),
+  idempotencyKey: z
+    .string()
+    .min(1)
+    .max(200)
+    // " k" and "k" would be two keys to Redis and one to a person reading a log.
+    .regex(/^\S(.*\S)?$/s, 'an idempotency key neither starts nor ends with a space')
+    .optional(),
   metadata: z.record(z.string(), z.string()).optional(),
 });
 export type SubmitRequest = z.input<typeof SubmitRequest>;
@@ -115,7 +121,8 @@ export interface OrqClient {
   historyJsonl(sessionId: string): Promise<string>;
   cancel(sessionId: string, reason?: string): Promise<void>;
   /**
-   * Deletes a finished session and everything kept of it (record, tasks, history, usage).
+   * Deletes a finished session and every key kept of it (record, tasks, history, usage, leases,
+   * agent steps, outbox), then its index entry and its idempotency key.
    * Refuses a session still planning, running or blocked: cancel it first.
    */
   delete(sessionId: string): Promise<DeletedSession>;
@@ -371,7 +378,13 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
                 },
               );
             }
-            if (snapshot) return snapshot.session;
+            if (snapshot) {
+              // The first submit may have died after storing the session, before indexing it
+              // or enqueueing its plan job: both are safe to repeat, and the retry finishes it.
+              await store.indexSession(snapshot.session);
+              await flushOutbox(store, queues, existing);
+              return snapshot.session;
+            }
             // The first submit claimed the key but died before storing the session: finish it.
             return submitSession(existing);
           }
@@ -396,6 +409,9 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
             metadata: parsed.metadata ?? {},
             ...(parsed.idempotencyKey ? { idempotencyKey: parsed.idempotencyKey } : {}),
           });
+          // Indexed first: a submit that dies after storing the session leaves it where the
+          // outbox sweeper looks (the newest sessions), so its plan job is enqueued anyway.
+          await store.indexSession(session);
           const result = await store.apply(id, {
             eventId: `submit|${id}`,
             session: { record: session, expectedVersion: 0 },
@@ -415,7 +431,6 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
               details: { sessionId: id },
             });
           }
-          await store.indexSession(session);
           await flushOutbox(store, queues, id);
           return (await store.requireSession(id)).session;
         }
@@ -458,7 +473,10 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
           });
         }
         await queues.add(
-          outboxJob('coordinator', 'cancel', jobIds.cancel(sessionId), { sessionId, reason }),
+          outboxJob('coordinator', 'cancel', jobIds.cancel(sessionId, randomUUID()), {
+            sessionId,
+            reason,
+          }),
         );
       }),
 

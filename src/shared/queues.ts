@@ -193,7 +193,11 @@ export const jobIds = {
     `ev-task-judged|${sid}|${tid}|${attempt}`,
   taskReplanned: (sid: string, tid: string, attempt: number) =>
     `ev-task-replanned|${sid}|${tid}|${attempt}`,
-  cancel: (sid: string) => `ev-cancel|${sid}`,
+  /**
+   * One per request: a cancel the coordinator ignored (it met the session stopped by its budget)
+   * must not make a later cancel of the same, resumed, session a duplicate.
+   */
+  cancel: (sid: string, requestId: string) => `ev-cancel|${sid}|${requestId}`,
   resume: (sid: string, requestId: string) => `ev-resume|${sid}|${requestId}`,
   /** Per queue: jobs added without an id of ours get BullMQ's per-queue counter ids, 1, 2, ... */
   jobFailed: (queue: QueueName, failedJobId: string) => `ev-failed|${queue}|${failedJobId}`,

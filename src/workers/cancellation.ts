@@ -56,7 +56,7 @@ export class SessionCancellation {
   /** The session reached `state` (announced on sessionEndedChannel): stop its calls now. */
   ended(sessionId: string, state: SessionState): void {
     const watch = this.watched.get(sessionId);
-    if (watch && FINISHED_SESSION_STATES.includes(state)) abort(sessionId, watch, state);
+    if (watch && FINISHED_SESSION_STATES.includes(state)) this.abort(sessionId, watch, state);
   }
 
   /** Sessions with calls in flight (for tests and metrics). */
@@ -67,6 +67,22 @@ export class SessionCancellation {
   stop(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+  }
+
+  /**
+   * Aborts the calls holding `watch` and forgets it: work that starts later gets a signal of
+   * its own. A BUDGET_EXHAUSTED session can be resumed, and its next executions must not find
+   * the signal of the calls its budget stopped already aborted.
+   */
+  private abort(sessionId: string, watch: Watch, state: SessionState | undefined): void {
+    if (this.watched.get(sessionId) === watch) this.watched.delete(sessionId);
+    if (this.watched.size === 0) this.stop();
+    if (watch.controller.signal.aborted) return;
+    watch.controller.abort(
+      new OrqError('LLM_CALL_FAILED', `session ${sessionId} is ${state ?? 'gone'}`, {
+        details: { sessionId, state },
+      }),
+    );
   }
 
   private schedule(): void {
@@ -85,7 +101,7 @@ export class SessionCancellation {
         // 'unknown': a Redis hiccup; the next round asks again.
         if (state === 'unknown') continue;
         if (state === undefined || FINISHED_SESSION_STATES.includes(state)) {
-          abort(sessionId, watch, state);
+          this.abort(sessionId, watch, state);
         }
       }
     } finally {
@@ -93,15 +109,6 @@ export class SessionCancellation {
       this.schedule();
     }
   }
-}
-
-function abort(sessionId: string, watch: Watch, state: SessionState | undefined): void {
-  if (watch.controller.signal.aborted) return;
-  watch.controller.abort(
-    new OrqError('LLM_CALL_FAILED', `session ${sessionId} is ${state ?? 'gone'}`, {
-      details: { sessionId, state },
-    }),
-  );
 }
 
 /** RoleModels whose every call also stops when its session is cancelled. */

@@ -248,16 +248,27 @@ describe('errors and exit codes', () => {
   });
 
   it('bad usage exits 2 with one orq: line', async () => {
-    const [badId, badOption, both, badUsd, noOverrides, runNoOverrides, noScenario] =
-      await Promise.all([
-        cli('status', 'not a session id!'),
-        cli('status', '--limit', '0'),
-        cli('history', 'whatever', '--json', '--jsonl'),
-        cli('resume', 'whatever', '--max-usd', 'lots'),
-        cli('submit', 'Write it', '--session-config', 'no-such-overrides.json'),
-        cli('run', 'Write it', '--session-config', 'no-such-overrides.json'),
-        cli('run', 'Write it', '--scenario', 'no-such-scenario.yaml'),
-      ]);
+    const [
+      badId,
+      badOption,
+      both,
+      badUsd,
+      noOverrides,
+      runNoOverrides,
+      noScenario,
+      noRoles,
+      noKey,
+    ] = await Promise.all([
+      cli('status', 'not a session id!'),
+      cli('status', '--limit', '0'),
+      cli('history', 'whatever', '--json', '--jsonl'),
+      cli('resume', 'whatever', '--max-usd', 'lots'),
+      cli('submit', 'Write it', '--session-config', 'no-such-overrides.json'),
+      cli('run', 'Write it', '--session-config', 'no-such-overrides.json'),
+      cli('run', 'Write it', '--scenario', 'no-such-scenario.yaml'),
+      cli('start', '--roles', ' , '),
+      cli('submit', 'Write it', '--idempotency-key', ''),
+    ]);
     // Numbers out of range, and a file that cannot be written: no stack trace either.
     const outOfRange = await Promise.all([
       cli('status', '--limit', '99999999999999999999'),
@@ -278,6 +289,8 @@ describe('errors and exit codes', () => {
       noOverrides,
       runNoOverrides,
       noScenario,
+      noRoles,
+      noKey,
       ...outOfRange,
     ]) {
       expect(result.code, result.stderr).toBe(2);
@@ -310,6 +323,9 @@ describe('errors and exit codes', () => {
       /^orq: Cannot read scenario file .*no-such-scenario\.yaml \(no such file\)/,
     );
     expect(noScenario.stdout).not.toContain('submitted');
+    expect(noRoles.stderr).toContain('--roles names no role');
+    expect(noKey.stderr).toContain('idempotencyKey');
+    expect(noKey.stdout).toBe('');
   });
 
   it('without REDIS_URL where no `orq run` kept data, a session command says so and starts no Redis; a submit says how to run its session', async () => {

@@ -252,6 +252,31 @@ describe('a budget', () => {
   });
 });
 
+/**
+ * What a model call of the session refused by its budget leaves: the usage's sticky mark and
+ * the job-failed event its coordinator stops the session on.
+ */
+async function refuseOnBudget(pod: TestCluster['pods'][number], sessionId: string) {
+  await pod.store.redis.hset(pod.store.keys(sessionId).usage, 'exhausted', 'tokens');
+  await pod.queues.add(
+    outboxJob('coordinator', 'job-failed', `refusal|${sessionId}`, {
+      sessionId,
+      role: 'judge',
+      jobId: 'refused',
+      error: 'cannot reserve its estimate',
+      code: 'BUDGET_EXHAUSTED',
+    }),
+  );
+}
+
+/** A plan of `ids` that depend on nothing, accepted at once. */
+function independentScenario(ids: string[]): ScenarioInput {
+  return {
+    plans: [{ tasks: ids.map((id) => ({ id, title: `Step ${id}`, acceptance: `${id} done` })) }],
+    planJudgements: [{ score: 90, isAcceptable: true }],
+  };
+}
+
 /** A plan of `ids` in a chain, each execution reporting 400 + 100 tokens. */
 function chainScenario(ids: string[]): ScenarioInput {
   return {
@@ -385,6 +410,87 @@ describe('resuming a session its budget stopped', () => {
     expect((await client.get(session.id)).session.state).toBe('RUNNING');
     handled.resolve();
     expect((await client.wait(session.id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');
+  });
+
+  it('runs the resumed tasks on a pod where calls the budget stopped have not returned yet', async () => {
+    const inner = createBuiltinModels({ scenario: independentScenario(['a', 'b']) });
+    const firstAttempts = deferred();
+    let started = 0;
+    const models: RoleModels = {
+      ...inner,
+      // The first executions do not heed the abort at once (a provider or tool slow to stop).
+      async execute(request) {
+        if (request.attempt === 1) {
+          started += 1;
+          await firstAttempts.promise;
+        }
+        return inner.execute(request);
+      },
+    };
+    cluster = await startCluster({ models, cancelPollMs: 100 });
+    const { client, pods } = cluster;
+    const session = await client.submit({
+      instruction: 'Run the two steps',
+      config: { budget: { maxTokens: 1_000_000, reserveTokensPerCall: 100 } },
+    });
+    await eventually(() => (started === 2 ? true : undefined), 'both first executions running');
+    const pod = pods[0] as (typeof pods)[number];
+    await refuseOnBudget(pod, session.id);
+    expect((await client.wait(session.id, { timeoutMs: TIMEOUT })).session.state).toBe(
+      'BUDGET_EXHAUSTED',
+    );
+    // Resumed while the stopped executions still hold their session's abort signal.
+    await client.resume(session.id, { budget: { maxTokens: 2_000_000 } });
+    await new Promise((r) => setTimeout(r, 500));
+    firstAttempts.resolve();
+    const view = await client.wait(session.id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.tasks.map((t) => [t.id, t.state, t.attempts])).toEqual([
+      ['a', 'DONE', 2],
+      ['b', 'DONE', 2],
+    ]);
+  });
+
+  it('cancels a resumed session even if an earlier cancel met it stopped by its budget', async () => {
+    const inner = createBuiltinModels({ scenario: independentScenario(['a']) });
+    const hold = deferred();
+    const models: RoleModels = {
+      ...inner,
+      async execute(request) {
+        await hold.promise;
+        return inner.execute(request);
+      },
+    };
+    // One coordinator job at a time: the events below apply in the order they were queued.
+    cluster = await startCluster({ models, config: { concurrency: { coordinator: 1 } } });
+    const { client, pods } = cluster;
+    const pod = pods[0] as (typeof pods)[number];
+    const session = await client.submit({
+      instruction: 'Run the step',
+      config: { budget: { maxTokens: 1_000_000, reserveTokensPerCall: 100 } },
+    });
+    await eventually(async () => {
+      const view = await client.get(session.id);
+      return view.tasks[0]?.state === 'RUNNING' ? true : undefined;
+    }, 'the task running');
+    // The budget stop and a cancel the user sent while the session still ran, in that order.
+    const events = pod.queues.get('coordinator');
+    await events.pause();
+    await refuseOnBudget(pod, session.id);
+    await client.cancel(session.id, 'first cancel');
+    await events.resume();
+    await eventually(async () => {
+      const ignored = decisions(await historyOf(client, session.id), 'event:ignored');
+      return ignored.find((d) =>
+        d.reason.startsWith('cancel: session is already BUDGET_EXHAUSTED'),
+      );
+    }, 'the first cancel ignored');
+
+    await client.resume(session.id, { budget: { maxTokens: 2_000_000 } });
+    await client.cancel(session.id, 'second cancel');
+    const view = await client.wait(session.id, { timeoutMs: TIMEOUT });
+    hold.resolve();
+    expect(view.session.state).toBe('CANCELLED');
   });
 
   it('plans again with a higher limit when the budget stopped it while the plan was judged', async () => {

@@ -1,12 +1,15 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/shared/errors.js';
+import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { jobIds, type TaskJudgedEvent } from '../../src/shared/queues.js';
+import { jobIds, outboxJob, type TaskJudgedEvent } from '../../src/shared/queues.js';
+import { makeSession } from '../support/executors.js';
 import { applyEvent } from '../../src/workers/coordinator/coordinator.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import {
   decisions,
   deferred,
+  eventually,
   exampleScenario,
   executionsOf,
   historyOf,
@@ -202,6 +205,32 @@ describe('submit', () => {
     }
   });
 
+  it('finishes, on a retry with the same key, a submit that died after storing its session', async () => {
+    cluster = await startCluster();
+    const { client } = cluster;
+    const store = cluster.pods[0]!.store;
+    // What the first submit got done before its process was killed: the key claimed and the
+    // session stored with its plan job in the outbox; neither indexed nor enqueued.
+    const stored = { ...makeSession({}, 'Write the notes'), state: 'PLANNING' as const };
+    expect(await store.claimIdempotencyKey('order-44', stored.id)).toBeUndefined();
+    await store.apply(stored.id, {
+      eventId: `submit|${stored.id}`,
+      session: { record: { ...stored, idempotencyKey: 'order-44' }, expectedVersion: 0 },
+      outbox: [
+        outboxJob('plan', 'plan', jobIds.plan(stored.id, 0), { sessionId: stored.id, attempt: 0 }),
+      ],
+    });
+    expect((await client.list()).map((s) => s.id)).not.toContain(stored.id);
+
+    const retried = await client.submit({
+      instruction: 'Write the notes',
+      idempotencyKey: 'order-44',
+    });
+    expect(retried.id).toBe(stored.id);
+    expect((await client.wait(stored.id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');
+    expect((await client.list()).map((s) => s.id)).toContain(stored.id);
+  });
+
   it('refuses a bad submit with a ValidationError naming the field', async () => {
     cluster = await startCluster();
     const { client } = cluster;
@@ -237,5 +266,101 @@ describe('submit', () => {
 
     // Nothing was stored for any of them.
     expect(await client.list()).toEqual([]);
+  });
+});
+
+describe('a job delivered again after its task moved on', () => {
+  it('neither executes nor judges a task that is DONE again', async () => {
+    const gate = deferred();
+    const { models, calls } = recordingModels(
+      {
+        plans: [
+          {
+            tasks: [
+              { id: 'A', title: 'A', acceptance: 'a', context: 'c' },
+              { id: 'B', title: 'B', acceptance: 'b', context: 'c', dependencies: ['A'] },
+            ],
+          },
+        ],
+        planJudgements: [{ score: 90, isAcceptable: true }],
+      },
+      {
+        beforeExecute: async (request) => {
+          if (request.task.id === 'B') await gate.promise;
+        },
+      },
+    );
+    cluster = await startCluster({ models });
+    const { client } = cluster;
+    const pod = cluster.pods[0]!;
+    const { id } = await client.submit({ instruction: 'A then B' });
+    await eventually(
+      async () => ((await pod.store.loadTask(id, 'A'))?.task.state === 'DONE' ? true : undefined),
+      'A done',
+    );
+    // BullMQ delivers a stalled job's payload again; other job ids stand for that here.
+    const work = await pod.queues
+      .get('work')
+      .add('execute', { sessionId: id, taskId: 'A', attempt: 1 }, { jobId: 'again-work-A-1' });
+    const result = (await pod.store.loadTask(id, 'A'))?.task.result;
+    const judge = await pod.queues
+      .get('judge')
+      .add(
+        'judge-task',
+        { sessionId: id, taskId: 'A', attempt: 1, result },
+        { jobId: 'again-judge-A-1' },
+      );
+    const returned = async (job: typeof work) =>
+      eventually(async () => (await job.getState()) === 'completed' || undefined, 'the job done');
+    await returned(work);
+    await returned(judge);
+    expect((await pod.queues.get('work').getJob('again-work-A-1'))?.returnvalue).toBe('stale');
+    expect((await pod.queues.get('judge').getJob('again-judge-A-1'))?.returnvalue).toBe('stale');
+    gate.resolve();
+    expect((await client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');
+    expect(calls.execute.filter((r) => r.task.id === 'A')).toHaveLength(1);
+    expect(calls.judgeTask.filter((r) => r.task.id === 'A')).toHaveLength(1);
+  });
+});
+
+describe('a replan', () => {
+  it('names its subtasks apart from a task of the plan that looks like one (A and A.r1.1)', async () => {
+    cluster = await startCluster({
+      models: createBuiltinModels({
+        scenario: {
+          plans: [
+            {
+              tasks: [
+                { id: 'A', title: 'A', acceptance: 'a', context: 'c' },
+                { id: 'A.r1.1', title: 'unrelated', acceptance: 'x', context: 'c' },
+              ],
+            },
+          ],
+          planJudgements: [{ score: 90, isAcceptable: true }],
+          tasks: {
+            A: {
+              judgements: [{ success: false, shouldReplan: true, reason: 'too big' }],
+              replan: {
+                reason: 'split',
+                tasks: [
+                  { id: 's1', title: 's1', acceptance: 'a', context: 'c' },
+                  { id: 's2', title: 's2', acceptance: 'a', context: 'c' },
+                ],
+              },
+            },
+          },
+        },
+      }),
+    });
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'A and the other' });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.tasks.map((t) => [t.id, t.state])).toEqual([
+      ['A', 'REPLACED_BY_REPLAN'],
+      ['A.r1.1', 'DONE'],
+      ['A.r1.1_2', 'DONE'],
+      ['A.r1.2', 'DONE'],
+    ]);
   });
 });

@@ -478,7 +478,7 @@ describe('cancel racing a task completion', () => {
             two,
             'cancel',
             { sessionId: id, reason: 'changed my mind' },
-            jobIds.cancel(id),
+            jobIds.cancel(id, 'r1'),
           );
         if (order === 'judgement first') {
           await done();

@@ -34,6 +34,32 @@ describe('SessionCancellation', () => {
     expect(cancellation.size).toBe(0);
   });
 
+  it('gives work that starts after an end a signal of its own (a resumed BUDGET_EXHAUSTED session)', async () => {
+    const { read, map } = states({ a: 'RUNNING' });
+    const cancellation = new SessionCancellation(read, 1);
+    // A call the budget stop aborted that has not returned yet still holds its lease.
+    const stopped = cancellation.watch('a');
+    cancellation.ended('a', 'BUDGET_EXHAUSTED');
+    expect(stopped.signal.aborted).toBe(true);
+    // Resumed with a higher budget: the next execution must not start aborted.
+    const next = cancellation.watch('a');
+    expect(next.signal.aborted).toBe(false);
+    stopped.release();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(next.signal.aborted).toBe(false);
+    expect(cancellation.size).toBe(1);
+    // A polled end is forgotten the same way.
+    map.set('a', 'CANCELLED');
+    await new Promise((r) => setTimeout(r, 20));
+    expect(next.signal.aborted).toBe(true);
+    expect(cancellation.size).toBe(0);
+    next.release();
+    map.set('a', 'RUNNING');
+    const after = cancellation.watch('a');
+    expect(after.signal.aborted).toBe(false);
+    after.release();
+  });
+
   it('ignores an announcement of a state that is not an end, or of a session it does not watch', () => {
     const cancellation = new SessionCancellation(states({}).read, 3_600_000);
     const a = cancellation.watch('a');

@@ -132,6 +132,8 @@ describe('the configuration reference', () => {
     );
     expect(markdown).toMatch(/\| `planning\.revision\.max_revisions` +\| integer +\| `3` +\|/);
     expect(markdown).toMatch(/\| `logLevel` +\| string +\| `"info"` +\| `fatal`, `error`/);
+    // A bound the schema excludes reads as one: maxUsd must be more than 0.
+    expect(markdown).toMatch(/\| `budget\.maxUsd` +\| number +\| unset +\| > 0 +\|/);
   });
 
   it('lists the identical per-role LLM overrides once', () => {

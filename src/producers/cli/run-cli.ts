@@ -10,8 +10,8 @@ export const ExitCode = {
   OK: 0,
   /**
    * The command was well formed but the session did not give what was asked: it ended other than
-   * COMPLETED (FAILED, BLOCKED, CANCELLED), it does not exist (NOT_FOUND), it is in a state the
-   * command cannot act on (INVALID_STATE), or a check found problems.
+   * COMPLETED (FAILED, BLOCKED, CANCELLED, BUDGET_EXHAUSTED), it does not exist (NOT_FOUND), it
+   * is in a state the command cannot act on (INVALID_STATE), or a check found problems.
    */
   NOT_COMPLETED: 1,
   /** Bad usage: unknown option or command, missing or invalid argument, invalid config or request. */

@@ -72,9 +72,9 @@ function openQueues(options: HttpServerOptions): { queues: QueueSet; close(): Pr
 }
 
 /**
- * The HTTP API for other systems: sessions (create, list, get, cancel, resume, history, SSE
- * events), Bull Board at /admin/queues, /openapi.json generated from the zod schemas, probes and
- * Prometheus metrics. Returns a Fastify instance that is ready but not listening.
+ * The HTTP API for other systems: sessions (create, list, get, cancel, resume, delete, prune,
+ * history, SSE events), Bull Board at /admin/queues, /openapi.json generated from the zod
+ * schemas, probes and Prometheus metrics. Returns a Fastify instance that is ready but not listening.
  */
 export async function createHttpServer(options: HttpServerOptions): Promise<FastifyInstance> {
   const logger = (options.logger ?? silentLogger).child({ component: 'http' });
@@ -87,6 +87,9 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
     forceCloseConnections: 'idle',
     routerOptions,
   });
+  // Fastify reads text/plain as a string, which would be refused as "expected object": the API
+  // speaks JSON only, and anything else gets its 415 with the hint to send JSON.
+  app.removeContentTypeParser('text/plain');
   const allowedMethods = trackAllowedMethods(app, routerOptions);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

@@ -97,10 +97,19 @@ function isBound(value: number | undefined): value is number {
   return value !== undefined && Math.abs(value) < Number.MAX_SAFE_INTEGER;
 }
 
-function rangeOf(low: number | undefined, high: number | undefined, unit = ''): string | undefined {
-  if (isBound(low) && isBound(high)) return `${unit}${low}–${high}`;
-  if (isBound(low)) return `${unit}≥ ${low}`;
-  if (isBound(high)) return `${unit}≤ ${high}`;
+/** A range as a person reads it; an exclusive bound says so (`> 0`, `0 < … ≤ 1`). */
+function rangeOf(
+  low: number | undefined,
+  high: number | undefined,
+  unit = '',
+  exclusive: { low?: boolean; high?: boolean } = {},
+): string | undefined {
+  if (isBound(low) && isBound(high)) {
+    if (!exclusive.low && !exclusive.high) return `${unit}${low}–${high}`;
+    return `${low} ${exclusive.low ? '<' : '≤'} ${unit || 'value '}${exclusive.high ? '<' : '≤'} ${high}`;
+  }
+  if (isBound(low)) return `${unit}${exclusive.low ? '>' : '≥'} ${low}`;
+  if (isBound(high)) return `${unit}${exclusive.high ? '<' : '≤'} ${high}`;
   return undefined;
 }
 
@@ -110,6 +119,8 @@ function allowedOf(node: JsonSchemaNode): string {
   const numeric = rangeOf(
     node.minimum ?? node.exclusiveMinimum,
     node.maximum ?? node.exclusiveMaximum,
+    '',
+    { low: node.minimum === undefined, high: node.maximum === undefined },
   );
   if (numeric) parts.push(numeric);
   if (node.minLength === 1 && !isBound(node.maxLength)) parts.push('non-empty');

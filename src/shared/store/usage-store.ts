@@ -295,18 +295,6 @@ export class UsageStore {
     }
   }
 
-  key(sessionId: string): string {
-    return sessionKeys(this.prefix, sessionId).usage;
-  }
-
-  private leasesKey(sessionId: string): string {
-    return sessionKeys(this.prefix, sessionId).leases;
-  }
-
-  private metaKey(sessionId: string): string {
-    return sessionKeys(this.prefix, sessionId).meta;
-  }
-
   /**
    * Atomically: grants the reservation when used + reserved + estimate stays within every
    * limit given, and then holds the estimate as reserved, under a lease that lapses after
@@ -319,11 +307,12 @@ export class UsageStore {
     limits: BudgetLimits,
     leaseMs: number,
   ): Promise<ReserveOutcome> {
+    const { usage, leases, meta } = sessionKeys(this.prefix, sessionId);
     const [granted, limit, usedTokens, reservedTokens, usedUsdMicros, reservedUsdMicros, before] =
       await this.redis.orqUsageReserve(
-        this.key(sessionId),
-        this.leasesKey(sessionId),
-        this.metaKey(sessionId),
+        usage,
+        leases,
+        meta,
         estimate.tokens,
         estimate.usdMicros,
         limits.maxTokens ?? NO_LIMIT,
@@ -345,10 +334,11 @@ export class UsageStore {
 
   /** Atomically: releases the call's reservation and adds what it really used. */
   async settle(sessionId: string, settlement: Settlement): Promise<void> {
+    const { usage, leases, meta } = sessionKeys(this.prefix, sessionId);
     await this.redis.orqUsageSettle(
-      this.key(sessionId),
-      this.leasesKey(sessionId),
-      this.metaKey(sessionId),
+      usage,
+      leases,
+      meta,
       settlement.reserved.tokens,
       settlement.reserved.usdMicros,
       settlement.role,
@@ -364,7 +354,8 @@ export class UsageStore {
 
   /** The session's usage, lapsed leases given back first. */
   async read(sessionId: string): Promise<SessionUsage> {
-    const flat = await this.redis.orqUsageRead(this.key(sessionId), this.leasesKey(sessionId));
+    const { usage, leases } = sessionKeys(this.prefix, sessionId);
+    const flat = await this.redis.orqUsageRead(usage, leases);
     const hash: Record<string, string> = {};
     for (let i = 0; i + 1 < flat.length; i += 2) hash[flat[i] as string] = flat[i + 1] as string;
     return usageFromHash(hash);

@@ -87,7 +87,9 @@ export function registerSessionCommands(program: Command): void {
           const session = await client.submit({
             instruction,
             ...(overrides ? { config: overrides } : {}),
-            ...(options.idempotencyKey ? { idempotencyKey: options.idempotencyKey } : {}),
+            ...(options.idempotencyKey !== undefined
+              ? { idempotencyKey: options.idempotencyKey }
+              : {}),
           });
           if (options.json) printJson(session);
           else process.stdout.write(`${session.id}\n`);
@@ -182,7 +184,7 @@ export function registerSessionCommands(program: Command): void {
   program
     .command('resume')
     .description(
-      'Resume a blocked session: retry its blocked tasks, skip them, or continue with a note',
+      'Resume a blocked session (retry its blocked tasks, skip them, or continue with a note), or one out of budget with --max-tokens/--max-usd',
     )
     .argument('<sessionId>')
     .option(...configOption)

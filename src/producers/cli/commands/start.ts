@@ -26,6 +26,12 @@ function parseRoles(value: string): Role[] {
       });
     }
   }
+  if (roles.length === 0) {
+    // A pod that runs nothing would look healthy and never take a job.
+    throw new OrqError('VALIDATION_FAILED', '--roles names no role', {
+      hint: `Give one or more of ${Role.options.join(', ')}, comma-separated (default: all).`,
+    });
+  }
   return roles as Role[];
 }
 

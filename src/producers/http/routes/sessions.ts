@@ -37,9 +37,9 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
         tags,
         summary: 'Submit an instruction as a new session',
         description:
-          'Answers 201 with the new session, or 200 with the existing one when idempotencyKey was used before.',
+          'Answers 201 with the new session, or 200 with the existing one when idempotencyKey was used before; 409 when the key was used for another instruction.',
         body: SubmitRequest,
-        response: { 200: Session, 201: Session, 400: ApiError, 503: ApiError },
+        response: { 200: Session, 201: Session, 400: ApiError, 409: ApiError, 503: ApiError },
       },
     },
     async (request, reply) => {
@@ -143,7 +143,7 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
       schema: {
         tags,
         summary:
-          'Resume a BLOCKED session: retry or skip its blocked tasks, or continue with a note',
+          'Resume a BLOCKED session (retry or skip its blocked tasks, or continue with a note), or a BUDGET_EXHAUSTED one with a higher budget',
         params: SessionParams,
         body: ResumeRequest.nullish(),
         response: { 202: Accepted, 400: ApiError, 404: ApiError, 409: ApiError, 503: ApiError },
