@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { applyLegacyKeys, parseConfig, mergeConfig } from '../shared/config/load.js';
+import { overridesOutside } from '../shared/config/override-policy.js';
+import { submitDigest } from './submit-digest.js';
 import { SessionConfig, type OrqConfig, type OrqConfigInput } from '../shared/config/schema.js';
 import type { HistoryEntry } from '../shared/domain/history.js';
 import type { TaskProgress } from '../shared/domain/progress.js';
@@ -46,7 +48,10 @@ export const SubmitRequest = z.strictObject({
   instruction: z.string().trim().min(1, 'instruction must not be empty').max(100_000),
   /** Per-session overrides of refinement, replanning, execution, planning, llm and budget settings. */
   config: z.record(z.string(), z.unknown()).optional(),
-  /** The same key twice gives the same session. */
+  /**
+   * The same key twice gives the same session; with another instruction, config or metadata it
+   * is refused (CONFLICT), since answering with the old session would drop what changed.
+   */
   idempotencyKey: z
     .string()
     .min(1)
@@ -109,9 +114,17 @@ export interface WatchOptions {
   onConnection?: (change: { up: boolean; error?: string }) => void;
 }
 
+export interface SubmitOptions {
+  /**
+   * Session settings the request's `config` may set (override-policy.ts patterns); any when
+   * unset. The HTTP API passes http.sessionOverrides: its callers are not the operator.
+   */
+  allowedOverrides?: readonly string[];
+}
+
 export interface OrqClient {
   readonly store: SessionStore;
-  submit(request: SubmitRequest): Promise<Session>;
+  submit(request: SubmitRequest, options?: SubmitOptions): Promise<Session>;
   get(sessionId: string): Promise<SessionView>;
   list(options?: { limit?: number; offset?: number }): Promise<Session[]>;
   history(
@@ -162,6 +175,21 @@ const SESSION_CONFIG_KEYS = [
   'llm',
   'budget',
 ] as const;
+
+/** Refuses a request that sets a session setting outside `allowed`, naming each one. */
+function assertOverridesAllowed(overrides: unknown, allowed: readonly string[]): void {
+  const refused = overridesOutside(applyLegacyKeys(overrides ?? {}), allowed);
+  if (refused.length === 0) return;
+  const paths = refused.map((path) => `config.${path}`);
+  throw new OrqError(
+    'FORBIDDEN',
+    `this API does not let a submit set ${paths.join(', ')}: ${refused.length === 1 ? 'it names' : 'they name'} what the operator decides (a program, file, endpoint or environment variable)`,
+    {
+      hint: `Leave ${refused.length === 1 ? 'it' : 'them'} out to use the pods' own settings. The operator allows settings with http.sessionOverrides (now: ${allowed.length > 0 ? allowed.join(', ') : 'none'}).`,
+      details: { refused: paths },
+    },
+  );
+}
 
 /** Builds the session's effective config: client defaults, then the request's overrides. */
 export function sessionConfig(
@@ -357,10 +385,12 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
   return {
     store,
 
-    submit: (request) =>
+    submit: (request, options = {}) =>
       guard(async () => {
         const parsed = parseOrThrow(SubmitRequest, request, 'submit request');
         const effective = sessionConfig(config, parsed.config);
+        if (options.allowedOverrides)
+          assertOverridesAllowed(parsed.config, options.allowedOverrides);
         const sessionId = randomUUID();
         if (parsed.idempotencyKey) {
           const existing = await store.claimIdempotencyKey(parsed.idempotencyKey, sessionId);
@@ -374,6 +404,18 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
                 `idempotency key "${parsed.idempotencyKey}" was used for another instruction (session ${existing})`,
                 {
                   hint: 'Use a new key for a new request; the same key only for a retry of the same one.',
+                  details: { idempotencyKey: parsed.idempotencyKey, sessionId: existing },
+                },
+              );
+            }
+            const digest = snapshot?.session.requestDigest;
+            // Sessions stored before the digest existed carry none: only the instruction counts.
+            if (snapshot && digest !== undefined && digest !== submitDigest(parsed)) {
+              throw new OrqError(
+                'CONFLICT',
+                `idempotency key "${parsed.idempotencyKey}" was used for the same instruction with another config or metadata (session ${existing})`,
+                {
+                  hint: 'A retry sends the same request; use a new key to submit it with other settings.',
                   details: { idempotencyKey: parsed.idempotencyKey, sessionId: existing },
                 },
               );
@@ -407,7 +449,9 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
             planning: {},
             taskIds: [],
             metadata: parsed.metadata ?? {},
-            ...(parsed.idempotencyKey ? { idempotencyKey: parsed.idempotencyKey } : {}),
+            ...(parsed.idempotencyKey
+              ? { idempotencyKey: parsed.idempotencyKey, requestDigest: submitDigest(parsed) }
+              : {}),
           });
           // Indexed first: a submit that dies after storing the session leaves it where the
           // outbox sweeper looks (the newest sessions), so its plan job is enqueued anyway.

@@ -16,7 +16,9 @@ export type OrqErrorCode =
   /** A server (HTTP API, a pod's metrics and probes) could not listen on its address. */
   | 'LISTEN_FAILED'
   /** A model call could not reserve its estimate within the session's budget (issue 4). */
-  | 'BUDGET_EXHAUSTED';
+  | 'BUDGET_EXHAUSTED'
+  /** The caller may not do this here (a session setting the HTTP API does not let it set). */
+  | 'FORBIDDEN';
 
 export interface OrqErrorOptions {
   /** What the user can do about it. */

@@ -161,6 +161,70 @@ describe('sessions over HTTP', () => {
     expect(((await badKey.json()) as { message: string }).message).toContain('"priority"');
   });
 
+  it('answers 403 naming each setting a caller may not set, and claims no idempotency key', async () => {
+    const key = `guarded-${Date.now()}`;
+    const refused = await submit({
+      instruction: 'run my program',
+      idempotencyKey: key,
+      config: {
+        execution: { command: { template: ['id'], repository: '.' } },
+        llm: {
+          judge: { model: 'judge-model', baseUrl: 'http://attacker.example', apiKeyEnv: 'HOME' },
+        },
+      },
+    });
+    expect(refused.status).toBe(403);
+    const body = (await refused.json()) as { error: string; message: string; hint: string };
+    expect(body.error).toBe('FORBIDDEN');
+    for (const path of [
+      'config.execution.command.template',
+      'config.execution.command.repository',
+      'config.llm.judge.baseUrl',
+      'config.llm.judge.apiKeyEnv',
+    ]) {
+      expect(body.message).toContain(path);
+    }
+    // The model is a setting callers may choose.
+    expect(body.message).not.toContain('config.llm.judge.model');
+    expect(body.hint).toContain('http.sessionOverrides');
+
+    // Nothing was kept of the refused request: the same key with allowed settings creates.
+    const allowed = await submit({
+      instruction: 'run my program',
+      idempotencyKey: key,
+      config: { refinement: { noiseThreshold: 4 }, llm: { judge: { temperature: 0.5 } } },
+    });
+    expect(allowed.status).toBe(201);
+    const session = (await allowed.json()) as { id: string; config: { llm: { judge: unknown } } };
+    expect(session.config.llm.judge).toEqual({ temperature: 0.5 });
+    // An unknown key is still a 400 that names it, not a 403.
+    const typo = await submit({ instruction: 'x', config: { execution: { comand: {} } } });
+    expect(typo.status).toBe(400);
+    expect(((await typo.json()) as { message: string }).message).toContain('execution.comand');
+  });
+
+  it('lets a caller set every setting when the operator allows it (sessionOverrides ["*"])', async () => {
+    const open = await startHttpServer({
+      client: cluster.client,
+      host: '127.0.0.1',
+      port: 0,
+      sessionOverrides: ['*'],
+    });
+    try {
+      const res = await fetch(`${open.url}/sessions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          instruction: 'operator-trusted caller',
+          config: { llm: { default: { baseUrl: 'http://127.0.0.1:9' } } },
+        }),
+      });
+      expect(res.status).toBe(201);
+    } finally {
+      await open.close();
+    }
+  });
+
   it('answers 404 for an unknown session on every session route', async () => {
     const id = 'no-such-session';
     for (const path of [`/sessions/${id}`, `/sessions/${id}/history`, `/sessions/${id}/events`]) {
@@ -270,8 +334,20 @@ describe('sessions over HTTP', () => {
 
   it('gives the same session for the same idempotency key (201, then 200)', async () => {
     const key = `idem-${Date.now()}`;
-    const first = await submit({ instruction: 'write the docs', idempotencyKey: key });
-    const second = await submit({ instruction: 'write the docs', idempotencyKey: key });
+    const request = {
+      instruction: 'write the docs',
+      idempotencyKey: key,
+      config: { refinement: { noiseThreshold: 4, maxRefinementAttempts: 2 } },
+      metadata: { ticket: '42', team: 'docs' },
+    };
+    const first = await submit(request);
+    // The same request, its keys in another order: a retry.
+    const second = await submit({
+      metadata: { team: 'docs', ticket: '42' },
+      config: { refinement: { maxRefinementAttempts: 2, noiseThreshold: 4 } },
+      idempotencyKey: key,
+      instruction: 'write the docs',
+    });
     expect(first.status).toBe(201);
     expect(second.status).toBe(200);
     const a = (await first.json()) as { id: string };
@@ -284,6 +360,18 @@ describe('sessions over HTTP', () => {
       error: 'CONFLICT',
       message: expect.stringContaining(`was used for another instruction (session ${a.id})`),
     });
+    // So are other settings or metadata: answering with the old session would drop them.
+    for (const changed of [
+      { ...request, config: { refinement: { noiseThreshold: 9, maxRefinementAttempts: 2 } } },
+      { ...request, config: undefined },
+      { ...request, metadata: { ticket: '43', team: 'docs' } },
+    ]) {
+      const res = await submit(changed);
+      expect(res.status).toBe(409);
+      expect(((await res.json()) as { message: string }).message).toContain(
+        `with another config or metadata (session ${a.id})`,
+      );
+    }
   });
 
   it('answers 409 when resuming a session that is not blocked', async () => {

@@ -19,6 +19,7 @@ export type ApiError = z.infer<typeof ApiError>;
 const STATUS_BY_CODE: Partial<Record<string, number>> = {
   VALIDATION_FAILED: 400,
   CONFIG_INVALID: 400,
+  FORBIDDEN: 403,
   NOT_FOUND: 404,
   INVALID_STATE: 409,
   CONFLICT: 409,

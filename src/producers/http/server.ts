@@ -25,6 +25,7 @@ import { registerHealthRoutes } from './routes/health.js';
 import { registerMetricsRoute } from './routes/metrics.js';
 import { registerOpenApiRoute } from './routes/openapi.js';
 import { registerSessionRoutes } from './routes/sessions.js';
+import { SAFE_SESSION_OVERRIDES } from '../../shared/config/override-policy.js';
 
 export interface HttpServerOptions {
   /** The client the routes submit and read through; the caller keeps and closes it. */
@@ -41,6 +42,11 @@ export interface HttpServerOptions {
   token?: string;
   /** Bull Board without retry/clean/promote/remove actions. */
   readOnlyBoard?: boolean;
+  /**
+   * Session settings a submit may set (override-policy.ts patterns); default
+   * SAFE_SESSION_OVERRIDES, which names no program, file, endpoint or environment variable.
+   */
+  sessionOverrides?: readonly string[];
   logger?: Logger;
 }
 
@@ -107,6 +113,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
     metrics,
     logger,
     streams: new Set(),
+    sessionOverrides: options.sessionOverrides ?? SAFE_SESSION_OVERRIDES,
   };
 
   installErrorHandler(app, logger, allowedMethods);

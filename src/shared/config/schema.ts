@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { OVERRIDE_PATTERN, SAFE_SESSION_OVERRIDES } from './override-policy.js';
 
 /**
  * Every key and default of the seeds, validated. Objects are strict so a typo in a key is an
@@ -564,6 +565,25 @@ export const HttpConfig = z.strictObject({
     .boolean()
     .default(false)
     .describe('Bull Board in read-only mode: no retry, clean, promote or remove from the UI.'),
+  sessionOverrides: z
+    .array(
+      z
+        .string()
+        .regex(OVERRIDE_PATTERN, 'a dotted config path, * for any one key (e.g. llm.*.model)')
+        .refine(
+          (pattern) => {
+            const first = pattern.split('.')[0] as string;
+            return first === '*' || Object.hasOwn(SessionConfig.shape, first);
+          },
+          {
+            message: `a session setting: starts with * or ${Object.keys(SessionConfig.shape).join(', ')}`,
+          },
+        ),
+    )
+    .default([...SAFE_SESSION_OVERRIDES])
+    .describe(
+      'Session settings a submit over the HTTP API may set (dotted paths, * for any one key; ["*"] for all). The default leaves out every setting that names a program, file, endpoint or environment variable; the CLI and the typed client are not limited.',
+    ),
 });
 
 /** The whole configuration file. */

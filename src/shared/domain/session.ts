@@ -79,6 +79,8 @@ export const Session = z.object({
   taskIds: z.array(TaskId).default([]),
   failure: z.object({ code: z.string(), reason: z.string() }).optional(),
   idempotencyKey: z.string().optional(),
+  /** With an idempotency key: the digest of the submit's config and metadata (submit-digest.ts). */
+  requestDigest: z.string().optional(),
   /** Free-form labels from the submitter. */
   metadata: z.record(z.string(), z.string()).default({}),
 });

@@ -29,6 +29,7 @@ export function registerDashboardCommand(program: Command): void {
           host: options.host ?? config.http.host,
           port: options.port ?? config.http.port,
           readOnlyBoard: options.readOnlyBoard ?? config.http.readOnlyBoard,
+          sessionOverrides: config.http.sessionOverrides,
           logger,
           ...(token ? { token } : {}),
         });

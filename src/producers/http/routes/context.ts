@@ -13,6 +13,8 @@ export interface RouteContext {
   logger: Logger;
   /** Open SSE streams, ended when the server closes so close() does not wait on them. */
   streams: Set<AbortController>;
+  /** Session settings a submit may set (HttpServerOptions.sessionOverrides). */
+  sessionOverrides: readonly string[];
 }
 
 /** The Fastify instance with zod schemas as the type provider. */

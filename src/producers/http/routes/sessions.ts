@@ -37,9 +37,16 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
         tags,
         summary: 'Submit an instruction as a new session',
         description:
-          'Answers 201 with the new session, or 200 with the existing one when idempotencyKey was used before; 409 when the key was used for another instruction.',
+          'Answers 201 with the new session, or 200 with the existing one when idempotencyKey was used before; 403 when `config` sets a setting the operator does not let callers set (http.sessionOverrides); 409 when the key was used for another instruction, config or metadata.',
         body: SubmitRequest,
-        response: { 200: Session, 201: Session, 400: ApiError, 409: ApiError, 503: ApiError },
+        response: {
+          200: Session,
+          201: Session,
+          400: ApiError,
+          403: ApiError,
+          409: ApiError,
+          503: ApiError,
+        },
       },
     },
     async (request, reply) => {
@@ -48,7 +55,9 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
       const existed =
         key !== undefined &&
         (await client.store.redis.exists(idempotencyKey(client.store.prefix, key))) === 1;
-      const session = await client.submit(request.body);
+      const session = await client.submit(request.body, {
+        allowedOverrides: ctx.sessionOverrides,
+      });
       metrics.sessionsSubmitted.inc({ outcome: existed ? 'existing' : 'created' });
       return reply.code(existed ? 200 : 201).send(session);
     },

@@ -1,0 +1,70 @@
+/**
+ * Which session settings a submit may override when the caller is not the operator (the HTTP
+ * API). A pattern is a dotted config path; `*` stands for any one key (`llm.*.model` covers
+ * `llm.default.model` and `llm.judge.model`) and a pattern covers everything under it, so `*`
+ * alone covers every setting.
+ */
+
+/**
+ * What a remote submit may set unless the operator says otherwise: how the session plans,
+ * judges, retries and spends. It leaves out every setting that names a program, a file or
+ * folder, a network endpoint or an environment variable: execution.command, mcpServers,
+ * commandAllowlist and workspaceRoot; llm.*.baseUrl and apiKeyEnv; llm.scenario and
+ * llm.record; planning.history.
+ */
+export const SAFE_SESSION_OVERRIDES: readonly string[] = [
+  'refinement',
+  'replanning',
+  'planning.enabled',
+  'planning.strategy',
+  'planning.max_subtasks',
+  'planning.decomposition_level',
+  'planning.reflection',
+  'planning.revision',
+  'execution.maxContinuations',
+  'execution.defaultExecutor',
+  'execution.maxAgentActions',
+  'execution.toolTimeoutSeconds',
+  'execution.toolMaxOutputBytes',
+  'llm.*.provider',
+  'llm.*.model',
+  'llm.*.temperature',
+  'llm.*.timeoutSeconds',
+  'llm.*.maxRetries',
+  'llm.*.maxOutputTokens',
+  'llm.*.structuredOutput',
+  'llm.*.toolCalling',
+  'llm.maxRepairAttempts',
+  'llm.judgeSamples',
+  'budget',
+];
+
+/** A pattern as the config accepts it: dotted keys or `*`, e.g. `llm.*.model`. */
+export const OVERRIDE_PATTERN = /^(\*|[A-Za-z0-9_]+)(\.(\*|[A-Za-z0-9_]+))*$/;
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Every path that sets a value: objects are walked, anything else (arrays too) is one leaf. */
+export function overridePaths(overrides: unknown, parent: string[] = []): string[][] {
+  if (!isPlainObject(overrides)) return parent.length > 0 ? [parent] : [];
+  return Object.entries(overrides).flatMap(([key, value]) =>
+    overridePaths(value, [...parent, key]),
+  );
+}
+
+function covers(pattern: string, path: readonly string[]): boolean {
+  const segments = pattern.split('.');
+  return (
+    segments.length <= path.length &&
+    segments.every((segment, i) => segment === '*' || segment === path[i])
+  );
+}
+
+/** The overridden paths (dotted) that no pattern of `allowed` covers, in the request's order. */
+export function overridesOutside(overrides: unknown, allowed: readonly string[]): string[] {
+  return overridePaths(overrides)
+    .filter((path) => !allowed.some((pattern) => covers(pattern, path)))
+    .map((path) => path.join('.'));
+}
