@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { applyLegacyKeys, parseConfig, mergeConfig } from '../shared/config/load.js';
 import { overridesOutside } from '../shared/config/override-policy.js';
+import { unworkableSettings } from '../shared/config/unworkable.js';
 import { submitDigest } from './submit-digest.js';
 import { SessionConfig, type OrqConfig, type OrqConfigInput } from '../shared/config/schema.js';
 import type { HistoryEntry } from '../shared/domain/history.js';
@@ -204,6 +205,11 @@ export function sessionConfig(
   if (!result.success) {
     throw new ValidationError('submit request', describeZodIssues(result.error, 'config'));
   }
+  const unworkable = unworkableSettings(result.data).map((issue) => ({
+    ...issue,
+    path: `config.${issue.path}`,
+  }));
+  if (unworkable.length > 0) throw new ValidationError('submit request', unworkable);
   const unpriced = result.data.budget.maxUsd === undefined ? [] : unpricedModels(result.data);
   if (unpriced.length > 0) {
     const message = `maxUsd needs a price for every model the roles use; none for ${unpriced.join(', ')}`;

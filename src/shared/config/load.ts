@@ -10,6 +10,7 @@ import {
   type FieldIssue,
 } from '../errors.js';
 import { OrqConfig } from './schema.js';
+import { unworkableSettings } from './unworkable.js';
 
 /** Looked for, in this order, in the working directory when no file is named. */
 export const DEFAULT_CONFIG_FILES = ['orq.config.yaml', 'orq.config.yml', 'orq.config.json'];
@@ -79,6 +80,8 @@ export function applyLegacyKeys(raw: unknown): unknown {
 export function parseConfig(input: unknown, source = 'configuration'): OrqConfig {
   const result = OrqConfig.safeParse(applyLegacyKeys(input));
   if (!result.success) throw new ConfigError(source, configIssues(result.error));
+  const unworkable = unworkableSettings(result.data);
+  if (unworkable.length > 0) throw new ConfigError(source, unworkable);
   return result.data;
 }
 

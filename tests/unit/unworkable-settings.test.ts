@@ -1,0 +1,90 @@
+import { describe, expect, it } from 'vitest';
+import { sessionConfig } from '../../src/producers/client.js';
+import { parseConfig } from '../../src/shared/config/load.js';
+import { SessionConfig } from '../../src/shared/config/schema.js';
+import { unworkableSettings } from '../../src/shared/config/unworkable.js';
+import { ConfigError, ValidationError } from '../../src/shared/errors.js';
+
+const paths = (input: unknown) => unworkableSettings(SessionConfig.parse(input)).map((i) => i.path);
+
+describe('unworkableSettings', () => {
+  it('finds nothing wrong with the defaults (the builtin provider)', () => {
+    expect(paths({})).toEqual([]);
+    // The builtin provider ignores the model name.
+    expect(paths({ llm: { default: { model: 'gpt-4o' } } })).toEqual([]);
+  });
+
+  it('names llm.default.model when a real provider is given no model', () => {
+    expect(paths({ llm: { default: { provider: 'openai' } } })).toEqual(['llm.default.model']);
+    expect(paths({ llm: { default: { provider: 'anthropic', baseUrl: 'http://x' } } })).toEqual([
+      'llm.default.model',
+    ]);
+    const [issue] = unworkableSettings(
+      SessionConfig.parse({ llm: { default: { provider: 'anthropic' } } }),
+    );
+    expect(issue?.message).toContain('provider anthropic needs a model name');
+  });
+
+  it("names the role's own model when the role chose the provider", () => {
+    expect(paths({ llm: { judge: { provider: 'anthropic' } } })).toEqual(['llm.judge.model']);
+    expect(paths({ llm: { judge: { provider: 'openai', model: 'builtin' } } })).toEqual([
+      'llm.judge.model',
+    ]);
+  });
+
+  it('accepts a real provider whose every role has a model, from the role or the default', () => {
+    expect(paths({ llm: { default: { provider: 'openai', model: 'gpt-4o-mini' } } })).toEqual([]);
+    expect(
+      paths({
+        llm: { default: { provider: 'openai', model: 'm' }, judge: { provider: 'anthropic' } },
+      }),
+    ).toEqual([]);
+    const everyRole = Object.fromEntries(
+      ['planner', 'judge', 'worker', 'replanner'].map((role) => [role, { model: `${role}-model` }]),
+    );
+    expect(paths({ llm: { default: { provider: 'openai' }, ...everyRole } })).toEqual([]);
+    // One role left on the default model is enough to need one.
+    const { replanner: _left, ...threeRoles } = everyRole;
+    expect(paths({ llm: { default: { provider: 'openai' }, ...threeRoles } })).toEqual([
+      'llm.default.model',
+    ]);
+  });
+
+  it("names budget.maxTokens below one call's reservation, not at it", () => {
+    expect(paths({ budget: { maxTokens: 3999 } })).toEqual(['budget.maxTokens']);
+    expect(paths({ budget: { maxTokens: 4000 } })).toEqual([]);
+    expect(paths({ budget: { maxTokens: 100, reserveTokensPerCall: 100 } })).toEqual([]);
+    expect(paths({ budget: { maxTokens: 100, reserveTokensPerCall: 101 } })).toEqual([
+      'budget.maxTokens',
+    ]);
+  });
+});
+
+describe('where unworkable settings are refused', () => {
+  it('in a config file, naming the file and the setting', () => {
+    const error = (() => {
+      try {
+        parseConfig({ llm: { default: { provider: 'openai' } } }, 'orq.config.yaml');
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).message).toContain('orq.config.yaml');
+    expect((error as ConfigError).message).toContain('llm.default.model');
+  });
+
+  it("in a submit's config, under config.", () => {
+    const base = parseConfig({});
+    expect(() => sessionConfig(base, { budget: { maxTokens: 10 } })).toThrow(ValidationError);
+    try {
+      sessionConfig(base, { llm: { worker: { provider: 'openai' } }, budget: { maxTokens: 10 } });
+    } catch (e) {
+      expect((e as ValidationError).issues.map((i) => i.path)).toEqual([
+        'config.llm.worker.model',
+        'config.budget.maxTokens',
+      ]);
+    }
+    expect.assertions(2);
+  });
+});
