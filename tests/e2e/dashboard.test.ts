@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, inject, it } from 'vitest';
+import { freePort } from '../../src/shared/redis-server.js';
 import { orq, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 
 const children: ChildProcess[] = [];
@@ -43,5 +44,19 @@ describe('orq dashboard', () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/refusing to listen on 0\.0\.0\.0/);
     expect(result.stderr).toContain('ORQ_API_TOKEN');
+  });
+
+  it('says so before it connects: the same exit code 2 with Redis unreachable, and for a short token', async () => {
+    const unreachable = `redis://127.0.0.1:${await freePort()}`;
+    const [noToken, shortToken] = await Promise.all([
+      orq(['dashboard', '--host', '0.0.0.0', '--port', '0'], { env: { REDIS_URL: unreachable } }),
+      orq(['dashboard', '--port', '0'], {
+        env: { REDIS_URL: unreachable, ORQ_API_TOKEN: 'hunter2' },
+      }),
+    ]);
+    expect(noToken.code, noToken.stderr).toBe(2);
+    expect(noToken.stderr).toMatch(/refusing to listen on 0\.0\.0\.0/);
+    expect(shortToken.code, shortToken.stderr).toBe(2);
+    expect(shortToken.stderr).toContain('has 7 characters; at least 16 are needed');
   });
 });

@@ -30,8 +30,16 @@ describe('HTTP auth helpers', () => {
 
   it('refuses a non-loopback host only when there is no token', () => {
     expect(() => assertSafeToListen('0.0.0.0', undefined)).toThrow(/ORQ_API_TOKEN/);
-    expect(() => assertSafeToListen('0.0.0.0', 'secret')).not.toThrow();
+    expect(() => assertSafeToListen('0.0.0.0', 'a'.repeat(16))).not.toThrow();
     expect(() => assertSafeToListen('127.0.0.1', undefined)).not.toThrow();
+  });
+
+  it('refuses a token shorter than 16 characters, on any address', () => {
+    for (const host of ['0.0.0.0', '127.0.0.1']) {
+      expect(() => assertSafeToListen(host, 'a'.repeat(15))).toThrow(
+        /has 15 characters; at least 16 are needed/,
+      );
+    }
   });
 
   it('compares secrets of any length', () => {

@@ -47,8 +47,21 @@ export function isLoopbackHost(host: string): boolean {
   return false;
 }
 
-/** Refuses to expose the API beyond this machine without a token (issue 6). */
+/** Shortest API token accepted: 16 random characters are out of reach of guessing online. */
+export const MIN_TOKEN_LENGTH = 16;
+
+/**
+ * Refuses to expose the API beyond this machine without a token (issue 6), and a token short
+ * enough to guess anywhere.
+ */
 export function assertSafeToListen(host: string, token: string | undefined): void {
+  if (token !== undefined && token.length < MIN_TOKEN_LENGTH) {
+    throw new OrqError(
+      'CONFIG_INVALID',
+      `the API token (ORQ_API_TOKEN) has ${token.length} characters; at least ${MIN_TOKEN_LENGTH} are needed, a shorter one can be guessed`,
+      { hint: 'Set ORQ_API_TOKEN to a long random secret, e.g. `openssl rand -hex 32`.' },
+    );
+  }
   if (!token && !isLoopbackHost(host)) {
     throw new OrqError(
       'CONFIG_INVALID',

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { createLogger } from '../../../shared/logger.js';
-import { configOption, parsePort, withClient } from '../common.js';
+import { cliConfig, configOption, parsePort, withClient } from '../common.js';
 
 interface DashboardOptions {
   host?: string;
@@ -18,12 +18,15 @@ export function registerDashboardCommand(program: Command): void {
     .option('--port <n>', 'port, 0 for a free one (default: config http.port, 3000)', parsePort)
     .option('--read-only-board', 'Bull Board without retry/clean/remove actions')
     .option(...configOption)
-    .action(async (options: DashboardOptions) =>
-      withClient(options, async (client, config) => {
-        // The HTTP stack (fastify, Bull Board, OpenAPI) loads for this command only.
-        const { resolveApiToken, startHttpServer } = await import('../../http/server.js');
+    .action(async (options: DashboardOptions) => {
+      // The HTTP stack (fastify, Bull Board, OpenAPI) loads for this command only.
+      const { resolveApiToken, startHttpServer } = await import('../../http/server.js');
+      const { assertSafeToListen } = await import('../../http/auth.js');
+      const token = resolveApiToken(undefined);
+      // A bad address or token is a usage error (exit 2), whether or not Redis answers.
+      assertSafeToListen(options.host ?? cliConfig(options).http.host, token);
+      return withClient(options, async (client, config) => {
         const logger = createLogger({ level: config.logLevel, fd: 2 });
-        const token = resolveApiToken(undefined);
         const server = await startHttpServer({
           client,
           host: options.host ?? config.http.host,
@@ -48,6 +51,6 @@ export function registerDashboardCommand(program: Command): void {
           process.once('SIGINT', () => stop('SIGINT'));
         });
         await server.close();
-      }),
-    );
+      });
+    });
 }
