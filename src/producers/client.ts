@@ -25,6 +25,7 @@ import {
   createConnection,
   ensureConnected,
   refuseClusterNode,
+  refuseMissingDatabase,
   type ConnectionInput,
   type RedisConnection,
 } from '../shared/redis.js';
@@ -228,6 +229,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
   try {
     await ensureConnected(redis);
     await refuseClusterNode(redis);
+    await refuseMissingDatabase(redis);
   } catch (error) {
     redis.disconnect();
     throw error;

@@ -251,6 +251,28 @@ export async function refuseClusterNode(redis: RedisConnection): Promise<void> {
   }
 }
 
+/**
+ * A database the server does not have (REDIS_URL ending /99 where Redis has 16): ioredis only
+ * emits the SELECT's error and goes on in database 0, among other data. Refuse it instead.
+ */
+export async function refuseMissingDatabase(redis: RedisConnection): Promise<void> {
+  if (redis instanceof Cluster) return;
+  const db = redis.options.db ?? 0;
+  if (db === 0) return;
+  try {
+    await redis.select(db);
+  } catch (error) {
+    throw new OrqError(
+      'CONFIG_INVALID',
+      `${describeConnection(redis)} has no database ${db} (${error instanceof Error ? error.message : String(error)})`,
+      {
+        hint: 'Name a database the server has in REDIS_URL (0 to 15 by default: its `databases` setting), or none for 0.',
+        details: { db },
+      },
+    );
+  }
+}
+
 /** BullMQ loses jobs when Redis evicts keys: warn unless the policy is `noeviction`. */
 export async function checkEvictionPolicy(
   redis: RedisConnection,

@@ -21,6 +21,7 @@ import {
   OutageLog,
   pingRedis,
   refuseClusterNode,
+  refuseMissingDatabase,
   type ConnectionInput,
   type RedisConnection,
 } from '../shared/redis.js';
@@ -258,6 +259,7 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
   const redis = createConnection(options.connection, 'consumer', logger);
   try {
     await refuseClusterNode(redis);
+    await refuseMissingDatabase(redis);
   } catch (error) {
     redis.disconnect();
     throw error;

@@ -293,6 +293,8 @@ describe('applyEnvOverrides', () => {
     'redis://localhost:6379x',
     'http://127.0.0.1:6379',
     'redis://',
+    'redis://127.0.0.1:6379/abc',
+    'redis://127.0.0.1:6379/1/2',
   ])('refuses REDIS_URL=%s, naming the variable and the form it takes', (url) => {
     const error = configErrorOf(() => loadConfig({ env: { REDIS_URL: url }, cwd: '/' }));
     expect(error.issues).toEqual([
@@ -304,12 +306,15 @@ describe('applyEnvOverrides', () => {
     expect(error.message).toContain('REDIS_URL');
   });
 
-  it.each(['redis://h:6379', 'rediss://user:pw@h:6380/2', 'redis://h', 'localhost:6379'])(
-    'accepts REDIS_URL=%s',
-    (url) => {
-      expect(loadConfig({ env: { REDIS_URL: url }, cwd: '/' }).redis.url).toBe(url);
-    },
-  );
+  it.each([
+    'redis://h:6379',
+    'rediss://user:pw@h:6380/2',
+    'redis://h',
+    'redis://h:6379/',
+    'localhost:6379',
+  ])('accepts REDIS_URL=%s', (url) => {
+    expect(loadConfig({ env: { REDIS_URL: url }, cwd: '/' }).redis.url).toBe(url);
+  });
 
   it('ORQ__section__key sets a nested key, JSON values parsed', () => {
     const raw = applyEnvOverrides(
@@ -485,8 +490,13 @@ describe('configWarnings', () => {
     expect(warnings[0]).toContain('has no effect');
   });
 
-  it('a real provider with the builtin model is flagged', () => {
-    const warnings = configWarnings(parseConfig({ llm: { judge: { provider: 'openai' } } }));
-    expect(warnings).toEqual([expect.stringContaining('llm.judge.provider is "openai"')]);
+  it('a real provider with the builtin model is not a warning but an error (unworkable.ts)', () => {
+    const error = configErrorOf(() => parseConfig({ llm: { judge: { provider: 'openai' } } }));
+    expect(error.issues).toEqual([
+      {
+        path: 'llm.judge.model',
+        message: expect.stringContaining('provider openai needs a model'),
+      },
+    ]);
   });
 });

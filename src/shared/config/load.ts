@@ -390,7 +390,7 @@ function annotateEnvIssues(
 /** Settings that are valid but probably not what was meant. */
 export function configWarnings(config: OrqConfig): string[] {
   const warnings: string[] = [];
-  const { refinement, llm } = config;
+  const { refinement } = config;
 
   if (refinement.noiseThreshold >= refinement.deltaThreshold) {
     warnings.push(
@@ -414,17 +414,6 @@ export function configWarnings(config: OrqConfig): string[] {
       'refinement.treatTermLossAsStructureBreak has no effect while ' +
         'refinement.enableTermPreservationCheck is false',
     );
-  }
-
-  for (const role of ['default', 'planner', 'judge', 'worker', 'replanner'] as const) {
-    const provider = (role === 'default' ? undefined : llm[role]?.provider) ?? llm.default.provider;
-    const model = (role === 'default' ? undefined : llm[role]?.model) ?? llm.default.model;
-    const explicit = role === 'default' || llm[role]?.provider !== undefined;
-    if (explicit && provider !== 'builtin' && model === 'builtin') {
-      warnings.push(
-        `llm.${role}.provider is "${provider}" but the model is "builtin"; set llm.${role}.model`,
-      );
-    }
   }
 
   return warnings;

@@ -464,7 +464,9 @@ function isRedisAddress(value: string): boolean {
     return (
       (url.protocol === 'redis:' || url.protocol === 'rediss:') &&
       url.hostname !== '' &&
-      url.port !== '0'
+      url.port !== '0' &&
+      // The path names the database; ioredis sent SELECT NaN for another, and crashed on it.
+      /^(\/\d*)?$/.test(url.pathname)
     );
   } catch {
     return false;
@@ -477,11 +479,11 @@ export const RedisConfig = z.strictObject({
     .min(1)
     .refine(isRedisAddress, {
       message:
-        'expected a redis:// or rediss:// URL with a port from 1 to 65535, e.g. redis://127.0.0.1:6379',
+        'expected a redis:// or rediss:// URL with a port from 1 to 65535 and, if any, a database number as its path, e.g. redis://127.0.0.1:6379 or redis://127.0.0.1:6379/2',
     })
     .optional()
     .describe(
-      'redis:// or rediss:// URL; REDIS_URL overrides. Without it `orq run` starts its own.',
+      'redis:// or rediss:// URL, its path the database (e.g. /2; one the server does not have is refused); REDIS_URL overrides. Without it `orq run` starts its own.',
     ),
   prefix: z
     .string()

@@ -1,0 +1,40 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { describe, expect, inject, it } from 'vitest';
+import { createClient } from '../../src/producers/client.js';
+import { parseConfig } from '../../src/shared/config/load.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { sessionKeys } from '../../src/shared/store/keys.js';
+import { startRoles } from '../../src/workers/registry.js';
+
+const base = inject('redisUrl').replace(/\/\d*$/, '');
+
+describe('the database a REDIS_URL names', () => {
+  it('is refused, naming it, when the server does not have it: no silent fallback to 0', async () => {
+    const url = `${base}/99`;
+    await expect(createClient({ connection: url })).rejects.toMatchObject({
+      code: 'CONFIG_INVALID',
+      message: expect.stringContaining('has no database 99'),
+    });
+    const config = parseConfig({ redis: { prefix: `db${randomUUID().slice(0, 8)}` } });
+    await expect(
+      startRoles({ roles: ['coordinator'], connection: url, config, logger: silentLogger }),
+    ).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+  });
+
+  it('is where the sessions go when the server has it', async () => {
+    const prefix = `db${randomUUID().slice(0, 8)}`;
+    const client = await createClient({ connection: `${base}/3`, prefix });
+    const [db0, db3] = [new Redis(`${base}/0`), new Redis(`${base}/3`)];
+    try {
+      const { id } = await client.submit({ instruction: 'kept in database 3' });
+      const meta = sessionKeys(prefix, id).meta;
+      expect(await db3.exists(meta)).toBe(1);
+      expect(await db0.exists(meta)).toBe(0);
+    } finally {
+      await client.close();
+      db0.disconnect();
+      db3.disconnect();
+    }
+  });
+});
