@@ -144,7 +144,12 @@ describe('orq on a Redis Cluster of three nodes', () => {
   });
 
   it('serves the HTTP API, Bull Board and metrics from the cluster', async () => {
-    const app = await createHttpServer({ client, logger: silentLogger });
+    // The sessions are scripted by a scenario file, a setting callers may set only when told.
+    const app = await createHttpServer({
+      client,
+      logger: silentLogger,
+      sessionOverrides: ['llm.scenario'],
+    });
     try {
       expect((await app.inject({ url: '/readyz' })).json()).toEqual({ status: 'ok', redis: 'up' });
       // Several sessions, so that they live in several slots (and on several nodes).
