@@ -21,6 +21,11 @@ export interface PrivateRedisOptions {
   binary?: string;
   /** More redis-server options, as command-line arguments (tests: cluster mode). */
   args?: readonly string[];
+  /**
+   * In a process group of its own, so a Ctrl-C in the terminal reaches only its owner, which
+   * stops it once its own shutdown no longer needs it (`orq run`).
+   */
+  detached?: boolean;
 }
 
 export function findRedisServer(binary = 'redis-server'): string | undefined {
@@ -106,7 +111,10 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
     '',
     ...(options.args ?? []),
   ];
-  const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(binary, args, {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    detached: options.detached ?? false,
+  });
   const url = `redis://127.0.0.1:${port}`;
   await waitForPing(url, child, 10_000);
   return {

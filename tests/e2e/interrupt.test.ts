@@ -1,8 +1,10 @@
 import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
-import { spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
+import { orq, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
 
 const temp = tempFilesPerFile('orq-interrupt-');
@@ -80,5 +82,69 @@ describe('Ctrl-C while Redis is gone', () => {
     const exit = await exitWithin(watch, 10_000);
     expect(exit, `still running 10 s after Ctrl-C:\n${output.text()}`).toBeDefined();
     expect(exit?.code).not.toBe(0);
+  }, 60_000);
+});
+
+/** The private server `orq` recorded in `dir`/.orq/redis/server.json. */
+function privateServer(dir: string): { url: string; pid: number } {
+  return JSON.parse(readFileSync(join(dir, '.orq/redis/server.json'), 'utf8')) as {
+    url: string;
+    pid: number;
+  };
+}
+
+async function answers(url: string): Promise<boolean> {
+  const probe = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  probe.on('error', () => undefined);
+  try {
+    await probe.connect();
+    return (await probe.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    probe.disconnect();
+  }
+}
+
+describe('orq run with its private Redis (no REDIS_URL)', () => {
+  it('takes a Ctrl-C to the whole terminal job itself: shuts down with Redis there, then stops it', async () => {
+    const dir = mkdtempSync(join(temp.dir, 'ctrl-c-'));
+    const run = spawnOrq(['run', '--latency', '1500', 'a then b'], { cwd: dir, detached: true });
+    children.push(run);
+    const output = collect(run);
+    await waitForOutput(run, 'submitted');
+    const server = privateServer(dir);
+    // What a terminal does on Ctrl-C: SIGINT to every process of the foreground job.
+    process.kill(-run.pid!, 'SIGINT');
+    const exit = await exitWithin(run, 20_000);
+    expect(exit, `still running 20 s after Ctrl-C:\n${output.text()}`).toBeDefined();
+    expect(output.text()).toContain('orq: interrupted: session');
+    // Redis outlived the shutdown that needed it: no consumer lost it.
+    expect(output.text()).not.toContain('redis unreachable');
+    expect(output.text()).not.toContain('did not finish in time');
+    expect(await answers(server.url)).toBe(false);
+    expect(existsSync(join(dir, '.orq/redis/server.json'))).toBe(false);
+  }, 60_000);
+
+  it('leaves no server running after the next orq command when one was killed with its orq', async () => {
+    const dir = mkdtempSync(join(temp.dir, 'orphan-'));
+    const run = spawnOrq(['run', '--latency', '1500', 'a then b'], { cwd: dir, detached: true });
+    children.push(run);
+    await waitForOutput(run, 'submitted');
+    const server = privateServer(dir);
+    run.kill('SIGKILL');
+    await exitWithin(run, 10_000);
+    expect(await answers(server.url)).toBe(true);
+
+    // The next command in that directory finds it, takes it over and stops it when done.
+    const status = await orq(['status'], { cwd: dir });
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toContain('a then b');
+    expect(await answers(server.url)).toBe(false);
+    expect(existsSync(join(dir, '.orq/redis/server.json'))).toBe(false);
   }, 60_000);
 });

@@ -55,12 +55,18 @@ export function orq(
 /** Starts a long-running `orq ARGS` (e.g. `start --roles worker`) and returns the child. */
 export function spawnOrq(
   args: string[],
-  options: { env?: Record<string, string>; cwd?: string } = {},
+  options: {
+    env?: Record<string, string>;
+    cwd?: string;
+    /** In a process group of its own, as a terminal's foreground job (signal it as -pid). */
+    detached?: boolean;
+  } = {},
 ): ChildProcess {
   return spawn(process.execPath, ['--import', tsxLoader, main, ...args], {
     cwd: options.cwd ?? root,
     env: cleanEnv(options.env ?? {}),
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.detached ?? false,
   });
 }
 
@@ -96,7 +102,8 @@ export async function stopProcess(
   child: ChildProcess,
   signal: NodeJS.Signals = 'SIGTERM',
 ): Promise<number | null> {
-  if (child.exitCode !== null) return child.exitCode;
+  // Ended already (by an exit or a signal): its 'exit' event is gone.
+  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
   return new Promise((resolve) => {
     child.once('exit', (code) => resolve(code));
     child.kill(signal);

@@ -165,14 +165,14 @@ export async function followSession(
 export function stopOnSignals(): { signal: AbortSignal; interrupted(): boolean; dispose(): void } {
   const controller = new AbortController();
   const onSignal = () => controller.abort();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  // SIGHUP too (the terminal closed): the shutdown then also stops a private redis-server.
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const name of signals) process.once(name, onSignal);
   return {
     signal: controller.signal,
     interrupted: () => controller.signal.aborted,
     dispose() {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      for (const name of signals) process.off(name, onSignal);
     },
   };
 }

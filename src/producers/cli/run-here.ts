@@ -71,8 +71,13 @@ export async function runHere(
   const logger = createLogger({ level: options.verbose ? 'info' : 'warn', destination: logs });
   const redis = await redisForCli(config);
   try {
-    if (redis.owned)
+    if (redis.adopted) {
+      out.write(
+        `orq: took over the private redis-server at ${redis.url} that an earlier orq left running (data in .orq/redis)\n`,
+      );
+    } else if (redis.owned) {
       out.write(`orq: started a private redis-server at ${redis.url} (data in .orq/redis)\n`);
+    }
     // The client first: it says at once that Redis does not answer, where the roles' consumers
     // would wait for it for ever.
     const client = await createClient({ connection: redis.connection, config });
