@@ -89,11 +89,12 @@ export class ValidationError extends OrqError {
 export class ConfigError extends OrqError {
   readonly issues: FieldIssue[];
 
-  constructor(source: string, issues: FieldIssue[]) {
+  /** `source`: where the configuration came from (a file, `environment`), when known. */
+  constructor(source: string | undefined, issues: FieldIssue[]) {
     const list = issues.map((i) => `${i.path}: ${i.message}`).join('; ');
-    super('CONFIG_INVALID', `Invalid configuration in ${source}: ${list}`, {
+    super('CONFIG_INVALID', `Invalid configuration${source ? ` in ${source}` : ''}: ${list}`, {
       hint: 'Run `orq config schema` for every key, its type and default.',
-      details: { source },
+      ...(source ? { details: { source } } : {}),
     });
     this.name = 'ConfigError';
     this.issues = issues;

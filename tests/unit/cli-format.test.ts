@@ -282,6 +282,10 @@ describe('formatOutcomeNotice', () => {
       't2 is blocked: The worker job failed: LLM_CALL_FAILED: HTTP 401',
     );
     expect(formatLiveView(blocked, [])).toContain('t2 is blocked: The worker job failed');
+    t2.blockedReason = 'Replanned 3 times (replanning.maxIterations).';
+    expect(formatOutcomeNotice(blocked)).toContain(
+      '(t2: Replanned 3 times (replanning.maxIterations)). Run',
+    );
   });
 });
 

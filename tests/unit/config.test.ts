@@ -185,6 +185,10 @@ describe('parseConfig rejects what is not a valid configuration', () => {
     const error = configErrorOf(() => parseConfig({ x: 1 }, 'orq.config.yaml'));
     expect(error.message).toContain('Invalid configuration in orq.config.yaml');
     expect(error.code).toBe('CONFIG_INVALID');
+    // Without a source, no made-up one ("in configuration").
+    expect(configErrorOf(() => parseConfig({ x: 1 })).message).toMatch(
+      /^Invalid configuration: x: unknown key/,
+    );
   });
 });
 

@@ -361,7 +361,12 @@ export function formatOutcomeNotice(
     case 'BLOCKED': {
       const blocked = tasks
         .filter((t) => t.state === 'BLOCKED')
-        .map((t) => (t.blockedReason ? `${t.id}: ${clip(oneLine(t.blockedReason), 200)}` : t.id));
+        // A reason's own final period would end up inside the parentheses: "(t2: failed.)."
+        .map((t) =>
+          t.blockedReason
+            ? `${t.id}: ${clip(oneLine(t.blockedReason).replace(/\.+$/, ''), 200)}`
+            : t.id,
+        );
       return `session ${session.id} is BLOCKED (${blocked.join(', ') || 'no task'}). Run \`orq resume ${session.id}${here}\` to retry, with --skip to go on without, or --note TEXT to continue with a note`;
     }
     case 'COMPLETED':

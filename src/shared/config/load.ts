@@ -77,7 +77,7 @@ export function applyLegacyKeys(raw: unknown): unknown {
 }
 
 /** Validates a raw configuration and fills every default; errors name each key by its path. */
-export function parseConfig(input: unknown, source = 'configuration'): OrqConfig {
+export function parseConfig(input: unknown, source?: string): OrqConfig {
   const result = OrqConfig.safeParse(applyLegacyKeys(input));
   if (!result.success) throw new ConfigError(source, configIssues(result.error));
   const unworkable = unworkableSettings(result.data);
