@@ -404,31 +404,8 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
           const existing = await store.claimIdempotencyKey(parsed.idempotencyKey, sessionId);
           if (existing) {
             const snapshot = await store.loadSession(existing);
-            // A key names one request: the same key for another instruction is a caller's bug,
-            // and handing back the old session would hide it.
-            if (snapshot && snapshot.session.instruction !== parsed.instruction) {
-              throw new OrqError(
-                'CONFLICT',
-                `idempotency key "${parsed.idempotencyKey}" was used for another instruction (session ${existing})`,
-                {
-                  hint: 'Use a new key for a new request; the same key only for a retry of the same one.',
-                  details: { idempotencyKey: parsed.idempotencyKey, sessionId: existing },
-                },
-              );
-            }
-            const digest = snapshot?.session.requestDigest;
-            // Sessions stored before the digest existed carry none: only the instruction counts.
-            if (snapshot && digest !== undefined && digest !== submitDigest(parsed)) {
-              throw new OrqError(
-                'CONFLICT',
-                `idempotency key "${parsed.idempotencyKey}" was used for the same instruction with another config or metadata (session ${existing})`,
-                {
-                  hint: 'A retry sends the same request; use a new key to submit it with other settings.',
-                  details: { idempotencyKey: parsed.idempotencyKey, sessionId: existing },
-                },
-              );
-            }
             if (snapshot) {
+              assertSameRequest(snapshot.session);
               // The first submit may have died after storing the session, before indexing it
               // or enqueueing its plan job: both are safe to repeat, and the retry finishes it.
               await store.indexSession(snapshot.session);
@@ -440,6 +417,33 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
           }
         }
         return submitSession(sessionId);
+
+        /**
+         * A key names one request: the same key with another instruction, config or metadata
+         * is a caller's bug, and handing back the old session would hide it. Sessions stored
+         * before the digest existed carry none: only their instruction is compared.
+         */
+        function assertSameRequest(stored: Session): void {
+          const conflict = (what: string, hint: string) =>
+            new OrqError(
+              'CONFLICT',
+              `idempotency key "${parsed.idempotencyKey}" was used for ${what} (session ${stored.id})`,
+              { hint, details: { idempotencyKey: parsed.idempotencyKey, sessionId: stored.id } },
+            );
+          if (stored.instruction !== parsed.instruction) {
+            throw conflict(
+              'another instruction',
+              'Use a new key for a new request; the same key only for a retry of the same one.',
+            );
+          }
+          const digest = stored.requestDigest;
+          if (digest !== undefined && digest !== submitDigest(parsed)) {
+            throw conflict(
+              'the same instruction with another config or metadata',
+              'A retry sends the same request; use a new key to submit it with other settings.',
+            );
+          }
+        }
 
         async function submitSession(id: string): Promise<Session> {
           const now = new Date().toISOString();
@@ -484,7 +488,11 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
             });
           }
           await flushOutbox(store, queues, id);
-          return (await store.requireSession(id)).session;
+          const stored = (await store.requireSession(id)).session;
+          // Two first submits with one key race for one id: the one whose session was stored
+          // second finds the other's (DUPLICATE) and must not answer with it unchecked.
+          if (parsed.idempotencyKey) assertSameRequest(stored);
+          return stored;
         }
       }),
 

@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createClient } from '../../src/producers/client.js';
 import { HistoryEntry } from '../../src/shared/domain/history.js';
 import { OrqError } from '../../src/shared/errors.js';
@@ -371,6 +371,79 @@ describe('sessions over HTTP', () => {
       expect(((await res.json()) as { message: string }).message).toContain(
         `with another config or metadata (session ${a.id})`,
       );
+    }
+  });
+
+  it('refuses one of two first submits racing with one key and different configs', async () => {
+    for (let i = 0; i < 20; i += 1) {
+      const key = `race-${Date.now()}-${i}`;
+      const outcomes = await Promise.allSettled(
+        [101_000, 102_000].map((maxTokens) =>
+          cluster.client.submit({
+            instruction: 'same words',
+            idempotencyKey: key,
+            config: { budget: { maxTokens } },
+          }),
+        ),
+      );
+      const kept = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+      const refused = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason] : []));
+      expect(kept, `race ${i}`).toHaveLength(1);
+      expect(refused[0]).toMatchObject({ code: 'CONFLICT' });
+    }
+  });
+
+  it("hides the operator's secrets a session's config carries, and only in what it answers", async () => {
+    const secrets = await createClient({
+      connection: inject('redisUrl'),
+      config: {
+        ...cluster.config,
+        execution: {
+          mcpServers: [
+            { name: 'gh', transport: 'stdio', command: 'gh-mcp', env: { GH_TOKEN: 'SECRET-1' } },
+            {
+              name: 'web',
+              transport: 'http',
+              url: 'https://me:SECRET-2@mcp.example/mcp',
+              headers: { authorization: 'Bearer SECRET-3' },
+            },
+          ],
+        },
+        llm: { default: { baseUrl: 'http://me:SECRET-4@127.0.0.1:9/v1' } },
+      },
+    });
+    const app = await startHttpServer({ client: secrets, host: '127.0.0.1', port: 0 });
+    try {
+      const created = await fetch(`${app.url}/sessions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ instruction: 'keep my secrets' }),
+      });
+      expect(created.status).toBe(201);
+      const session = (await created.json()) as {
+        id: string;
+        config: { execution: { mcpServers: Record<string, unknown>[] }; llm: unknown };
+      };
+      const answers = [
+        JSON.stringify(session),
+        await (await fetch(`${app.url}/sessions/${session.id}`)).text(),
+        await (await fetch(`${app.url}/sessions?limit=5`)).text(),
+      ];
+      for (const answer of answers) expect(answer).not.toMatch(/SECRET-\d/);
+      // The names stay: a reader sees what is set.
+      expect(session.config.execution.mcpServers).toMatchObject([
+        { env: { GH_TOKEN: '[redacted]' } },
+        {
+          url: 'https://me:%5Bredacted%5D@mcp.example/mcp',
+          headers: { authorization: '[redacted]' },
+        },
+      ]);
+      // The session itself keeps them: the worker pods need them.
+      const stored = (await secrets.get(session.id)).session.config.execution.mcpServers[0];
+      expect(stored).toMatchObject({ env: { GH_TOKEN: 'SECRET-1' } });
+    } finally {
+      await app.close();
+      await secrets.close();
     }
   });
 

@@ -81,12 +81,13 @@ describe('SAFE_SESSION_OVERRIDES', () => {
     ],
     ['execution.commandAllowlist', { execution: { commandAllowlist: ['bash'] } }],
     ['execution.workspaceRoot', { execution: { workspaceRoot: '/etc' } }],
+    ['execution.defaultExecutor', { execution: { defaultExecutor: 'agent' } }],
     ['llm.default.baseUrl', { llm: { default: { baseUrl: 'http://x' } } }],
     ['llm.worker.apiKeyEnv', { llm: { worker: { apiKeyEnv: 'AWS_SECRET_ACCESS_KEY' } } }],
     ['llm.scenario', { llm: { scenario: '/etc/passwd' } }],
     ['llm.record', { llm: { record: { mode: 'record', path: '/tmp' } } }],
     ['planning.history', { planning: { history: { storage_type: 'jsonl', directory: '/' } } }],
-  ])('refuses %s: it names a program, file, endpoint or variable', (_name, overrides) => {
+  ])('refuses %s: it names or picks a program, file, endpoint or variable', (_name, overrides) => {
     expect(safe(overrides)).not.toEqual([]);
   });
 
@@ -100,7 +101,7 @@ describe('SAFE_SESSION_OVERRIDES', () => {
           reflection: { enabled: false },
           revision: { max_revisions: 1 },
         },
-        execution: { maxContinuations: 1, defaultExecutor: 'agent', maxAgentActions: 3 },
+        execution: { maxContinuations: 1, maxAgentActions: 3 },
         llm: {
           default: { provider: 'openai', model: 'm', temperature: 0.2, maxOutputTokens: 100 },
           judge: { model: 'j', structuredOutput: 'json' },

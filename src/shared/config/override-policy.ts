@@ -10,7 +10,8 @@
  * judges, retries and spends. It leaves out every setting that names a program, a file or
  * folder, a network endpoint or an environment variable: execution.command, mcpServers,
  * commandAllowlist and workspaceRoot; llm.*.baseUrl and apiKeyEnv; llm.scenario and
- * llm.record; planning.history.
+ * llm.record; planning.history. And execution.defaultExecutor: the agent executor runs
+ * programs its model picks, so which executor runs is the operator's choice too.
  */
 export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'refinement',
@@ -22,7 +23,6 @@ export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'planning.reflection',
   'planning.revision',
   'execution.maxContinuations',
-  'execution.defaultExecutor',
   'execution.maxAgentActions',
   'execution.toolTimeoutSeconds',
   'execution.toolMaxOutputBytes',

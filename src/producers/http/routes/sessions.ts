@@ -15,6 +15,7 @@ import {
   StoredHistoryEntry,
 } from '../schemas.js';
 import { typed, type RouteContext } from './context.js';
+import { redactSession } from '../redact.js';
 
 const JSONL = 'application/x-ndjson';
 const tags = ['sessions'];
@@ -59,7 +60,7 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
         allowedOverrides: ctx.sessionOverrides,
       });
       metrics.sessionsSubmitted.inc({ outcome: existed ? 'existing' : 'created' });
-      return reply.code(existed ? 200 : 201).send(session);
+      return reply.code(existed ? 200 : 201).send(redactSession(session));
     },
   );
 
@@ -73,7 +74,7 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
         response: { 200: z.array(Session), 503: ApiError },
       },
     },
-    async (request) => client.list(request.query),
+    async (request) => (await client.list(request.query)).map(redactSession),
   );
 
   api.get(
@@ -86,7 +87,10 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
         response: { 200: SessionView, 404: ApiError, 503: ApiError },
       },
     },
-    async (request) => client.get(request.params.id),
+    async (request) => {
+      const view = await client.get(request.params.id);
+      return { ...view, session: redactSession(view.session) };
+    },
   );
 
   api.post(
