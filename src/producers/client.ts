@@ -185,7 +185,7 @@ function assertOverridesAllowed(overrides: unknown, allowed: readonly string[]):
   const paths = refused.map((path) => `config.${path}`);
   throw new OrqError(
     'FORBIDDEN',
-    `this API does not let a submit set ${paths.join(', ')}: ${refused.length === 1 ? 'it names' : 'they name'} what the operator decides (a program, file, endpoint or environment variable)`,
+    `this API does not let a submit set ${paths.join(', ')}: ${refused.length === 1 ? 'it names' : 'they name'} what the operator decides (a program, file, endpoint, environment variable or executor)`,
     {
       hint: `Leave ${refused.length === 1 ? 'it' : 'them'} out to use the pods' own settings. The operator allows settings with http.sessionOverrides (now: ${allowed.length > 0 ? allowed.join(', ') : 'none'}).`,
       details: { refused: paths },

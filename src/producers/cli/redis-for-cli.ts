@@ -44,17 +44,23 @@ function isAlive(pid: number | undefined): boolean {
   }
 }
 
+/** Sends `signal`; false when the process is gone already. */
+function signal(pid: number, name: NodeJS.Signals): boolean {
+  try {
+    process.kill(pid, name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Stops a server this process did not spawn: SIGTERM (AOF is flushed), SIGKILL after 5 s. */
 async function stopByPid(pid: number): Promise<void> {
-  try {
-    process.kill(pid, 'SIGTERM');
-  } catch {
-    return;
-  }
+  if (!signal(pid, 'SIGTERM')) return;
   const deadline = Date.now() + 5_000;
   while (isAlive(pid)) {
     if (Date.now() > deadline) {
-      process.kill(pid, 'SIGKILL');
+      signal(pid, 'SIGKILL');
       return;
     }
     await new Promise((r) => setTimeout(r, 50));
