@@ -1,8 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
+import { answers } from '../../src/producers/cli/redis-for-cli.js';
 import { startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
 import { orq, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
@@ -91,23 +91,6 @@ function privateServer(dir: string): { url: string; pid: number } {
     url: string;
     pid: number;
   };
-}
-
-async function answers(url: string): Promise<boolean> {
-  const probe = new Redis(url, {
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  probe.on('error', () => undefined);
-  try {
-    await probe.connect();
-    return (await probe.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
 }
 
 describe('orq run with its private Redis (no REDIS_URL)', () => {

@@ -80,7 +80,8 @@ export function dataDir(): string {
   return resolve(process.env.ORQ_DATA_DIR ?? '.orq');
 }
 
-async function answers(url: string): Promise<boolean> {
+/** Whether a Redis answers PING at `url` now (one try, no retries). */
+export async function answers(url: string): Promise<boolean> {
   const probe = new Redis(url, {
     lazyConnect: true,
     maxRetriesPerRequest: 0,
