@@ -11,6 +11,7 @@ import {
 } from '../errors.js';
 import { OrqConfig } from './schema.js';
 import { unworkableSettings } from './unworkable.js';
+import { isPlainObject, type PlainObject } from '../plain-object.js';
 
 /** Looked for, in this order, in the working directory when no file is named. */
 export const DEFAULT_CONFIG_FILES = ['orq.config.yaml', 'orq.config.yml', 'orq.config.json'];
@@ -25,14 +26,6 @@ export const ENV_ALIASES: Readonly<Record<string, readonly string[]>> = {
   ORQ_PREFIX: ['redis', 'prefix'],
   ORQ_LOG_LEVEL: ['logLevel'],
 };
-
-type PlainObject = Record<string, unknown>;
-
-function isPlainObject(value: unknown): value is PlainObject {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const proto = Object.getPrototypeOf(value) as unknown;
-  return proto === Object.prototype || proto === null;
-}
 
 /**
  * Merges configuration layers, later layers winning. Objects merge key by key; arrays and

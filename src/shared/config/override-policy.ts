@@ -1,3 +1,5 @@
+import { isPlainObject } from '../plain-object.js';
+
 /**
  * Which session settings a submit may override when the caller is not the operator (the HTTP
  * API). A pattern is a dotted config path; `*` stands for any one key (`llm.*.model` covers
@@ -41,10 +43,6 @@ export const SAFE_SESSION_OVERRIDES: readonly string[] = [
 
 /** A pattern as the config accepts it: dotted keys or `*`, e.g. `llm.*.model`. */
 export const OVERRIDE_PATTERN = /^(\*|[A-Za-z0-9_]+)(\.(\*|[A-Za-z0-9_]+))*$/;
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** Every path that sets a value: objects are walked, anything else (arrays too) is one leaf. */
 export function overridePaths(overrides: unknown, parent: string[] = []): string[][] {
