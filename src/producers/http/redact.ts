@@ -1,5 +1,6 @@
 import type { SessionConfig } from '../../shared/config/schema.js';
 import type { Session } from '../../shared/domain/session.js';
+import { MODEL_ROLES } from '../../shared/llm/role-config.js';
 
 /** What the API shows instead of a secret value. */
 export const REDACTED = '[redacted]';
@@ -26,7 +27,6 @@ function hidePassword(url: string): string {
  */
 export function redactSession(session: Session): Session {
   const { execution, llm } = session.config;
-  const roles = ['planner', 'judge', 'worker', 'replanner'] as const;
   const withUrl = <T extends { baseUrl?: string | undefined }>(role: T): T =>
     role.baseUrl ? { ...role, baseUrl: hidePassword(role.baseUrl) } : role;
   const config: SessionConfig = {
@@ -43,7 +43,7 @@ export function redactSession(session: Session): Session {
       ...llm,
       default: withUrl(llm.default),
       ...Object.fromEntries(
-        roles.flatMap((role) => {
+        MODEL_ROLES.flatMap((role) => {
           const own = llm[role];
           return own ? [[role, withUrl(own)]] : [];
         }),

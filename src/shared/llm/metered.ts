@@ -5,7 +5,7 @@ import { OrqError } from '../errors.js';
 import type { Role } from '../queues.js';
 import type { BudgetLimits, Reservation, UsageStore } from '../store/usage-store.js';
 import { NO_USAGE, usageOfFailure, type ChatProvider } from './chat.js';
-import { sessionRoleConfigs } from './role-config.js';
+import { MODEL_ROLES, sessionRoleConfigs } from './role-config.js';
 import type { RoleModels } from './types.js';
 
 /**
@@ -80,9 +80,7 @@ export function reservationFor(budget: BudgetConfig, price: ModelPrice | undefin
 
 /** Models of the session's roles with no price, which a maxUsd budget cannot account for. */
 export function unpricedModels(config: SessionConfig): string[] {
-  const roles: ModelRole[] = ['planner', 'judge', 'worker', 'replanner'];
-  const missing = roles
-    .map((role) => roleModel(config.llm, role))
+  const missing = MODEL_ROLES.map((role) => roleModel(config.llm, role))
     .filter(({ provider, model }) => !priceOf(config.budget, provider, model))
     .map(({ model }) => model);
   return [...new Set(missing)];
