@@ -46,6 +46,25 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** Whether a Redis answers PING at `url` now (one try, no retries). */
+export async function redisAnswers(url: string): Promise<boolean> {
+  const probe = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  probe.on('error', () => undefined);
+  try {
+    await probe.connect();
+    await probe.ping();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    probe.disconnect();
+  }
+}
+
 async function waitForPing(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -54,26 +73,13 @@ async function waitForPing(url: string, child: ChildProcess, timeoutMs: number):
         hint: 'Run redis-server by hand to see why it fails, or set REDIS_URL to a running server.',
       });
     }
-    const client = new Redis(url, {
-      lazyConnect: true,
-      maxRetriesPerRequest: 0,
-      retryStrategy: () => null,
-    });
-    client.on('error', () => undefined);
-    try {
-      await client.connect();
-      await client.ping();
-      client.disconnect();
-      return;
-    } catch {
-      client.disconnect();
-      if (Date.now() > deadline) {
-        throw new OrqError('REDIS_START_FAILED', `redis-server did not answer on ${url}`, {
-          hint: 'Check that the port is free and redis-server can write its directory.',
-        });
-      }
-      await new Promise((r) => setTimeout(r, 50));
+    if (await redisAnswers(url)) return;
+    if (Date.now() > deadline) {
+      throw new OrqError('REDIS_START_FAILED', `redis-server did not answer on ${url}`, {
+        hint: 'Check that the port is free and redis-server can write its directory.',
+      });
     }
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
 

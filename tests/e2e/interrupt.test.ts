@@ -2,8 +2,11 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { answers } from '../../src/producers/cli/redis-for-cli.js';
-import { startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
+import {
+  redisAnswers,
+  startPrivateRedis,
+  type PrivateRedis,
+} from '../../src/shared/redis-server.js';
 import { orq, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
 
@@ -109,7 +112,7 @@ describe('orq run with its private Redis (no REDIS_URL)', () => {
     // Redis outlived the shutdown that needed it: no consumer lost it.
     expect(output.text()).not.toContain('redis unreachable');
     expect(output.text()).not.toContain('did not finish in time');
-    expect(await answers(server.url)).toBe(false);
+    expect(await redisAnswers(server.url)).toBe(false);
     expect(existsSync(join(dir, '.orq/redis/server.json'))).toBe(false);
   }, 60_000);
 
@@ -121,13 +124,13 @@ describe('orq run with its private Redis (no REDIS_URL)', () => {
     const server = privateServer(dir);
     run.kill('SIGKILL');
     await exitWithin(run, 10_000);
-    expect(await answers(server.url)).toBe(true);
+    expect(await redisAnswers(server.url)).toBe(true);
 
     // The next command in that directory finds it, takes it over and stops it when done.
     const status = await orq(['status'], { cwd: dir });
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toContain('a then b');
-    expect(await answers(server.url)).toBe(false);
+    expect(await redisAnswers(server.url)).toBe(false);
     expect(existsSync(join(dir, '.orq/redis/server.json'))).toBe(false);
   }, 60_000);
 });

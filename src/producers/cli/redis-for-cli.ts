@@ -1,11 +1,10 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { OrqConfig } from '../../shared/config/schema.js';
 import { OrqError } from '../../shared/errors.js';
 import { configuredConnection, type ConnectionInput } from '../../shared/redis.js';
-import { startPrivateRedis } from '../../shared/redis-server.js';
+import { redisAnswers, startPrivateRedis } from '../../shared/redis-server.js';
 
 export interface CliRedis {
   url: string;
@@ -80,25 +79,6 @@ export function dataDir(): string {
   return resolve(process.env.ORQ_DATA_DIR ?? '.orq');
 }
 
-/** Whether a Redis answers PING at `url` now (one try, no retries). */
-export async function answers(url: string): Promise<boolean> {
-  const probe = new Redis(url, {
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  probe.on('error', () => undefined);
-  try {
-    await probe.connect();
-    await probe.ping();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
-}
-
 export interface RedisForCliOptions {
   /**
    * The command only reads sessions: without REDIS_URL and without a private Redis here it
@@ -138,7 +118,7 @@ export async function redisForCli(
   const marker = join(dir, 'server.json');
   const found = existsSync(marker) ? readMarker(marker) : undefined;
   // Not answering: a stale marker from a run killed with its server; a new one starts below.
-  if (found && (await answers(found.url))) {
+  if (found && (await redisAnswers(found.url))) {
     const { url, pid } = found;
     // Its owner still runs (another orq command here): share the server, the owner stops it.
     if (isAlive(found.ownerPid) || pid === undefined) {
