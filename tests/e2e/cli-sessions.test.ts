@@ -248,17 +248,7 @@ describe('errors and exit codes', () => {
   });
 
   it('bad usage exits 2 with one orq: line', async () => {
-    const [
-      badId,
-      badOption,
-      both,
-      badUsd,
-      noOverrides,
-      runNoOverrides,
-      noScenario,
-      noRoles,
-      noKey,
-    ] = await Promise.all([
+    const usage = await Promise.all([
       cli('status', 'not a session id!'),
       cli('status', '--limit', '0'),
       cli('history', 'whatever', '--json', '--jsonl'),
@@ -269,6 +259,8 @@ describe('errors and exit codes', () => {
       cli('start', '--roles', ' , '),
       cli('submit', 'Write it', '--idempotency-key', ''),
     ]);
+    // The bad id (first) and --json with --jsonl (third) are checked by the loop alone.
+    const [, badOption, , badUsd, noOverrides, runNoOverrides, noScenario, noRoles, noKey] = usage;
     // Numbers out of range, and a file that cannot be written: no stack trace either.
     const outOfRange = await Promise.all([
       cli('status', '--limit', '99999999999999999999'),
@@ -281,18 +273,7 @@ describe('errors and exit codes', () => {
       cli('run', 'Write it', '--scenario', tmpdir()),
       cli('config', 'schema', '--out', '/dev/null/schema.json'),
     ]);
-    for (const result of [
-      badId,
-      badOption,
-      both,
-      badUsd,
-      noOverrides,
-      runNoOverrides,
-      noScenario,
-      noRoles,
-      noKey,
-      ...outOfRange,
-    ]) {
+    for (const result of [...usage, ...outOfRange]) {
       expect(result.code, result.stderr).toBe(2);
       expect(result.stderr).toMatch(/^orq: .+\n$/);
     }
