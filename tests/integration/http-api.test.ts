@@ -285,6 +285,9 @@ describe('sessions over HTTP', () => {
       ['PUT', '/sessions', 'GET, HEAD, POST'],
       ['GET', '/sessions/some-id/cancel', 'POST'],
       ['POST', '/healthz', 'GET, HEAD'],
+      // These reach GET/DELETE /sessions/:id, which find no session "prune".
+      ['GET', '/sessions/prune', 'POST'],
+      ['DELETE', '/sessions/prune', 'POST'],
     ];
     for (const [method, path, allow] of cases) {
       const res = await fetch(url(path), { method, headers: auth });

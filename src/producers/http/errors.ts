@@ -1,7 +1,8 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { SessionId } from '../../shared/domain/session.js';
+import type { RouteMethods } from './allowed-methods.js';
 import { OrqError, ValidationError, type FieldIssue } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { asRedisUnavailable } from '../../shared/redis.js';
@@ -110,10 +111,26 @@ export function toApiError(error: unknown): { status: number; body: ApiError } {
 export function installErrorHandler(
   app: FastifyInstance,
   logger: Logger,
-  allowedMethods: (path: string) => readonly string[] = () => [],
+  routes: RouteMethods = { allowed: () => [], literal: () => [] },
 ): void {
+  const methodNotAllowed = (reply: FastifyReply, method: string, path: string, allowed: string[]) =>
+    reply
+      .code(405)
+      .header('allow', allowed.join(', '))
+      .send({
+        error: 'METHOD_NOT_ALLOWED',
+        message: `${path} does not take ${method}`,
+        hint: `Use ${allowed.join(', ')}.`,
+      });
   app.setErrorHandler((error, request, reply) => {
     const { status, body } = toApiError(error);
+    const path = request.url.split('?')[0] ?? '/';
+    // GET /sessions/prune reaches GET /sessions/:id, which finds no session "prune": the path is
+    // POST /sessions/prune's, so the answer is that route's 405, not "no such session".
+    const literal = routes.literal(path);
+    if (status === 404 && request.routeOptions.url?.includes(':') && literal.length > 0) {
+      return methodNotAllowed(reply, request.method, path, literal);
+    }
     const where = { method: request.method, route: request.routeOptions.url };
     if (status === 503) logger.warn({ ...where, err: body.message }, 'answered 503');
     else if (status >= 500) logger.error({ ...where, err: error }, body.message);
@@ -121,17 +138,8 @@ export function installErrorHandler(
   });
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0] ?? '/';
-    const allowed = allowedMethods(path);
-    if (allowed.length > 0) {
-      return reply
-        .code(405)
-        .header('allow', allowed.join(', '))
-        .send({
-          error: 'METHOD_NOT_ALLOWED',
-          message: `${path} does not take ${request.method}`,
-          hint: `Use ${allowed.join(', ')}.`,
-        });
-    }
+    const allowed = routes.allowed(path);
+    if (allowed.length > 0) return methodNotAllowed(reply, request.method, path, allowed);
     return reply
       .code(404)
       .send({ error: 'NOT_FOUND', message: `no route ${request.method} ${path}` });

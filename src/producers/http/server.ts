@@ -96,7 +96,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
   // Fastify reads text/plain as a string, which would be refused as "expected object": the API
   // speaks JSON only, and anything else gets its 415 with the hint to send JSON.
   app.removeContentTypeParser('text/plain');
-  const allowedMethods = trackAllowedMethods(app, routerOptions);
+  const routeMethods = trackAllowedMethods(app, routerOptions);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 
@@ -116,7 +116,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
     sessionOverrides: options.sessionOverrides ?? SAFE_SESSION_OVERRIDES,
   };
 
-  installErrorHandler(app, logger, allowedMethods);
+  installErrorHandler(app, logger, routeMethods);
   installAuth(app, options.token);
   app.addHook('onResponse', async (request, reply) => {
     metrics.httpRequests.inc({
