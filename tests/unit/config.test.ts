@@ -100,6 +100,7 @@ describe('parseConfig fills the defaults of every seed', () => {
     expect(config.execution).toEqual({
       maxContinuations: 3,
       defaultExecutor: 'llm',
+      taskExecutors: [],
       maxAgentActions: 30,
       workspaceRoot: '.orq/workspaces',
       toolTimeoutSeconds: 60,

@@ -123,6 +123,45 @@ describe('planner prompt (seeds 000 and 002)', () => {
     expect(prompt.user).not.toContain('Previous plan');
   });
 
+  it('tells the planner and the replanner which executors a task may name, if any', () => {
+    const plan = (execution: typeof config.execution) =>
+      plannerPrompt(
+        { ...base, attempt: 0, requiredTerms: [], config: { ...config, execution } },
+        format,
+      ).system;
+    const none =
+      '- `executor`: leave it out; orq runs every task on the executor its operator chose.';
+    expect(plan(config.execution)).toContain(none);
+    // The default executor is no choice of its own.
+    expect(plan({ ...config.execution, taskExecutors: ['llm'] })).toContain(none);
+    expect(plan({ ...config.execution, taskExecutors: ['agent', 'gpu-box'] })).toContain(
+      '- `executor`: leave it out unless a task needs one of `agent` (a model that works ' +
+        'through tools (files, commands) step by step), `gpu-box`; orq ignores any other name.',
+    );
+    const replan = (executors?: typeof config.execution) =>
+      replannerPrompt(
+        {
+          ...base,
+          task: task(),
+          iteration: 1,
+          requiredTerms: [],
+          judgement: {
+            success: false,
+            shouldContinue: false,
+            shouldReplan: true,
+            reason: 'too big',
+            missingRequirements: [],
+          },
+          ...(executors ? { executors } : {}),
+        },
+        format,
+      ).system;
+    expect(replan()).toContain(none);
+    expect(replan({ ...config.execution, taskExecutors: ['command'] })).toContain(
+      "one of `command` (a coding-agent CLI run in a git worktree of the project's repository)",
+    );
+  });
+
   it('a replan carries the previous plan and the judge issues and suggestions as feedback', () => {
     const prompt = plannerPrompt(
       {

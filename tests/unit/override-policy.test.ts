@@ -82,6 +82,7 @@ describe('SAFE_SESSION_OVERRIDES', () => {
     ['execution.commandAllowlist', { execution: { commandAllowlist: ['bash'] } }],
     ['execution.workspaceRoot', { execution: { workspaceRoot: '/etc' } }],
     ['execution.defaultExecutor', { execution: { defaultExecutor: 'agent' } }],
+    ['execution.taskExecutors', { execution: { taskExecutors: ['agent'] } }],
     ['llm.default.baseUrl', { llm: { default: { baseUrl: 'http://x' } } }],
     ['llm.worker.apiKeyEnv', { llm: { worker: { apiKeyEnv: 'AWS_SECRET_ACCESS_KEY' } } }],
     ['llm.scenario', { llm: { scenario: '/etc/passwd' } }],

@@ -12,8 +12,8 @@ import { isPlainObject } from '../plain-object.js';
  * judges, retries and spends. It leaves out every setting that names a program, a file or
  * folder, a network endpoint or an environment variable: execution.command, mcpServers,
  * commandAllowlist and workspaceRoot; llm.*.baseUrl and apiKeyEnv; llm.scenario and
- * llm.record; planning.history. And execution.defaultExecutor: the agent executor runs
- * programs its model picks, so which executor runs is the operator's choice too.
+ * llm.record; planning.history. And execution.defaultExecutor and taskExecutors: the agent
+ * executor runs programs its model picks, so which executor runs is the operator's choice too.
  */
 export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'refinement',

@@ -196,6 +196,12 @@ export const ExecutionConfig = z.strictObject({
     .min(1)
     .default('llm')
     .describe('Executor a worker uses when the task names none: llm, agent or command.'),
+  taskExecutors: z
+    .array(z.string().min(1))
+    .default([])
+    .describe(
+      "Executors a planned task may name for itself (its executor field) instead of defaultExecutor. A plan's other choices are taken out, recorded in the history, and those tasks run on defaultExecutor. Empty: tasks cannot choose.",
+    ),
   maxAgentActions: z
     .number()
     .int()
@@ -584,7 +590,7 @@ export const HttpConfig = z.strictObject({
     )
     .default([...SAFE_SESSION_OVERRIDES])
     .describe(
-      'Session settings a submit over the HTTP API may set (dotted paths, * for any one key; ["*"] for all). The default leaves out every setting that names a program, file, endpoint or environment variable, and execution.defaultExecutor; the CLI and the typed client are not limited.',
+      'Session settings a submit over the HTTP API may set (dotted paths, * for any one key; ["*"] for all). The default leaves out every setting that names a program, file, endpoint or environment variable, and execution.defaultExecutor and taskExecutors; the CLI and the typed client are not limited.',
     ),
 });
 

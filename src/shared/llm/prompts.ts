@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { PlanBreakdown } from '../domain/plan.js';
+import type { ExecutorPolicy } from '../rules/executor-choice.js';
 import type {
   ExecuteRequest,
   PlanJudgeRequest,
@@ -131,10 +132,33 @@ export function outputFormat(schemaName: string, schema?: Record<string, unknown
 }
 
 /** Seed 000: a replan carries the previous plan and the judge's issues and suggestions. */
+/** What the built-in executors do, for a planner choosing among them. */
+const EXECUTOR_NOTES: Record<string, string> = {
+  llm: 'one model call whose answer is the result',
+  agent: 'a model that works through tools (files, commands) step by step',
+  command: "a coding-agent CLI run in a git worktree of the project's repository",
+};
+
+/**
+ * The rule on a task's `executor` field: the choices the session allows (executor-choice.ts),
+ * or none, so a model does not invent executor names the coordinator would take out anyway.
+ */
+export function executorRule(policy: ExecutorPolicy | undefined): string {
+  const choices = policy?.taskExecutors.filter((name) => name !== policy.defaultExecutor) ?? [];
+  if (choices.length === 0) {
+    return '- `executor`: leave it out; orq runs every task on the executor its operator chose.';
+  }
+  const listed = choices
+    .map((name) => (EXECUTOR_NOTES[name] ? `\`${name}\` (${EXECUTOR_NOTES[name]})` : `\`${name}\``))
+    .join(', ');
+  return `- \`executor\`: leave it out unless a task needs one of ${listed}; orq ignores any other name.`;
+}
+
 export function plannerPrompt(request: PlanRequest, format: string): Prompt {
   const replan = request.attempt > 0 && (!!request.previousPlan || !!request.feedback);
   return renderPrompt('planner', {
     format,
+    executorRule: executorRule(request.config.execution),
     instruction: request.instruction,
     requiredTerms: termList(request.requiredTerms),
     replan,
@@ -204,6 +228,7 @@ export function replannerPrompt(request: ReplanRequest, format: string): Prompt 
   const { task, judgement, result } = request;
   return renderPrompt('replanner', {
     format,
+    executorRule: executorRule(request.executors),
     instruction: request.instruction,
     requiredTerms: termList(request.requiredTerms),
     iteration: String(request.iteration),

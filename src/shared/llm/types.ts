@@ -1,3 +1,4 @@
+import type { ExecutorPolicy } from '../rules/executor-choice.js';
 import type { SessionConfig } from '../config/schema.js';
 import type { Feedback } from '../domain/refinement.js';
 import type { PlanBreakdown, QualityJudgement, ReplanBreakdown } from '../domain/plan.js';
@@ -70,6 +71,8 @@ export interface ReplanRequest extends CallContext {
   iteration: number;
   instruction: string;
   requiredTerms: string[];
+  /** Which executors a subtask may name (none when absent). */
+  executors?: ExecutorPolicy;
 }
 
 export interface ModelReply<T> {

@@ -9,6 +9,7 @@ import {
   decideBrokenReplan,
   makeRefinementDecision,
 } from '../../shared/rules/refinement.js';
+import { enforceExecutorPolicy } from '../../shared/rules/executor-choice.js';
 import {
   findCycles,
   findDanglingDependencies,
@@ -16,6 +17,7 @@ import {
 } from '../../shared/rules/structure.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
+import { executorsRefused } from './executors-refused.js';
 import { TaskEdits } from './task-edits.js';
 
 /** Problems of a plan on its own: cycles, dangling dependencies, duplicate ids. */
@@ -328,7 +330,10 @@ function accept(
   decision = '',
 ): Transition {
   if (decision) history.push({ type: 'decision', decision, reason, inputs: {} });
-  const tasks = tasksFromPlan(session, plan);
+  const policy = session.config.execution;
+  const enforced = enforceExecutorPolicy(plan.tasks, policy);
+  if (enforced.refused.length > 0) history.push(executorsRefused(enforced.refused, policy));
+  const tasks = tasksFromPlan(session, { ...plan, tasks: enforced.tasks });
   const edits = new TaskEdits(session.id, []);
   for (const task of tasks) edits.put(task, 'plan accepted');
   for (const task of tasks) {

@@ -2,9 +2,11 @@ import type { Session } from '../../shared/domain/session.js';
 import type { Task } from '../../shared/domain/task.js';
 import { OrqError } from '../../shared/errors.js';
 import type { TaskReplannedEvent } from '../../shared/queues.js';
+import { enforceExecutorPolicy } from '../../shared/rules/executor-choice.js';
 import { replaceTaskWithSubtasks } from '../../shared/rules/replace-task.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
+import { executorsRefused } from './executors-refused.js';
 import { isSatisfying, TaskEdits } from './task-edits.js';
 
 /**
@@ -39,13 +41,24 @@ export async function onTaskReplanned(
     plan: { summary: event.breakdown.reason, tasks: event.breakdown.tasks },
   });
 
+  const policy = session.config.execution;
+  const enforced = enforceExecutorPolicy(event.breakdown.tasks, policy);
+  if (enforced.refused.length > 0) {
+    // A subtask without an executor of its own inherits the replaced task's (replace-task.ts).
+    const runsOn = original.executor ? `"${original.executor}", as ${original.id} did` : undefined;
+    edits.history.push({
+      ...executorsRefused(enforced.refused, policy, runsOn),
+      taskId: original.id,
+    });
+  }
+
   let replaced: ReturnType<typeof replaceTaskWithSubtasks>;
   try {
     replaced = replaceTaskWithSubtasks({
       tasks: [original, ...[...related.values()].map((s) => s.task)],
       sessionTaskIds: session.taskIds,
       originalTaskId: original.id,
-      subtasks: event.breakdown.tasks,
+      subtasks: enforced.tasks,
       reason: event.breakdown.reason || original.judgement?.reason || 'judge asked for a replan',
       maxIterations:
         original.replanningInfo?.maxIterations ?? session.config.replanning.maxIterations,

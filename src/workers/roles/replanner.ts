@@ -35,6 +35,7 @@ export function createReplannerProcessor(ctx: RoleContext) {
       iteration: (task.replanningInfo?.iteration ?? 0) + 1,
       instruction: session.instruction,
       requiredTerms: session.requiredTerms.terms,
+      executors: session.config.execution,
       signal,
       jobAttempt: job.attemptsMade,
     });
