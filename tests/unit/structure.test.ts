@@ -8,6 +8,7 @@ import {
   findCycles,
   findDanglingDependencies,
   taskCountChangeRate,
+  validateReplacementTerms,
   validateStructure,
 } from '../../src/shared/rules/structure.js';
 import type { StructureTask } from '../../src/shared/rules/structure.js';
@@ -411,5 +412,69 @@ describe('validateStructure: required-term preservation (seed 002)', () => {
     const result = validateStructure(original, original, config(), required());
     expect(result.termPreservation?.preservationRate).toBe(1);
     expect(result.hasTermLoss).toBe(false);
+  });
+});
+
+describe("validateReplacementTerms: a task replan keeps its task's required terms (seed 001 + 002)", () => {
+  const terms = required('認証', 'バリデーション', 'audit');
+  const original = { title: '認証とバリデーション', acceptance: 'login works', context: '' };
+  const keepsBoth = [
+    { acceptance: '認証 API を作る' },
+    { acceptance: 'input checked', context: 'バリデーション rules' },
+  ];
+
+  it('finds no loss when the subtasks carry every term the task carried', () => {
+    const result = validateReplacementTerms(terms, original, keepsBoth, config());
+    expect(result).toEqual({
+      termPreservation: { preserved: ['認証', 'バリデーション'], missing: [], preservationRate: 1 },
+      hasTermLoss: false,
+    });
+  });
+
+  it("counts only the task's own terms: one it never carried is not the Replanner's to keep", () => {
+    // "audit" is a required term, but not in this task: the subtasks need not carry it.
+    const result = validateReplacementTerms(terms, original, keepsBoth, config());
+    expect(result.termPreservation?.missing).not.toContain('audit');
+    const carriesNone = { acceptance: 'tidy the README' };
+    expect(validateReplacementTerms(terms, carriesNone, [{ acceptance: 'x' }], config())).toEqual({
+      termPreservation: { preserved: [], missing: [], preservationRate: 1 },
+      hasTermLoss: false,
+    });
+  });
+
+  it('warns by default about a lost term, naming it, without a problem', () => {
+    const result = validateReplacementTerms(terms, original, keepsBoth.slice(0, 1), config());
+    expect(result.hasTermLoss).toBe(true);
+    expect(result.termPreservation).toEqual({
+      preserved: ['認証'],
+      missing: ['バリデーション'],
+      preservationRate: 0.5,
+    });
+    expect(result.problem).toBeUndefined();
+  });
+
+  it('is a problem under treatTermLossAsStructureBreak below minPreservationRate only', () => {
+    const strict = config({ treatTermLossAsStructureBreak: true });
+    expect(validateReplacementTerms(terms, original, keepsBoth.slice(0, 1), strict).problem).toBe(
+      'Required terms missing after replan: "バリデーション" (the subtasks keep 50% of the ' +
+        "task's, minimum 80%).",
+    );
+    const lenient = config({ treatTermLossAsStructureBreak: true, minPreservationRate: 0.5 });
+    const atMinimum = validateReplacementTerms(terms, original, keepsBoth.slice(0, 1), lenient);
+    expect(atMinimum.hasTermLoss).toBe(true);
+    expect(atMinimum.problem).toBeUndefined();
+  });
+
+  it('counts customRequiredTerms the task carried too', () => {
+    const withCustom = config({ customRequiredTerms: ['login'] });
+    const result = validateReplacementTerms(terms, original, keepsBoth, withCustom);
+    expect(result.termPreservation?.missing).toEqual(['login']);
+  });
+
+  it('checks nothing when enableTermPreservationCheck is off', () => {
+    const off = config({ enableTermPreservationCheck: false, treatTermLossAsStructureBreak: true });
+    expect(validateReplacementTerms(terms, original, [{ acceptance: 'x' }], off)).toEqual({
+      hasTermLoss: false,
+    });
   });
 });

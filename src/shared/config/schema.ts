@@ -77,7 +77,7 @@ export const RefinementConfig = z.strictObject({
     .boolean()
     .default(false)
     .describe(
-      'Treat a preservation rate below minPreservationRate as a structure break instead of a warning.',
+      "Treat a preservation rate below minPreservationRate as a structure break instead of a warning: a plan replan is not run, a task replan's subtasks are refused and the task BLOCKED.",
     ),
   minPreservationRate: z
     .number()

@@ -1,5 +1,9 @@
 import type { RefinementConfig } from '../config/schema.js';
-import type { RequiredTerms, StructureValidation } from '../domain/refinement.js';
+import type {
+  RequiredTerms,
+  StructureValidation,
+  TermPreservationResult,
+} from '../domain/refinement.js';
 import { validateTermPreservation } from './terms.js';
 import type { TaskText } from './terms.js';
 
@@ -318,5 +322,46 @@ export function validateStructure(
     ...(termPreservation ? { termPreservation } : {}),
     hasTermLoss,
     problems,
+  };
+}
+
+/** The verdict on the required terms of a task-level replan (validateReplacementTerms). */
+export interface ReplacementTerms {
+  /** Over the terms the replaced task carried; absent when the check is off. */
+  termPreservation?: TermPreservationResult;
+  hasTermLoss: boolean;
+  /** With treatTermLossAsStructureBreak: the subtasks keep too few of them to be used. */
+  problem?: string;
+}
+
+/**
+ * Seed 002 applied to seed 001's task replans: the required terms the replaced task carried
+ * that none of its subtasks carries. A term the task never carried is not the Replanner's to
+ * keep (other tasks cover it), so only the task's own terms count. Pure.
+ */
+export function validateReplacementTerms(
+  requiredTerms: RequiredTerms,
+  original: TaskText,
+  subtasks: readonly TaskText[],
+  config: StructureConfig,
+): ReplacementTerms {
+  if (!config.enableTermPreservationCheck) return { hasTermLoss: false };
+  const carried = validateTermPreservation(requiredTerms, [original], config).preserved;
+  const termPreservation = validateTermPreservation({ ...requiredTerms, terms: carried }, subtasks);
+  const hasTermLoss = termPreservation.missing.length > 0;
+  const breaks =
+    config.treatTermLossAsStructureBreak &&
+    termPreservation.preservationRate < config.minPreservationRate;
+  return {
+    termPreservation,
+    hasTermLoss,
+    ...(breaks
+      ? {
+          problem:
+            `Required terms missing after replan: ${quoteList(termPreservation.missing)} ` +
+            `(the subtasks keep ${formatPercent(termPreservation.preservationRate)} of the ` +
+            `task's, minimum ${formatPercent(config.minPreservationRate)}).`,
+        }
+      : {}),
   };
 }

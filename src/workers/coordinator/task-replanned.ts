@@ -4,6 +4,7 @@ import { OrqError } from '../../shared/errors.js';
 import type { TaskReplannedEvent } from '../../shared/queues.js';
 import { enforceExecutorPolicy } from '../../shared/rules/executor-choice.js';
 import { replaceTaskWithSubtasks } from '../../shared/rules/replace-task.js';
+import { validateReplacementTerms } from '../../shared/rules/structure.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
 import { executorsRefused } from './executors-refused.js';
@@ -52,6 +53,38 @@ export async function onTaskReplanned(
     });
   }
 
+  // The subtasks are refused, and the task BLOCKED for a person to decide, with the reason.
+  const unusable = (problem: string, inputs: Record<string, unknown> = {}) => {
+    const reason = `the Replanner's subtasks for ${original.id} are unusable: ${problem}`;
+    edits.history.push({
+      type: 'decision',
+      taskId: original.id,
+      decision: 'replan:invalid',
+      reason,
+      inputs,
+    });
+    edits.put({ ...original, state: 'BLOCKED', replanPending: false }, reason);
+    return finish(eventId, edits);
+  };
+
+  // Seed 002 for task replans: the terms this task carried must survive in its subtasks.
+  const terms = validateReplacementTerms(
+    session.requiredTerms,
+    original,
+    enforced.tasks,
+    session.config.refinement,
+  );
+  if (terms.problem) return unusable(terms.problem, { termPreservation: terms.termPreservation });
+  if (terms.hasTermLoss) {
+    edits.history.push({
+      type: 'decision',
+      taskId: original.id,
+      decision: 'terms:warning',
+      reason: `required terms missing after the replan of ${original.id}: ${terms.termPreservation?.missing.join(', ')}`,
+      inputs: { termPreservation: terms.termPreservation },
+    });
+  }
+
   let replaced: ReturnType<typeof replaceTaskWithSubtasks>;
   try {
     replaced = replaceTaskWithSubtasks({
@@ -65,16 +98,7 @@ export async function onTaskReplanned(
     });
   } catch (error) {
     if (!(error instanceof OrqError)) throw error;
-    const reason = `the Replanner's subtasks for ${original.id} are unusable: ${error.message}`;
-    edits.history.push({
-      type: 'decision',
-      taskId: original.id,
-      decision: 'replan:invalid',
-      reason,
-      inputs: {},
-    });
-    edits.put({ ...original, state: 'BLOCKED', replanPending: false }, reason);
-    return finish(eventId, edits);
+    return unusable(error.message);
   }
 
   const byId = new Map(replaced.tasks.map((t) => [t.id, t]));
