@@ -328,6 +328,31 @@ describe('plan refinement (seeds 000 and 003)', () => {
     expect(decisions(h, 'refinement:accept-previous')).toHaveLength(1);
   });
 
+  it('runs the acceptable plan when the suggestion replan after it is rejected', async () => {
+    const path = scenarios.write('rejected-suggestion-replan', {
+      plans: [{ tasks: twoTasks }, { tasks: [twoTasks[0]!] }],
+      planJudgements: [
+        { score: 75, isAcceptable: true, suggestions: ['Split the form'] },
+        { score: 60, isAcceptable: false, issues: ['Validation is gone'] },
+      ],
+    });
+    const { client, id } = await run(path, {
+      instruction,
+      config: { refinement: { refineSuggestionsOnSuccess: true } },
+    });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.tasks.map((t) => [t.id, t.state])).toEqual([
+      ['A', 'DONE'],
+      ['B', 'DONE'],
+    ]);
+    const h = await historyOf(client, id);
+    expect(decisions(h, 'refinement:reject')).toHaveLength(1);
+    const [previous, ...more] = decisions(h, 'refinement:accept-previous');
+    expect(more).toEqual([]);
+    expect(previous?.reason).toMatch(/; the previous plan was acceptable, so it is used$/);
+  });
+
   it('replans from the previous plan when a replan of an unacceptable plan breaks the structure', async () => {
     const ordered = [twoTasks[0]!, { ...twoTasks[1]!, dependencies: ['A'] }];
     const path = scenarios.write('broken-replan-of-unacceptable', {
