@@ -275,6 +275,42 @@ describe('malformed model replies', () => {
   });
 });
 
+describe('replanning.timeoutSeconds', () => {
+  it('stops a Replanner that runs past it and blocks the task, saying so', async () => {
+    const { models: base } = recordingModels(exampleScenario('replan-task.yaml'));
+    const replanning = deferred();
+    const models: RoleModels = {
+      ...base,
+      label: base.label,
+      // A model that never answers: only the timeout's abort ends the call.
+      replan: (request) => {
+        replanning.resolve();
+        return new Promise((_, reject) => {
+          request.signal?.addEventListener('abort', () => reject(request.signal?.reason));
+        });
+      },
+    };
+    cluster = await startCluster({ config: fastRetries, models });
+    const { client } = cluster;
+    const { id } = await client.submit({
+      instruction: 'x',
+      config: { replanning: { timeoutSeconds: 1 } },
+    });
+    await replanning.promise;
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('BLOCKED');
+    expect(view.tasks.find((t) => t.id === 't2')).toMatchObject({
+      state: 'BLOCKED',
+      replanPending: false,
+    });
+    const error = (await historyOf(client, id)).find((e) => e.type === 'error');
+    expect(error).toMatchObject({ role: 'replanner', taskId: 't2', code: 'LLM_CALL_FAILED' });
+    expect(error?.type === 'error' && error.message).toContain(
+      'replanning t2 exceeded 1s (replanning.timeoutSeconds)',
+    );
+  });
+});
+
 describe('per-session configuration', () => {
   it("honours a session's legacy maxQualityRetries when maxRefinementAttempts is not given", async () => {
     const path = scenarios.write('unacceptable', {

@@ -19,35 +19,38 @@ export function createReplannerProcessor(ctx: RoleContext) {
     const timeoutMs = session.config.replanning.timeoutSeconds * 1000;
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal = shutdown ? AbortSignal.any([timeout, shutdown]) : timeout;
-    const reply = await (
-      await ctx.models.forSession(session, 'replanner')
-    ).replan({
-      sessionId: session.id,
-      task,
-      ...(task.result ? { result: task.result } : {}),
-      judgement: task.judgement ?? {
-        success: false,
-        shouldContinue: false,
-        shouldReplan: true,
-        reason: '',
-        missingRequirements: [],
-      },
-      iteration: (task.replanningInfo?.iteration ?? 0) + 1,
-      instruction: session.instruction,
-      requiredTerms: session.requiredTerms.terms,
-      executors: session.config.execution,
-      signal,
-      jobAttempt: job.attemptsMade,
-    });
-    if (timeout.aborted) {
-      throw new OrqError(
+    // Past replanning.timeoutSeconds the call fails with the setting's name, whether the model
+    // threw on the abort (as the SDK providers do) or answered anyway.
+    const timedOut = (cause?: unknown) =>
+      new OrqError(
         'LLM_CALL_FAILED',
-        `replanning ${task.id} exceeded ${session.config.replanning.timeoutSeconds}s`,
-        {
-          details: { sessionId: session.id, taskId: task.id },
-        },
+        `replanning ${task.id} exceeded ${session.config.replanning.timeoutSeconds}s (replanning.timeoutSeconds)`,
+        { details: { sessionId: session.id, taskId: task.id }, ...(cause ? { cause } : {}) },
       );
-    }
+    const models = await ctx.models.forSession(session, 'replanner');
+    const reply = await models
+      .replan({
+        sessionId: session.id,
+        task,
+        ...(task.result ? { result: task.result } : {}),
+        judgement: task.judgement ?? {
+          success: false,
+          shouldContinue: false,
+          shouldReplan: true,
+          reason: '',
+          missingRequirements: [],
+        },
+        iteration: (task.replanningInfo?.iteration ?? 0) + 1,
+        instruction: session.instruction,
+        requiredTerms: session.requiredTerms.terms,
+        executors: session.config.execution,
+        signal,
+        jobAttempt: job.attemptsMade,
+      })
+      .catch((error: unknown) => {
+        throw timeout.aborted ? timedOut(error) : error;
+      });
+    if (timeout.aborted) throw timedOut();
     const breakdown = checkReply(ReplanBreakdown, reply.value, 'replan', {
       sessionId: session.id,
       taskId: task.id,
