@@ -247,7 +247,9 @@ describe('errors and exit codes', () => {
     }
   });
 
-  it('bad usage exits 2 with one orq: line', async () => {
+  // Eighteen CLI processes start here, nine at a time: on two busy cores that can take longer
+  // than the default 30 s, which once failed a full run that had nothing wrong.
+  it('bad usage exits 2 with one orq: line', { timeout: 120_000 }, async () => {
     const usage = await Promise.all([
       cli('status', 'not a session id!'),
       cli('status', '--limit', '0'),
