@@ -138,7 +138,28 @@ function createCluster(input: ClusterInput, common: RedisOptions): Cluster {
   );
 }
 
-/** Waits until the connection is ready, or throws REDIS_UNAVAILABLE with the address. */
+/** Redis's answers to a missing or wrong password (AUTH or HELLO on connect). */
+const AUTH_REFUSED = /^(NOAUTH|WRONGPASS|ERR invalid password)/;
+
+function credentialsRefused(redis: RedisConnection, error: Error, where: unknown): OrqError {
+  const missing = error.message.startsWith('NOAUTH');
+  return new OrqError(
+    'CONFIG_INVALID',
+    `${describeConnection(redis)} ${missing ? 'requires a password' : "refused orq's user name or password"} (${error.message.replace(/\.$/, '')})`,
+    {
+      hint: missing
+        ? 'Put it in REDIS_URL: redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port.'
+        : 'Check the user name and password in REDIS_URL (redis://USER:PASSWORD@host:port).',
+      details: { address: where },
+      cause: error,
+    },
+  );
+}
+
+/**
+ * Waits until the connection is ready, or throws REDIS_UNAVAILABLE with the address
+ * (CONFIG_INVALID when the server refuses the credentials).
+ */
 export async function ensureConnected(redis: RedisConnection, timeoutMs = 5_000): Promise<void> {
   if (redis.status === 'ready') return;
   const where = addressOf(redis);
@@ -156,8 +177,14 @@ export async function ensureConnected(redis: RedisConnection, timeoutMs = 5_000)
       cleanup();
       resolve();
     };
-    // Nothing listens or the name does not resolve: no retry will help within the timeout.
     const onError = (error: Error & { code?: string }) => {
+      // The server answered but refused the credentials: it is up, and retrying cannot help.
+      if (AUTH_REFUSED.test(error.message)) {
+        cleanup();
+        reject(credentialsRefused(redis, error, where));
+        return;
+      }
+      // Nothing listens or the name does not resolve: no retry will help within the timeout.
       if (!['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'].includes(error.code ?? '')) {
         return;
       }

@@ -1,0 +1,73 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createClient } from '../../src/producers/client.js';
+import { freePort, redisAnswers } from '../../src/shared/redis-server.js';
+import { eventually } from '../support/scenarios.js';
+
+/** A server that answers but refuses orq's credentials is not "unreachable": say what is wrong. */
+describe('credentials Redis refuses', () => {
+  const url = new URL(inject('redisUrl'));
+  const user = `orq-${randomUUID().slice(0, 8)}`;
+  const admin = new Redis(url.toString());
+
+  beforeAll(async () => {
+    await admin.call('ACL', 'SETUSER', user, 'on', '>right-password', '~*', '&*', '+@all');
+  });
+  afterAll(async () => {
+    await admin.call('ACL', 'DELUSER', user);
+    admin.disconnect();
+  });
+
+  it('a wrong password is CONFIG_INVALID, naming the server and REDIS_URL', async () => {
+    const wrong = new URL(url);
+    wrong.username = user;
+    wrong.password = 'wrong-password';
+    const error = await createClient({ connection: wrong.toString() }).catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      code: 'CONFIG_INVALID',
+      message: expect.stringMatching(
+        /^Redis at .+ refused orq's user name or password \(WRONGPASS .+\)\. Check the user name and password in REDIS_URL/,
+      ),
+    });
+    expect(String((error as Error).message)).not.toContain('wrong-password');
+
+    const right = new URL(wrong);
+    right.password = 'right-password';
+    const client = await createClient({ connection: right.toString() });
+    await client.close();
+  });
+
+  it('a missing password is CONFIG_INVALID saying the server requires one', async () => {
+    const port = await freePort();
+    const server = spawn('redis-server', [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--requirepass',
+      'needed',
+    ]);
+    try {
+      await eventually(
+        async () => ((await redisAnswers(`redis://:needed@127.0.0.1:${port}`)) ? true : undefined),
+        'the password-protected redis-server',
+      );
+      await expect(createClient({ connection: `redis://127.0.0.1:${port}` })).rejects.toMatchObject(
+        {
+          code: 'CONFIG_INVALID',
+          message: expect.stringMatching(
+            /requires a password \(NOAUTH Authentication required\)\. Put it in REDIS_URL: redis:\/\/:PASSWORD@host:port/,
+          ),
+        },
+      );
+    } finally {
+      server.kill('SIGKILL');
+    }
+  });
+});
