@@ -247,6 +247,20 @@ describe('errors and exit codes', () => {
     }
   });
 
+  it('answers `orq list` as `orq status`, and points an unknown command to orq --help', async () => {
+    const [list, status, unknown] = await Promise.all([
+      cli('list', '--json'),
+      cli('status', '--json'),
+      cli('fly'),
+    ]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toBe(status.stdout);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toBe(
+      "orq: unknown command 'fly'. Run `orq --help` to see the commands.\n",
+    );
+  });
+
   // Eighteen CLI processes start here, nine at a time: on two busy cores that can take longer
   // than the default 30 s, which once failed a full run that had nothing wrong.
   it('bad usage exits 2 with one orq: line', { timeout: 120_000 }, async () => {

@@ -47,6 +47,12 @@ function* commandTree(command: Command): Generator<Command> {
   for (const sub of command.commands) yield* commandTree(sub);
 }
 
+/** An unknown command without commander's "Did you mean" gets the way to the list of them. */
+function withHelpHint(message: string): string {
+  if (!message.startsWith('unknown command') || message.includes('Did you mean')) return message;
+  return message.replace(/\n?$/, '. Run `orq --help` to see the commands.\n');
+}
+
 /**
  * Commander's own errors (unknown option, missing argument) become exit code 2 and read like
  * orq's: `orq: <message>` on stderr. Applied to every command, as subcommands were created before.
@@ -55,7 +61,8 @@ function routeCommanderErrors(program: Command): void {
   for (const command of commandTree(program)) {
     command.exitOverride();
     command.configureOutput({
-      outputError: (message, write) => write(`orq: ${message.replace(/^error: /, '')}`),
+      outputError: (message, write) =>
+        write(`orq: ${withHelpHint(message.replace(/^error: /, ''))}`),
     });
   }
 }

@@ -107,6 +107,7 @@ export function registerSessionCommands(program: Command): void {
 
   program
     .command('status')
+    .alias('list')
     .description('Show a session and a table of its tasks, or list recent sessions')
     .argument('[sessionId]')
     .option(...configOption)
