@@ -18,12 +18,21 @@ import { TaskId, type Task } from '../shared/domain/task.js';
 import { describeZodIssues, OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
 import { readRunningProgress } from '../shared/running-progress.js';
-import { BudgetRaise, defaultJobOptions, jobIds, outboxJob, ResumeMode } from '../shared/queues.js';
+import {
+  BudgetRaise,
+  defaultJobOptions,
+  jobIds,
+  outboxJob,
+  ResumeMode,
+  Role,
+  ROLE_QUEUE,
+} from '../shared/queues.js';
 import {
   asRedisUnavailable,
   blockingTwin,
   createConnection,
   ensureConnected,
+  isTransportError,
   refuseClusterNode,
   refuseMissingDatabase,
   type ConnectionInput,
@@ -158,6 +167,11 @@ export interface OrqClient {
     sessionId: string,
     options?: { timeoutMs?: number; until?: 'finished' | 'settled' },
   ): Promise<SessionView>;
+  /**
+   * How many processes consume each role's queue now, as BullMQ counts its workers (CLIENT
+   * LIST); empty when the server does not answer that (some managed Redis refuse CLIENT LIST).
+   */
+  consumers(): Promise<Partial<Record<Role, number>>>;
   close(): Promise<void>;
 }
 
@@ -648,6 +662,24 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       }
       return view;
     },
+
+    consumers: () =>
+      guard(async () => {
+        const counts = await Promise.all(
+          Role.options.map(async (role) => {
+            const count = await queues
+              .get(ROLE_QUEUE[role])
+              .getWorkersCount()
+              .catch((error: unknown) => {
+                // A server that refuses CLIENT LIST cannot tell; a lost one is REDIS_UNAVAILABLE.
+                if (isTransportError(error)) throw error;
+                return undefined;
+              });
+            return [role, count] as const;
+          }),
+        );
+        return Object.fromEntries(counts.filter(([, count]) => count !== undefined));
+      }),
 
     async close() {
       for (const c of blockingConnections) c.disconnect();

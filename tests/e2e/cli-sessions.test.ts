@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { HistoryEntry } from '../../src/shared/domain/history.js';
 import { Session } from '../../src/shared/domain/session.js';
 import { Task } from '../../src/shared/domain/task.js';
-import { orq, root } from '../support/cli.js';
+import { orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { bullQueue } from '../support/pods.js';
 
@@ -245,6 +245,28 @@ describe('errors and exit codes', () => {
         `orq: Session ${id} not found. List sessions with \`orq status\` or check the Redis prefix (ORQ_PREFIX).\n`,
       );
     }
+  });
+
+  it('status and watch say when no process runs the roles a waiting session needs', async () => {
+    const nobody = { ...env, ORQ_PREFIX: `${cluster.prefix}-nobody` };
+    const submitted = await orq(['submit', 'Nobody plans this', '--json'], { env: nobody });
+    const { id } = JSON.parse(submitted.stdout) as { id: string };
+    const notice =
+      `orq: no process runs the coordinator, planner, judge and worker roles on this Redis ` +
+      `under the prefix "${nobody.ORQ_PREFIX}", so session ${id} waits`;
+    const status = await orq(['status', id], { env: nobody });
+    expect(status.code).toBe(0);
+    expect(status.stderr).toContain(notice);
+    const watch = spawnOrq(['watch', id], { env: nobody });
+    try {
+      await waitForOutput(watch, notice);
+    } finally {
+      await stopProcess(watch, 'SIGINT');
+    }
+    // Where the pods run, nothing is said.
+    const served = await cli('submit', 'Plan this', '--json');
+    const { id: servedId } = JSON.parse(served.stdout) as { id: string };
+    expect((await cli('status', servedId)).stderr).toBe('');
   });
 
   it('answers `orq list` as `orq status`, and points an unknown command to orq --help', async () => {

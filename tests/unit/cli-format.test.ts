@@ -10,6 +10,7 @@ import {
   formatTaskCounts,
 } from '../../src/producers/cli/format.js';
 import { followMode } from '../../src/producers/cli/follow.js';
+import { missingRolesNotice } from '../../src/producers/cli/format.js';
 import { BUDGET_RESUME_HINT } from '../../src/shared/llm/metered.js';
 import { ExitCode, exitCodeFor } from '../../src/producers/cli/run-cli.js';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
@@ -299,5 +300,32 @@ describe('followMode', () => {
     expect(followMode({ isTTY: true, rows: 24, columns: 0 }, false)).toBe('lines');
     expect(followMode({ isTTY: false, rows: 40, columns: 120 }, false)).toBe('lines');
     expect(followMode({ isTTY: true, rows: 40, columns: 120 }, true)).toBe('jsonl');
+  });
+});
+
+describe('missingRolesNotice', () => {
+  const all = { coordinator: 1, planner: 2, judge: 1, worker: 4, replanner: 0 };
+
+  it('says nothing when every role a session needs runs, replanner or not', () => {
+    expect(missingRolesNotice('s1', all, 'orq')).toBeUndefined();
+  });
+
+  it('says nothing when the server cannot tell', () => {
+    expect(missingRolesNotice('s1', {}, 'orq')).toBeUndefined();
+  });
+
+  it('names one missing role, the prefix and what to check', () => {
+    expect(missingRolesNotice('s1', { ...all, worker: 0 }, 'team')).toBe(
+      'no process runs the worker role on this Redis under the prefix "team", so session s1 ' +
+        'waits (start pods with `orq start`). If your pods run, check that they use the same ' +
+        'REDIS_URL and ORQ_PREFIX.',
+    );
+  });
+
+  it('lists several missing roles', () => {
+    const none = { coordinator: 0, planner: 0, judge: 0, worker: 0, replanner: 0 };
+    expect(missingRolesNotice('s1', none, 'orq')).toMatch(
+      /^no process runs the coordinator, planner, judge and worker roles on this Redis/,
+    );
   });
 });

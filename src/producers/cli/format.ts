@@ -3,6 +3,7 @@ import type { Session } from '../../shared/domain/session.js';
 import { isExecuting, TaskState, type Task } from '../../shared/domain/task.js';
 import type { SessionView } from '../client.js';
 import { BUDGET_RESUME_HINT } from '../../shared/llm/metered.js';
+import type { Role } from '../../shared/queues.js';
 
 const time = (iso: string) => iso.slice(11, 19);
 const clip = (text: string, max = 120) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
@@ -387,4 +388,28 @@ export function formatOutcomeNotice(
       return `session ${session.id} is ${session.state}${why}`;
     }
   }
+}
+
+/** The roles every session needs to move; the replanner only when a task is replanned. */
+export const ROLES_A_SESSION_NEEDS: readonly Role[] = ['coordinator', 'planner', 'judge', 'worker'];
+
+/**
+ * Said before following a session on a Redis where some role it needs has no consumer: a
+ * forgotten `orq start`, or pods under another prefix. Nothing when none is missing or the
+ * server cannot tell (`consumers` empty).
+ */
+export function missingRolesNotice(
+  sessionId: string,
+  consumers: Partial<Record<Role, number>>,
+  prefix: string,
+): string | undefined {
+  const missing = ROLES_A_SESSION_NEEDS.filter((role) => consumers[role] === 0);
+  if (missing.length === 0) return undefined;
+  const roles =
+    missing.length > 1 ? `${missing.slice(0, -1).join(', ')} and ${missing.at(-1)}` : missing[0];
+  return (
+    `no process runs the ${roles} role${missing.length > 1 ? 's' : ''} on this Redis under the ` +
+    `prefix "${prefix}", so session ${sessionId} waits (start pods with \`orq start\`). ` +
+    `If your pods run, check that they use the same REDIS_URL and ORQ_PREFIX.`
+  );
 }

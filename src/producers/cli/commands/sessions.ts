@@ -19,7 +19,12 @@ import {
   stopOnSignals,
   waitsForRoles,
 } from '../follow.js';
-import { formatHistoryEntry, formatSessionList, formatSessionTable } from '../format.js';
+import {
+  formatHistoryEntry,
+  formatSessionList,
+  formatSessionTable,
+  missingRolesNotice,
+} from '../format.js';
 import { dataDir } from '../redis-for-cli.js';
 import { checkRunnable, runHere } from '../run-here.js';
 
@@ -27,6 +32,13 @@ import { checkRunnable, runHere } from '../run-here.js';
  * A `--run` command's check before its roles start: the session's own config, when the session
  * is in a state the roles would run it from (any other is left to the command to report).
  */
+/** Says so on stderr when a role the session waits for runs nowhere on this Redis and prefix. */
+async function warnOfMissingRoles(client: OrqClient, view: SessionView, prefix: string) {
+  if (!waitsForRoles(view.session.state)) return;
+  const notice = missingRolesNotice(view.session.id, await client.consumers(), prefix);
+  if (notice) process.stderr.write(`orq: ${notice}\n`);
+}
+
 function runnableWhen(sessionId: string, runs: (state: SessionState) => boolean) {
   return async (client: OrqClient): Promise<void> => {
     const { session } = await client.get(sessionId);
@@ -118,7 +130,7 @@ export function registerSessionCommands(program: Command): void {
         sessionId: string | undefined,
         options: { config?: string; limit: number; json?: boolean },
       ) =>
-        withSessions(options, async (client) => {
+        withSessions(options, async (client, config, redis) => {
           // `orq status ""` is a malformed id (client.get says so), not a request for the list.
           if (sessionId === undefined) {
             const sessions = await client.list({ limit: options.limit });
@@ -129,6 +141,8 @@ export function registerSessionCommands(program: Command): void {
           const view = await client.get(sessionId);
           if (options.json) printJson(view);
           else process.stdout.write(`${formatSessionTable(view)}\n`);
+          // A private Redis this command started has no roles by design: nothing to warn of.
+          if (!redis.owned) await warnOfMissingRoles(client, view, config.redis.prefix);
         }),
     );
 
@@ -151,7 +165,7 @@ export function registerSessionCommands(program: Command): void {
               output: 'history',
               beforeRoles: runnableWhen(sessionId, waitsForRoles),
             })
-          : withSessions(options, async (client, _config, redis) => {
+          : withSessions(options, async (client, config, redis) => {
               // This command started the private Redis: no process runs roles on it, and the
               // session would never move. Finished and blocked ones are still shown.
               if (redis.owned) {
@@ -167,6 +181,7 @@ export function registerSessionCommands(program: Command): void {
                   );
                 }
               }
+              await warnOfMissingRoles(client, await client.get(sessionId), config.redis.prefix);
               const stop = stopOnSignals();
               let view: SessionView;
               try {
