@@ -116,6 +116,25 @@ describe('orq run with its private Redis (no REDIS_URL)', () => {
     expect(existsSync(join(dir, '.orq/redis/server.json'))).toBe(false);
   }, 60_000);
 
+  it('runs two orq run started at once on one server, stopped by the last to end', async () => {
+    const dir = mkdtempSync(join(temp.dir, 'two-runs-'));
+    // Different lengths: whichever starts the server, the first to end must not stop it.
+    const runs = [
+      spawnOrq(['run', '--latency', '100', 'write the docs'], { cwd: dir }),
+      spawnOrq(['run', '--latency', '1200', 'add the tests'], { cwd: dir }),
+    ];
+    children.push(...runs);
+    const outputs = runs.map(collect);
+    const exits = await Promise.all(runs.map((run) => exitWithin(run, 45_000)));
+    const texts = outputs.map((o) => o.text());
+    for (const [i, exit] of exits.entries()) expect(exit?.code, texts[i]).toBe(0);
+    const started = texts.join('').match(/started a private redis-server at (\S+)/g) ?? [];
+    expect(started, texts.join('\n---\n')).toHaveLength(1);
+    const url = started[0]!.split(' at ')[1]!;
+    expect(await redisAnswers(url)).toBe(false);
+    expect(existsSync(join(dir, '.orq/redis/server.json'))).toBe(false);
+  }, 60_000);
+
   it('leaves no server running after the next orq command when one was killed with its orq', async () => {
     const dir = mkdtempSync(join(temp.dir, 'orphan-'));
     const run = spawnOrq(['run', '--latency', '1500', 'a then b'], { cwd: dir, detached: true });

@@ -1,4 +1,5 @@
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { lock } from 'proper-lockfile';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import type { OrqConfig } from '../../shared/config/schema.js';
@@ -10,10 +11,14 @@ export interface CliRedis {
   url: string;
   /** What to connect to: `url`, or the Redis Cluster it is a node of (redis.cluster). */
   connection: ConnectionInput;
-  /** True when this command must stop the server: it started it, or took it over. */
+  /**
+   * True when no other orq command used the server as this one began (it started it, or took
+   * it over): no roles run on it elsewhere.
+   */
   owned: boolean;
   /** Taken over: the private server of an earlier orq command that ended without stopping it. */
   adopted?: boolean;
+  /** Leaves the server; the last orq command using it stops it. */
   release(): Promise<void>;
 }
 
@@ -22,7 +27,9 @@ const ServerMarker = z.object({
   url: z.string(),
   /** The redis-server's pid. */
   pid: z.number().int().optional(),
-  /** The orq process that stops it; a marker without one predates ownership. */
+  /** The orq processes using it; the last one to end stops it. */
+  users: z.array(z.number().int()).optional(),
+  /** The one user of markers written before `users` (orq ≤ 0.x); read as `users: [ownerPid]`. */
   ownerPid: z.number().int().optional(),
 });
 type ServerMarker = z.infer<typeof ServerMarker>;
@@ -115,41 +122,86 @@ export async function redisForCli(
       },
     );
   }
+  // One orq at a time finds, starts, joins or leaves the server here: two starting at once would
+  // each start a redis-server on the same append-only file. The lock lapses if its holder dies.
+  mkdirSync(dir, { recursive: true });
+  const locked = async <T>(fn: () => Promise<T>): Promise<T> => {
+    const unlock = await lock(dir, {
+      lockfilePath: join(dir, 'start.lock'),
+      stale: 10_000,
+      retries: { retries: 150, minTimeout: 100, maxTimeout: 200 },
+      // A lock found stale while held (a very slow start) must not crash the command.
+      onCompromised: () => undefined,
+    }).catch((error: unknown) => {
+      throw new OrqError(
+        'REDIS_UNAVAILABLE',
+        `Another orq command here holds the lock of its private Redis in ${dir}`,
+        { hint: 'Try again in a moment, or set REDIS_URL.', cause: error },
+      );
+    });
+    try {
+      return await fn();
+    } finally {
+      await unlock().catch(() => undefined);
+    }
+  };
+  return locked(() => findOrStart(dir, locked));
+}
+
+/** The live users a marker names. */
+function liveUsers(marker: ServerMarker): number[] {
+  const users = marker.users ?? (marker.ownerPid === undefined ? [] : [marker.ownerPid]);
+  return users.filter((pid) => pid !== process.pid && isAlive(pid));
+}
+
+/**
+ * The private server in `dir`, with this process counted as a user: shared with the orq
+ * commands using it, taken over when its users are gone, or started. Holds the lock.
+ */
+async function findOrStart(dir: string, locked: <T>(fn: () => Promise<T>) => Promise<T>) {
   const marker = join(dir, 'server.json');
+  const write = (m: ServerMarker) => writeFileSync(marker, JSON.stringify(m));
+  // The last user to leave stops the server, whoever started it.
+  const leave = (stop: () => Promise<void>) => () =>
+    locked(async () => {
+      const now = readMarker(marker);
+      const others = now ? liveUsers(now) : [];
+      if (now && others.length > 0) {
+        write({ url: now.url, ...(now.pid ? { pid: now.pid } : {}), users: others });
+        return;
+      }
+      await stop();
+      rmSync(marker, { force: true });
+    });
+
   const found = existsSync(marker) ? readMarker(marker) : undefined;
   // Not answering: a stale marker from a run killed with its server; a new one starts below.
   if (found && (await redisAnswers(found.url))) {
     const { url, pid } = found;
-    // Its owner still runs (another orq command here): share the server, the owner stops it.
-    if (isAlive(found.ownerPid) || pid === undefined) {
+    // A server orq did not record the pid of cannot be stopped by it: use it as it is.
+    if (pid === undefined) {
       return { url, connection: url, owned: false, release: async () => undefined };
     }
-    // Its owner ended without stopping it (killed, or its terminal closed): this command
-    // takes it over, so no redis-server is left running on the data after the last orq.
-    writeFileSync(marker, JSON.stringify({ ...found, ownerPid: process.pid }));
+    const users = liveUsers(found);
+    write({ url, pid, users: [...users, process.pid] });
+    // No one else uses it (its orq was killed, or its terminal closed): this command takes it
+    // over, so no redis-server is left running on the data after the last orq.
+    const adopted = users.length === 0;
     return {
       url,
       connection: url,
-      owned: true,
-      adopted: true,
-      async release() {
-        await stopByPid(pid);
-        rmSync(marker, { force: true });
-      },
+      owned: adopted,
+      ...(adopted ? { adopted } : {}),
+      release: leave(() => stopByPid(pid)),
     };
   }
   const server = await startPrivateRedis({ dir, appendonly: true, detached: true });
-  writeFileSync(
-    marker,
-    JSON.stringify({ url: server.url, pid: server.process.pid, ownerPid: process.pid }),
-  );
+  const pid = server.process.pid;
+  write({ url: server.url, ...(pid ? { pid } : {}), users: [process.pid] });
   return {
     url: server.url,
     connection: server.url,
     owned: true,
-    async release() {
-      await server.stop();
-      rmSync(marker, { force: true });
-    },
+    release: leave(() => server.stop()),
   };
 }
