@@ -34,6 +34,14 @@ const task = (input: Partial<TaskInput> = {}): Task =>
   });
 
 const format = outputFormat('Schema');
+/** A judge's verdict asking for a replan. */
+const replanVerdict = {
+  success: false,
+  shouldContinue: false,
+  shouldReplan: true,
+  reason: 'r',
+  missingRequirements: [],
+};
 const base = { sessionId: 's1', instruction: '認証機能とバリデーションを実装して' };
 
 describe('prompt templates', () => {
@@ -78,13 +86,7 @@ describe('prompt templates', () => {
           task: task(),
           iteration: 1,
           requiredTerms: [],
-          judgement: {
-            success: false,
-            shouldContinue: false,
-            shouldReplan: true,
-            reason: 'r',
-            missingRequirements: [],
-          },
+          judgement: replanVerdict,
         },
         format,
       ),
@@ -145,13 +147,7 @@ describe('planner prompt (seeds 000 and 002)', () => {
           task: task(),
           iteration: 1,
           requiredTerms: [],
-          judgement: {
-            success: false,
-            shouldContinue: false,
-            shouldReplan: true,
-            reason: 'too big',
-            missingRequirements: [],
-          },
+          judgement: replanVerdict,
           ...(executors ? { executors } : {}),
         },
         format,

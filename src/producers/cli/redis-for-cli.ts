@@ -29,7 +29,7 @@ const ServerMarker = z.object({
   pid: z.number().int().optional(),
   /** The orq processes using it; the last one to end stops it. */
   users: z.array(z.number().int()).optional(),
-  /** The one user of markers written before `users` (orq ≤ 0.x); read as `users: [ownerPid]`. */
+  /** The one user, in markers of orq versions before `users`; read as `users: [ownerPid]`. */
   ownerPid: z.number().int().optional(),
 });
 type ServerMarker = z.infer<typeof ServerMarker>;
