@@ -36,7 +36,7 @@ export function enforceExecutorPolicy<T extends { id: string; executor?: string 
 }
 
 /** Where a task whose choice was refused runs: the session's default executor. */
-export function defaultExecutorPhrase(policy: ExecutorPolicy): string {
+function defaultExecutorPhrase(policy: ExecutorPolicy): string {
   return `"${policy.defaultExecutor}" (execution.defaultExecutor)`;
 }
 

@@ -166,22 +166,21 @@ export function registerSessionCommands(program: Command): void {
               beforeRoles: runnableWhen(sessionId, waitsForRoles),
             })
           : withSessions(options, async (client, config, redis) => {
+              const waiting = await client.get(sessionId);
+              const { state } = waiting.session;
               // This command started the private Redis: no process runs roles on it, and the
               // session would never move. Finished and blocked ones are still shown.
-              if (redis.owned) {
-                const { state } = (await client.get(sessionId)).session;
-                if (waitsForRoles(state)) {
-                  throw new OrqError(
-                    'INVALID_STATE',
-                    `Session ${sessionId} is ${state}, and no roles run on the private Redis in ${dataDir()} (REDIS_URL is not set)`,
-                    {
-                      hint: `Run it here with \`orq watch ${sessionId} --run\`, or set REDIS_URL to your roles' Redis.`,
-                      details: { sessionId, state },
-                    },
-                  );
-                }
+              if (redis.owned && waitsForRoles(state)) {
+                throw new OrqError(
+                  'INVALID_STATE',
+                  `Session ${sessionId} is ${state}, and no roles run on the private Redis in ${dataDir()} (REDIS_URL is not set)`,
+                  {
+                    hint: `Run it here with \`orq watch ${sessionId} --run\`, or set REDIS_URL to your roles' Redis.`,
+                    details: { sessionId, state },
+                  },
+                );
               }
-              await warnOfMissingRoles(client, await client.get(sessionId), config.redis.prefix);
+              await warnOfMissingRoles(client, waiting, config.redis.prefix);
               const stop = stopOnSignals();
               let view: SessionView;
               try {
