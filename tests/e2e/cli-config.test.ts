@@ -49,7 +49,12 @@ describe('orq config check', () => {
     expect(lenient.code).toBe(0);
     expect(lenient.stdout).toContain(`${file}: OK`);
     expect(lenient.stdout).toContain('warning: refinement.noiseThreshold (6) >=');
-    expect((await orq(['config', 'check', '--strict', file])).code).toBe(1);
+    const strict = await orq(['config', 'check', '--strict', file]);
+    expect(strict.code).toBe(1);
+    // A failed check does not say OK.
+    expect(strict.stdout).toBe('');
+    expect(strict.stderr).toContain('warning: refinement.noiseThreshold (6) >=');
+    expect(strict.stderr).toContain('1 warning(s) fail the check under --strict');
   });
 
   it('checks the environment overrides too, naming the variable', async () => {

@@ -74,9 +74,17 @@ export function registerConfigCommands(program: Command): void {
         return;
       }
       const warnings = configWarnings(loaded);
+      // Under --strict a warning fails the check: "OK" before it would contradict the exit code.
+      if (options.strict && warnings.length > 0) {
+        for (const warning of warnings) process.stderr.write(`${file}: warning: ${warning}\n`);
+        process.stderr.write(
+          `${file}: valid, but ${warnings.length} warning(s) fail the check under --strict\n`,
+        );
+        process.exitCode = ExitCode.NOT_COMPLETED;
+        return;
+      }
       process.stdout.write(`${file}: OK\n`);
       for (const warning of warnings) process.stdout.write(`${file}: warning: ${warning}\n`);
-      if (options.strict && warnings.length > 0) process.exitCode = ExitCode.NOT_COMPLETED;
     });
 
   config
