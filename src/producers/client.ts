@@ -295,7 +295,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     const details = { sessionId: session.id, state: session.state };
     if (blocked.length === 0) {
       throw new OrqError('INVALID_STATE', `session ${session.id} has no blocked task to resume`, {
-        hint: 'Only blocked tasks are resumed; `orq status <id>` shows the state of each task.',
+        hint: 'Only blocked tasks are resumed; `orq status <id>` (HTTP: GET /sessions/<id>) shows the state of each task.',
         details,
       });
     }
@@ -564,7 +564,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
             'INVALID_STATE',
             `session ${sessionId} is ${outcome.state}: only a finished session can be deleted`,
             {
-              hint: `Cancel it first (orq cancel ${sessionId}); delete it once it is CANCELLED.`,
+              hint: `Cancel it first (orq cancel ${sessionId}, or POST /sessions/${sessionId}/cancel); delete it once it is CANCELLED.`,
               details: { sessionId, state: outcome.state },
             },
           );

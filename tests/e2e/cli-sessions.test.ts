@@ -163,7 +163,7 @@ describe('deleting and pruning', () => {
     const refused = await cli('delete', sessionId);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toBe(
-      `orq: session ${sessionId} is BLOCKED: only a finished session can be deleted. Cancel it first (orq cancel ${sessionId}); delete it once it is CANCELLED.\n`,
+      `orq: session ${sessionId} is BLOCKED: only a finished session can be deleted. Cancel it first (orq cancel ${sessionId}, or POST /sessions/${sessionId}/cancel); delete it once it is CANCELLED.\n`,
     );
     await cli('cancel', sessionId);
     await cluster.client.wait(sessionId, { until: 'finished', timeoutMs: 30_000 });
@@ -242,7 +242,7 @@ describe('errors and exit codes', () => {
       expect(result.code).toBe(1);
       expect(result.stdout).toBe('');
       expect(result.stderr).toBe(
-        `orq: Session ${id} not found. List sessions with \`orq status\` or check the Redis prefix (ORQ_PREFIX).\n`,
+        `orq: Session ${id} not found. List sessions with \`orq status\` (HTTP: GET /sessions) or check the Redis prefix (ORQ_PREFIX).\n`,
       );
     }
   });

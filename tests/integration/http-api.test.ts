@@ -235,6 +235,7 @@ describe('sessions over HTTP', () => {
       // The hint is a field of its own, not repeated in the message.
       expect(body.message).toBe(`Session ${id} not found`);
       expect(body.hint).toContain('orq status');
+      expect(body.hint).toContain('GET /sessions');
     }
     const cancel = await fetch(url(`/sessions/${id}/cancel`), { method: 'POST', headers: auth });
     expect(cancel.status).toBe(404);
@@ -265,7 +266,8 @@ describe('sessions over HTTP', () => {
       body: JSON.stringify({ olderThanSeconds: 0, dryRun: true }),
     });
     expect(dry.status).toBe(200);
-    const report = (await dry.json()) as { deleted: string[]; unindexed: number };
+    const report = (await dry.json()) as { dryRun: boolean; deleted: string[] };
+    expect(report.dryRun).toBe(true);
     expect(report.deleted).toContain(id);
     expect((await fetch(url(`/sessions/${id}`), { headers: auth })).status).toBe(200);
     for (const body of [{ olderThanSeconds: -1 }, { olderThanSeconds: 0, states: ['RUNNING'] }]) {
@@ -655,7 +657,9 @@ describe('a session that does not progress (no roles running)', () => {
     expect(refusal.message).toBe(
       `session ${id} is PLANNING: only a finished session can be deleted`,
     );
-    expect(refusal.hint).toContain('Cancel it first');
+    expect(refusal.hint).toContain(
+      `Cancel it first (orq cancel ${id}, or POST /sessions/${id}/cancel)`,
+    );
     const res = await fetch(`${idleServer.url}/sessions/${id}/cancel`, {
       method: 'POST',
       headers: json,

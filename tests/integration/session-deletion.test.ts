@@ -153,20 +153,26 @@ describe('pruning sessions', () => {
     await new Promise((r) => setTimeout(r, 20));
 
     // Nothing idle for an hour; the left-over entry is dropped all the same.
-    expect(await client.prune({ olderThanSeconds: 3600 })).toEqual({ deleted: [], unindexed: 1 });
+    expect(await client.prune({ olderThanSeconds: 3600 })).toEqual({
+      dryRun: false,
+      deleted: [],
+      unindexed: 1,
+    });
     expect(await client.store.redis.zscore(sessionIndexKey(prefix), 'gone-session')).toBeNull();
     const dry = await client.prune({ olderThanSeconds: 0, dryRun: true });
+    expect(dry.dryRun).toBe(true);
     expect(dry.deleted.sort()).toEqual([a, b, failed.id].sort());
     expect((await keysOf(client, a)).length).toBeGreaterThan(0);
 
     expect(await client.prune({ olderThanSeconds: 0, states: ['FAILED'] })).toEqual({
+      dryRun: false,
       deleted: [failed.id],
       unindexed: 0,
     });
     expect(await keysOf(client, failed.id)).toEqual([]);
 
     const report = await client.prune({ olderThanSeconds: 0 });
-    expect(report).toEqual({ deleted: expect.any(Array), unindexed: 0 });
+    expect(report).toEqual({ dryRun: false, deleted: expect.any(Array), unindexed: 0 });
     expect(report.deleted.sort()).toEqual([a, b].sort());
     expect(await keysOf(client, a)).toEqual([]);
     expect(await keysOf(client, b)).toEqual([]);

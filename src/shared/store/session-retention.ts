@@ -106,6 +106,8 @@ export interface PruneOptions extends PruneRule {
 }
 
 export const PruneReport = z.object({
+  /** Whether this was a dry run, which deleted nothing: a report must not be misread. */
+  dryRun: z.boolean(),
   /** Sessions deleted (with dryRun: those that would be). */
   deleted: z.array(SessionId),
   /** Index entries of sessions whose records were already gone, dropped (or to drop). */
@@ -126,7 +128,7 @@ export async function pruneSessions(
   store: SessionStore,
   options: PruneOptions,
 ): Promise<PruneReport> {
-  const report: PruneReport = { deleted: [], unindexed: 0 };
+  const report: PruneReport = { dryRun: options.dryRun === true, deleted: [], unindexed: 0 };
   const candidates = await store.redis.zrangebyscore(
     sessionIndexKey(store.prefix),
     '-inf',

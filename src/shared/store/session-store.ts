@@ -553,7 +553,7 @@ const FIXED_PARTS_CACHE_SIZE = 1000;
 export function sessionNotFound(sessionId: string): OrqError {
   return new OrqError('NOT_FOUND', `Session ${sessionId} not found`, {
     details: { sessionId },
-    hint: 'List sessions with `orq status` or check the Redis prefix (ORQ_PREFIX).',
+    hint: 'List sessions with `orq status` (HTTP: GET /sessions) or check the Redis prefix (ORQ_PREFIX).',
   });
 }
 

@@ -61,7 +61,7 @@ export function registerRetentionCommands(program: Command): void {
             ...(options.dryRun ? { dryRun: true } : {}),
           });
           if (options.json) {
-            printJson({ ...report, dryRun: options.dryRun === true });
+            printJson(report);
             return;
           }
           const verb = options.dryRun ? 'would delete' : 'deleted';
