@@ -141,6 +141,24 @@ describe('blocked sessions', () => {
     expect(tasks.find((t) => t.id === 't2')).toMatchObject({ state: 'DONE', attempts: 2 });
   });
 
+  it('a relative scenario path in --session-config is the one where orq submit runs, not where the pods run', async () => {
+    // The pods (this test process) run in the repository's root; the user in the scenarios' folder.
+    const submit = await orq(
+      [
+        'submit',
+        'Deploy the service',
+        '--session-config',
+        '{"llm":{"scenario":"blocked-task.yaml"}}',
+      ],
+      { env, cwd: resolve(root, 'examples/scenarios') },
+    );
+    expect(submit.code, submit.stderr).toBe(0);
+    const sessionId = submit.stdout.trim();
+    expect((await cluster.client.get(sessionId)).session.config.llm.scenario).toBe(blockedScenario);
+    const blocked = await cli('watch', sessionId);
+    expect(blocked.stderr).toContain(`orq: session ${sessionId} is BLOCKED (t2: The judge found`);
+  });
+
   it('cancel turns a blocked session CANCELLED; cancelling it again exits 1', async () => {
     const sessionId = await submitBlocked();
     await cluster.client.wait(sessionId, { until: 'settled', timeoutMs: 30_000 });

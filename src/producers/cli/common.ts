@@ -2,10 +2,12 @@ import ms from 'ms';
 import { readFileSync } from 'node:fs';
 import { InvalidArgumentError } from 'commander';
 import { resolve } from 'node:path';
-import { loadConfig } from '../../shared/config/load.js';
+import { loadConfig, parseConfigText } from '../../shared/config/load.js';
 import type { OrqConfig } from '../../shared/config/schema.js';
 import { OrqError, unreadableReason } from '../../shared/errors.js';
+import { isPlainObject, type PlainObject } from '../../shared/plain-object.js';
 import { createClient, type OrqClient } from '../client.js';
+import { resolveSessionPaths } from './session-paths.js';
 import { redisForCli, type CliRedis, type RedisForCliOptions } from './redis-for-cli.js';
 
 /** `-c, --config`: every command that reads a configuration file takes it alike. */
@@ -92,30 +94,52 @@ export function parsePositiveNumber(value: string): number {
   return n;
 }
 
-/** `--session-config`: per-session overrides as inline JSON or a JSON file's path. */
-export function sessionOverrides(value: string | undefined): Record<string, unknown> | undefined {
+/**
+ * `--session-config`: per-session overrides as inline JSON, or the path of a YAML or JSON file.
+ * Relative paths in them are resolved here, where the user typed them (session-paths.ts).
+ */
+export function sessionOverrides(
+  value: string | undefined,
+  cwd: string = process.cwd(),
+): PlainObject | undefined {
   if (!value) return undefined;
-  const text = value.trim().startsWith('{') ? value : readOverridesFile(value);
+  const inline = value.trim().startsWith('{');
+  const parsed = inline
+    ? parseInlineOverrides(value)
+    : parseConfigText(readOverridesFile(value), value);
+  if (!isPlainObject(parsed)) {
+    throw new OrqError(
+      'VALIDATION_FAILED',
+      `--session-config ${inline ? '' : `${value} `}must hold an object of settings`,
+      { hint: OVERRIDES_HINT },
+    );
+  }
+  return resolveSessionPaths(parsed, cwd);
+}
+
+const OVERRIDES_HINT =
+  'Give a JSON object, such as {"budget":{"maxTokens":50000}}, or the path of a YAML or JSON file holding one';
+
+function parseInlineOverrides(text: string): unknown {
   try {
-    return JSON.parse(text) as Record<string, unknown>;
+    return JSON.parse(text);
   } catch (error) {
     throw new OrqError(
       'VALIDATION_FAILED',
       `--session-config is not valid JSON: ${(error as Error).message}`,
+      { hint: OVERRIDES_HINT },
     );
   }
 }
 
 function readOverridesFile(path: string): string {
   try {
-    return readFileSync(path, 'utf8');
+    return readFileSync(path, 'utf8').replace(/^\uFEFF/, '');
   } catch (error) {
     throw new OrqError(
       'VALIDATION_FAILED',
       `--session-config ${path}: cannot read the file (${unreadableReason(error)})`,
-      {
-        hint: 'Give a JSON object, such as {"budget":{"maxTokens":50000}}, or the path of a JSON file',
-      },
+      { hint: OVERRIDES_HINT },
     );
   }
 }

@@ -291,6 +291,14 @@ export function readConfigFile(path: string): unknown {
       { path: '(file)', message: `cannot be read: ${unreadableReason(error)}` },
     ]);
   }
+  return parseConfigText(text, path);
+}
+
+/**
+ * The text of a YAML (.yaml/.yml) or JSON (.json) file named `path`; other names are tried as
+ * JSON, then YAML. A syntax error is a ConfigError naming the file, line and column.
+ */
+export function parseConfigText(text: string, path: string): unknown {
   const extension = extname(path).toLowerCase();
   let parsed: unknown;
   if (extension === '.json') parsed = parseJsonText(text, path);

@@ -13,7 +13,7 @@ export function registerRunCommand(program: Command): void {
     .option('--scenario <file>', 'script the builtin provider with a scenario file')
     .option(
       '--session-config <json|file>',
-      'per-session overrides, e.g. {"budget":{"maxTokens":50000}}',
+      'per-session overrides, inline JSON (e.g. {"budget":{"maxTokens":50000}}) or a YAML/JSON file; relative paths in them are resolved against this directory',
     )
     .option('--json', 'print the final session with its tasks as JSON on stdout')
     .option('--concurrency <n>', 'jobs per role in parallel', parseConcurrency)

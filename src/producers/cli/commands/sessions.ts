@@ -79,7 +79,7 @@ export function registerSessionCommands(program: Command): void {
     .option(...configOption)
     .option(
       '--session-config <json|file>',
-      'per-session overrides, e.g. {"refinement":{"noiseThreshold":4}}',
+      'per-session overrides, inline JSON (e.g. {"refinement":{"noiseThreshold":4}}) or a YAML/JSON file; relative paths in them are resolved against this directory',
     )
     .option('--idempotency-key <key>', 'the same key twice gives the same session')
     .option('--json', 'print the session as JSON')

@@ -1,0 +1,121 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { sessionOverrides } from '../../src/producers/cli/common.js';
+import {
+  resolveSessionPaths,
+  SESSION_PATH_SETTINGS,
+} from '../../src/producers/cli/session-paths.js';
+import { SessionConfig } from '../../src/shared/config/schema.js';
+import type { OrqError } from '../../src/shared/errors.js';
+import { ConfigError } from '../../src/shared/errors.js';
+import { tempFilesPerFile } from '../support/temp-files.js';
+
+const temp = tempFilesPerFile('orq-session-overrides-');
+
+/** An object with `value` at the dotted `path`. */
+function nested(path: readonly string[], value: unknown): Record<string, unknown> {
+  return path.reduceRight<unknown>((inner, key) => ({ [key]: inner }), value) as Record<
+    string,
+    unknown
+  >;
+}
+
+function at(object: unknown, path: readonly string[]): unknown {
+  return path.reduce<unknown>((o, key) => (o as Record<string, unknown>)[key], object);
+}
+
+describe('resolveSessionPaths', () => {
+  it('makes each relative path setting absolute against the given directory', () => {
+    for (const path of SESSION_PATH_SETTINGS) {
+      const resolved = resolveSessionPaths(nested(path, 'here/file.yaml'), '/home/me/project');
+      expect(at(resolved, path), path.join('.')).toBe('/home/me/project/here/file.yaml');
+    }
+  });
+
+  it('names only settings the session schema has, each a string', () => {
+    // A renamed setting would silently stop being resolved.
+    for (const path of SESSION_PATH_SETTINGS) {
+      const input = nested(path, '/abs/path');
+      // execution.command needs its template to parse.
+      if (path[1] === 'command')
+        (input.execution as Record<string, unknown>).command = {
+          template: ['agent', '{{prompt}}'],
+          repository: '/abs/path',
+        };
+      const parsed = SessionConfig.safeParse(input);
+      expect(parsed.success, `${path.join('.')}: ${parsed.error?.message}`).toBe(true);
+      expect(at(parsed.data, path)).toBe('/abs/path');
+    }
+  });
+
+  it('leaves absolute paths, other settings, wrong types and the input itself alone', () => {
+    const input = {
+      llm: { scenario: '/already/absolute.yaml', record: { mode: 'record' } },
+      execution: { workspaceRoot: 42, command: { repository: 'repo', template: ['x'] } },
+      budget: { maxTokens: 100 },
+    };
+    const copy = structuredClone(input);
+    const resolved = resolveSessionPaths(input, '/cwd');
+    expect(resolved).toEqual({
+      llm: { scenario: '/already/absolute.yaml', record: { mode: 'record' } },
+      execution: { workspaceRoot: 42, command: { repository: '/cwd/repo', template: ['x'] } },
+      budget: { maxTokens: 100 },
+    });
+    expect(input).toEqual(copy);
+    expect(resolveSessionPaths({}, '/cwd')).toEqual({});
+    expect(resolveSessionPaths({ llm: 'not an object' }, '/cwd')).toEqual({ llm: 'not an object' });
+  });
+});
+
+describe('sessionOverrides (--session-config)', () => {
+  it('reads inline JSON, resolving its relative paths', () => {
+    expect(sessionOverrides('{"llm":{"scenario":"s.yaml"}}', '/work')).toEqual({
+      llm: { scenario: '/work/s.yaml' },
+    });
+    expect(sessionOverrides(undefined)).toBeUndefined();
+  });
+
+  it('reads a YAML file and a JSON file', () => {
+    const yaml = temp.write(
+      'overrides.yaml',
+      'budget:\n  maxTokens: 5000\nllm:\n  scenario: a.yaml\n',
+    );
+    expect(sessionOverrides(yaml, '/work')).toEqual({
+      budget: { maxTokens: 5000 },
+      llm: { scenario: '/work/a.yaml' },
+    });
+    const json = temp.write('overrides.json', '{"refinement":{"noiseThreshold":4}}');
+    expect(sessionOverrides(json)).toEqual({ refinement: { noiseThreshold: 4 } });
+  });
+
+  it('names the line of a YAML syntax error', () => {
+    const broken = temp.write('broken.yaml', 'budget:\n  maxTokens: 1\nbudget:\n  maxTokens: 2\n');
+    const error = (() => {
+      try {
+        sessionOverrides(broken);
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).message).toContain(broken);
+    expect((error as ConfigError).message).toContain('line 3');
+  });
+
+  it('refuses what is not an object of settings, and bad inline JSON, as usage errors', () => {
+    const list = temp.write('list.yaml', '- budget\n- llm\n');
+    for (const [value, message] of [
+      [list, `--session-config ${list} must hold an object of settings`],
+      ['{"budget":', '--session-config is not valid JSON'],
+      [join(temp.dir, 'missing.yaml'), 'cannot read the file (no such file)'],
+    ] as const) {
+      expect(() => sessionOverrides(value), value).toThrow(message);
+      try {
+        sessionOverrides(value);
+      } catch (error) {
+        expect((error as OrqError).code).toBe('VALIDATION_FAILED');
+        expect((error as OrqError).hint).toContain('YAML or JSON file');
+      }
+    }
+  });
+});
