@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../../src/shared/redis-server.js';
@@ -35,6 +38,24 @@ describe('orq dashboard', () => {
     expect(await list.json()).toEqual([]);
 
     expect(await stopProcess(child)).toBe(0);
+  });
+
+  it('without REDIS_URL says it serves the private Redis of its directory, which it started', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'orq-dashboard-private-'));
+    try {
+      const child = spawnOrq(['dashboard', '--port', '0'], { cwd });
+      children.push(child);
+      let stdout = '';
+      child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      await waitForOutput(child, 'Set REDIS_URL', 30_000);
+      expect(stdout).toContain(
+        `orq: REDIS_URL is not set: serving the private Redis in ${join(cwd, '.orq')} (started for this dashboard) at redis://127.0.0.1:`,
+      );
+      expect(stdout).toContain('only `orq run` and the `--run` commands in this directory run');
+      expect(await stopProcess(child)).toBe(0);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
   });
 
   it('refuses a non-loopback address without ORQ_API_TOKEN (exit code 2)', async () => {

@@ -1,6 +1,20 @@
 import type { Command } from 'commander';
 import { createLogger } from '../../../shared/logger.js';
 import { cliConfig, configOption, parsePort, withClient } from '../common.js';
+import { dataDir, type CliRedis } from '../redis-for-cli.js';
+
+/**
+ * Without REDIS_URL the dashboard serves the private Redis of this directory, which pods on
+ * another Redis never see: a user who forgot REDIS_URL must not wonder where the sessions are.
+ */
+export function privateRedisNotice(redis: CliRedis): string {
+  const how = redis.owned ? 'started for this dashboard' : 'shared with the orq commands here';
+  return (
+    `orq: REDIS_URL is not set: serving the private Redis in ${dataDir()} (${how}) at ${redis.url}; ` +
+    'only `orq run` and the `--run` commands in this directory run its sessions. ' +
+    "Set REDIS_URL to serve your pods' Redis\n"
+  );
+}
 
 interface DashboardOptions {
   host?: string;
@@ -25,7 +39,7 @@ export function registerDashboardCommand(program: Command): void {
       const token = resolveApiToken(undefined);
       // A bad address or token is a usage error (exit 2), whether or not Redis answers.
       assertSafeToListen(options.host ?? cliConfig(options).http.host, token);
-      return withClient(options, async (client, config) => {
+      return withClient(options, async (client, config, redis) => {
         const logger = createLogger({ level: config.logLevel, fd: 2 });
         const server = await startHttpServer({
           client,
@@ -42,6 +56,7 @@ export function registerDashboardCommand(program: Command): void {
             `orq: Bull Board at ${board}\n` +
             `orq: OpenAPI at ${server.url}/openapi.json\n`,
         );
+        if (!config.redis.url) process.stdout.write(privateRedisNotice(redis));
         await new Promise<void>((resolve) => {
           const stop = (signal: string) => {
             logger.info({ signal }, 'dashboard stopping');
