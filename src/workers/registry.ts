@@ -26,6 +26,7 @@ import {
   type RedisConnection,
 } from '../shared/redis.js';
 import { settlesWithin } from '../shared/settles-within.js';
+import { muteBullmqEvictionWarnings } from '../shared/bullmq-warnings.js';
 import { SessionStore } from '../shared/store/session-store.js';
 import { UsageStore } from '../shared/store/usage-store.js';
 import { createCoordinatorProcessor } from './coordinator/coordinator.js';
@@ -265,6 +266,7 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
     throw error;
   }
   await checkEvictionPolicy(redis, logger);
+  muteBullmqEvictionWarnings();
   const store = new SessionStore(redis, config.redis.prefix, config.queues.historyMaxLength);
   const queues = new QueueSet(redis, config.redis.prefix, defaultJobOptions(config.queues));
   const models = new ModelResolver({

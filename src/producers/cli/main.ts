@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
+import { muteBullmqEvictionWarnings } from '../../shared/bullmq-warnings.js';
 import { ORQ_VERSION } from '../../shared/version.js';
 import { registerConfigCommands } from './commands/config.js';
 import { registerDashboardCommand } from './commands/dashboard.js';
@@ -8,6 +9,9 @@ import { registerRunCommand } from './commands/run.js';
 import { registerSessionCommands } from './commands/sessions.js';
 import { registerStartCommand } from './commands/start.js';
 import { runCli } from './run-cli.js';
+
+// The pods log a Redis eviction policy that can lose jobs; a CLI command need not repeat it.
+muteBullmqEvictionWarnings();
 
 // A reader that goes away (`orq history <id> | head -1`) ends the output; it is not a crash.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {

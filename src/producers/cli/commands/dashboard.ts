@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { createLogger } from '../../../shared/logger.js';
+import { checkEvictionPolicy } from '../../../shared/redis.js';
 import { cliConfig, configOption, parsePort, withClient } from '../common.js';
 import { dataDir, type CliRedis } from '../redis-for-cli.js';
 
@@ -41,6 +42,7 @@ export function registerDashboardCommand(program: Command): void {
       assertSafeToListen(options.host ?? cliConfig(options).http.host, token);
       return withClient(options, async (client, config, redis) => {
         const logger = createLogger({ level: config.logLevel, fd: 2 });
+        await checkEvictionPolicy(client.store.redis, logger);
         const server = await startHttpServer({
           client,
           host: options.host ?? config.http.host,
