@@ -68,6 +68,34 @@ async function sessionRecordCost(
   return { kb: Buffer.byteLength(data) / 1024, parseMs: best };
 }
 
+/**
+ * What a follower (`orq watch`'s live view, a polling HTTP client) pays to read a session's
+ * view again: the first get() of a client reads every task, a later one only those written
+ * since (none here: the session has ended). Best of 3 fresh clients.
+ */
+async function viewReadCost(
+  url: string,
+  config: ReturnType<typeof benchConfig>,
+  sessionId: string,
+): Promise<{ firstMs: number; againMs: number }> {
+  let firstMs = Number.POSITIVE_INFINITY;
+  let againMs = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < 3; i += 1) {
+    const reader = await benchClient(url, config);
+    try {
+      let started = now();
+      await reader.get(sessionId);
+      firstMs = Math.min(firstMs, now() - started);
+      started = now();
+      await reader.get(sessionId);
+      againMs = Math.min(againMs, now() - started);
+    } finally {
+      await reader.close();
+    }
+  }
+  return { firstMs, againMs };
+}
+
 function summarizeEvents(records: EventRecord[], tasks: number) {
   const judged = records.filter((r) => r.name === 'task-judged');
   const ms = judged.map((r) => r.ms);
@@ -165,6 +193,18 @@ async function run(ctx: BenchContext): Promise<void> {
         session_record_kb: record.kb,
         session_parse_ms: record.parseMs,
       });
+      if (shape.key === `dag_${largest}`) {
+        const view = await viewReadCost(url, config, lastSession);
+        ctx.reporter.record({
+          name: `shape.${shape.key}.view_read_again_ratio`,
+          value: view.againMs / view.firstMs,
+          unit: 'ratio',
+          note: "client.get of a session read before by the same client (only tasks written since are read) over a client's first read of it",
+          first_read_ms: view.firstMs,
+          read_again_ms: view.againMs,
+          tasks_per_session: shape.tasks.length,
+        });
+      }
       ctx.reporter.record({
         name: `shape.${shape.key}.tasks_per_s`,
         value: (shape.tasks.length * 1000) / mean(walls),

@@ -53,6 +53,7 @@ import {
   SessionStore,
   type Counters,
   type StoredHistoryEntry,
+  type TaskSnapshot,
 } from '../shared/store/session-store.js';
 
 export const SubmitRequest = z.strictObject({
@@ -182,6 +183,9 @@ export interface CreateClientOptions {
   /** Defaults for sessions this client submits; validated like a config file. */
   config?: OrqConfigInput | OrqConfig;
 }
+
+/** Sessions whose tasks one client keeps as get() read them (see taskCacheFor). */
+const TASK_CACHE_SESSIONS = 4;
 
 const SESSION_CONFIG_KEYS = [
   'refinement',
@@ -327,11 +331,29 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     }
   };
 
+  // The tasks get() read last, for a few sessions: a followed session is read again and again
+  // (the live view, a polling HTTP client), and only its tasks written since need reading.
+  const taskCaches = new Map<string, Map<string, TaskSnapshot>>();
+  const taskCacheFor = (sessionId: string): Map<string, TaskSnapshot> => {
+    const cache = taskCaches.get(sessionId) ?? new Map<string, TaskSnapshot>();
+    taskCaches.delete(sessionId);
+    taskCaches.set(sessionId, cache); // the most recent last
+    if (taskCaches.size > TASK_CACHE_SESSIONS) {
+      const oldest = taskCaches.keys().next().value;
+      if (oldest !== undefined) taskCaches.delete(oldest);
+    }
+    return cache;
+  };
+
   const get = (sessionId: string): Promise<SessionView> =>
     guard(async () => {
       parseOrThrow(SessionId, sessionId, 'session id');
       const snapshot = await store.requireSession(sessionId);
-      const tasks = await store.loadAllTasks(sessionId);
+      const tasks = await store.loadTasksInOrder(
+        sessionId,
+        snapshot.session.taskIds,
+        taskCacheFor(sessionId),
+      );
       const usage = await usageStore.read(sessionId);
       const progress = await readRunningProgress(queues, sessionId, tasks);
       return { session: snapshot.session, tasks, counters: snapshot.counters, usage, progress };

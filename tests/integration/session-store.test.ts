@@ -121,6 +121,37 @@ describe('SessionStore.loadForTask', () => {
   });
 });
 
+describe('SessionStore.loadTasksInOrder', () => {
+  it('with a cache reads again only the tasks written since, in the order asked', async () => {
+    const id = await seed([task('a'), task('b'), task('c')]);
+    const cache = new Map();
+    const first = await store.loadTasksInOrder(id, ['c', 'a', 'missing', 'b'], cache);
+    expect(first.map((t) => t.id)).toEqual(['c', 'a', 'b']);
+    expect([...cache.keys()].sort()).toEqual(['a', 'b', 'c']);
+
+    // b is written (its version moves on); a's record is changed behind the store's back,
+    // version and all kept: a read that trusts the versions does not see it.
+    const applied = await store.apply(id, {
+      eventId: `b-runs|${id}`,
+      tasks: [{ task: task('b', { state: 'RUNNING', attempts: 1 }), version: 1 }],
+    });
+    expect(applied.status).toBe('OK');
+    const keys = store.keys(id);
+    await admin.hset(keys.tasks, 'a', JSON.stringify(task('a', { title: 'changed unseen' })));
+
+    const second = await store.loadTasksInOrder(id, ['c', 'a', 'b'], cache);
+    expect(second.map((t) => [t.id, t.state, t.title])).toEqual([
+      ['c', 'READY', 'Task c'],
+      ['a', 'READY', 'Task a'],
+      ['b', 'RUNNING', 'Task b'],
+    ]);
+    expect(cache.get('b')?.version).toBe(2);
+    // Without the cache every record is read.
+    const uncached = await store.loadTasksInOrder(id, ['a']);
+    expect(uncached[0]?.title).toBe('changed unseen');
+  });
+});
+
 describe('SessionStore.apply', () => {
   it('writes tasks, counters, outbox and history in order and marks the event applied', async () => {
     const id = await seed([task('a')]);
