@@ -53,8 +53,8 @@ import {
   SessionStore,
   type Counters,
   type StoredHistoryEntry,
-  type TaskSnapshot,
 } from '../shared/store/session-store.js';
+import { TaskViewCache } from '../shared/store/task-view-cache.js';
 
 export const SubmitRequest = z.strictObject({
   instruction: z.string().trim().min(1, 'instruction must not be empty').max(100_000),
@@ -184,8 +184,9 @@ export interface CreateClientOptions {
   config?: OrqConfigInput | OrqConfig;
 }
 
-/** Sessions whose tasks one client keeps as get() read them (see taskCacheFor). */
+/** Sessions, and tasks in all, whose records one client keeps as get() read them. */
 const TASK_CACHE_SESSIONS = 4;
+const TASK_CACHE_TASKS = 20_000;
 
 const SESSION_CONFIG_KEYS = [
   'refinement',
@@ -331,19 +332,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     }
   };
 
-  // The tasks get() read last, for a few sessions: a followed session is read again and again
-  // (the live view, a polling HTTP client), and only its tasks written since need reading.
-  const taskCaches = new Map<string, Map<string, TaskSnapshot>>();
-  const taskCacheFor = (sessionId: string): Map<string, TaskSnapshot> => {
-    const cache = taskCaches.get(sessionId) ?? new Map<string, TaskSnapshot>();
-    taskCaches.delete(sessionId);
-    taskCaches.set(sessionId, cache); // the most recent last
-    if (taskCaches.size > TASK_CACHE_SESSIONS) {
-      const oldest = taskCaches.keys().next().value;
-      if (oldest !== undefined) taskCaches.delete(oldest);
-    }
-    return cache;
-  };
+  const taskViews = new TaskViewCache(TASK_CACHE_SESSIONS, TASK_CACHE_TASKS);
 
   const get = (sessionId: string): Promise<SessionView> =>
     guard(async () => {
@@ -352,8 +341,9 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       const tasks = await store.loadTasksInOrder(
         sessionId,
         snapshot.session.taskIds,
-        taskCacheFor(sessionId),
+        taskViews.of(sessionId),
       );
+      taskViews.trim();
       const usage = await usageStore.read(sessionId);
       const progress = await readRunningProgress(queues, sessionId, tasks);
       return { session: snapshot.session, tasks, counters: snapshot.counters, usage, progress };

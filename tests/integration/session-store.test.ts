@@ -150,6 +150,16 @@ describe('SessionStore.loadTasksInOrder', () => {
     const uncached = await store.loadTasksInOrder(id, ['a']);
     expect(uncached[0]?.title).toBe('changed unseen');
   });
+
+  it('does not put back a record older than the one cached (a concurrent read got there first)', async () => {
+    const id = await seed([task('a')]);
+    // As if a concurrent call had read a's next version already.
+    const newer = { task: task('a', { state: 'RUNNING', attempts: 1 }), version: 2 };
+    const cache = new Map([['a', newer]]);
+    const read = await store.loadTasksInOrder(id, ['a'], cache);
+    expect(read[0]?.state).toBe('RUNNING');
+    expect(cache.get('a')).toBe(newer);
+  });
 });
 
 describe('SessionStore.apply', () => {

@@ -302,8 +302,11 @@ export class SessionStore {
       const changed = taskIds.filter(
         (id, i) => cache.get(id)?.version !== Number(versions[i] ?? Number.NaN),
       );
-      // Records come with their own versions, read together: one written meanwhile is read again.
-      for (const [id, t] of await this.loadTasks(sessionId, changed)) cache.set(id, t);
+      // Records come with their own versions, read together: one written meanwhile is read
+      // again next time. A concurrent call that read earlier must not put an older one back.
+      for (const [id, t] of await this.loadTasks(sessionId, changed)) {
+        if ((cache.get(id)?.version ?? -1) <= t.version) cache.set(id, t);
+      }
       snapshots = cache;
     }
     return taskIds.flatMap((id) => {
