@@ -300,25 +300,28 @@ export async function refuseMissingDatabase(redis: RedisConnection): Promise<voi
   }
 }
 
-/** BullMQ loses jobs when Redis evicts keys: warn unless the policy is `noeviction`. */
+/**
+ * BullMQ loses jobs when Redis evicts keys: warn unless the policy is `noeviction`. Read from
+ * INFO, as BullMQ does: managed services (ElastiCache) often refuse CONFIG but answer INFO.
+ * Returns the policy, undefined when the server does not tell.
+ */
 export async function checkEvictionPolicy(
   redis: RedisConnection,
   logger: Logger,
 ): Promise<string | undefined> {
+  let policy: string | undefined;
   try {
-    const reply = (await redis.config('GET', 'maxmemory-policy')) as string[];
-    const policy = reply[1];
-    if (policy && policy !== 'noeviction') {
-      logger.warn(
-        { policy },
-        'Redis maxmemory-policy is not noeviction: queued jobs may be evicted and lost. Set `maxmemory-policy noeviction`.',
-      );
-    }
-    return policy;
+    policy = /^maxmemory_policy:(\S+)/m.exec(await redis.info('memory'))?.[1];
   } catch {
-    // Managed Redis services often forbid CONFIG; nothing to check then.
     return undefined;
   }
+  if (policy && policy !== 'noeviction') {
+    logger.warn(
+      { policy },
+      'Redis maxmemory-policy is not noeviction: queued jobs may be evicted and lost. Set `maxmemory-policy noeviction`.',
+    );
+  }
+  return policy;
 }
 
 /** PING with a bound, so a probe or a scrape never hangs on a dead Redis. */

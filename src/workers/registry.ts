@@ -255,6 +255,11 @@ const ABANDON_GRACE_MS = 2_000;
  */
 const IDLE_CLOSE_MS = 3_000;
 
+/**
+ * Starts the given roles as BullMQ consumers on one Redis. On a Redis whose eviction policy can
+ * lose jobs it logs one warning and drops BullMQ's console.warn of the same (once per
+ * connection) for the rest of the process: only that message (bullmq-warnings.ts).
+ */
 export async function startRoles(options: StartRolesOptions): Promise<RunningRoles> {
   const { config, logger } = options;
   const redis = createConnection(options.connection, 'consumer', logger);
@@ -265,8 +270,8 @@ export async function startRoles(options: StartRolesOptions): Promise<RunningRol
     redis.disconnect();
     throw error;
   }
-  await checkEvictionPolicy(redis, logger);
-  muteBullmqEvictionWarnings();
+  // BullMQ's own warning, once per connection, is muted only where orq's check could tell.
+  if (await checkEvictionPolicy(redis, logger)) muteBullmqEvictionWarnings();
   const store = new SessionStore(redis, config.redis.prefix, config.queues.historyMaxLength);
   const queues = new QueueSet(redis, config.redis.prefix, defaultJobOptions(config.queues));
   const models = new ModelResolver({

@@ -9,24 +9,36 @@ import { orq, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 // warning (once per connection it opens) does not reach the output.
 
 let redis: PrivateRedis;
+/** The same policy on a server that refuses CONFIG, as managed services (ElastiCache) do. */
+let noConfig: PrivateRedis;
 let dir: string;
 let env: Record<string, string>;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'orq-evicting-redis-'));
-  redis = await startPrivateRedis({ dir, args: ['--maxmemory-policy', 'allkeys-lru'] });
+  const lru = ['--maxmemory-policy', 'allkeys-lru'];
+  redis = await startPrivateRedis({ dir: join(dir, 'a'), args: lru });
+  noConfig = await startPrivateRedis({
+    dir: join(dir, 'b'),
+    args: [...lru, '--rename-command', 'CONFIG', 'CONFIG-HIDDEN-FROM-ORQ'],
+  });
   env = { REDIS_URL: redis.url, ORQ_PREFIX: 'evict' };
 });
 afterAll(async () => {
   await redis?.stop();
+  await noConfig?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
 describe('a Redis whose maxmemory-policy is not noeviction', () => {
+  const pod = ['start', '--roles', 'planner,judge,worker,replanner,coordinator'];
   it.each([
-    ['a pod', ['start', '--roles', 'planner,judge,worker,replanner,coordinator'], 'roles started'],
-    ['the dashboard', ['dashboard', '--port', '0'], 'OpenAPI at'],
-  ])('%s logs it once, as a structured warning', async (_, args, ready) => {
-    const child = spawnOrq(args, { env });
+    ['a pod', pod, 'roles started', false],
+    ['a pod on a Redis that refuses CONFIG', pod, 'roles started', true],
+    ['the dashboard', ['dashboard', '--port', '0'], 'OpenAPI at', false],
+  ])('%s logs it once, as a structured warning', async (_, args, ready, refusesConfig) => {
+    const child = spawnOrq(args, {
+      env: { ...env, ...(refusesConfig ? { REDIS_URL: noConfig.url } : {}) },
+    });
     // Logs and BullMQ's console both: whichever stream each goes to.
     let output = '';
     for (const stream of [child.stdout, child.stderr]) {
