@@ -151,6 +151,23 @@ describe('SessionStore.loadTasksInOrder', () => {
     expect(uncached[0]?.title).toBe('changed unseen');
   });
 
+  it('with a cache drops tasks gone from Redis or from the list asked, and shares only frozen records', async () => {
+    const id = await seed([task('a'), task('b'), task('c')]);
+    const cache = new Map();
+    const [a] = await store.loadTasksInOrder(id, ['a', 'b', 'c'], cache);
+    expect(Object.isFrozen(a)).toBe(true);
+    expect(() => {
+      (a as { title: string }).title = 'changed by a caller';
+    }).toThrow(TypeError);
+    // c gone from Redis, b no longer asked for (as a replan takes ids out of the session's list).
+    const keys = store.keys(id);
+    await admin.hdel(keys.tasks, 'c');
+    await admin.hdel(keys.taskVersions, 'c');
+    const read = await store.loadTasksInOrder(id, ['a', 'c'], cache);
+    expect(read.map((t) => [t.id, t.title])).toEqual([['a', 'Task a']]);
+    expect([...cache.keys()]).toEqual(['a']);
+  });
+
   it('does not put back a record older than the one cached (a concurrent read got there first)', async () => {
     const id = await seed([task('a')]);
     // As if a concurrent call had read a's next version already.

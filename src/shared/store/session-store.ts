@@ -95,6 +95,11 @@ declare module 'ioredis' {
       withData: string,
       ...taskIds: string[]
     ): Result<(string | null)[], Context>;
+    orqReadChangedTasks(
+      tasks: string,
+      taskVersions: string,
+      ...idsThenVersions: string[]
+    ): Result<(string | null)[], Context>;
     orqAppendStep(
       steps: string,
       history: string,
@@ -127,6 +132,12 @@ export class SessionStore {
     }
     if (typeof (redis as unknown as Record<string, unknown>).orqReadTasks !== 'function') {
       redis.defineCommand('orqReadTasks', { numberOfKeys: 3, lua: READ_TASKS_SCRIPT });
+    }
+    if (typeof (redis as unknown as Record<string, unknown>).orqReadChangedTasks !== 'function') {
+      redis.defineCommand('orqReadChangedTasks', {
+        numberOfKeys: 2,
+        lua: READ_CHANGED_TASKS_SCRIPT,
+      });
     }
     if (typeof (redis as unknown as Record<string, unknown>).orqAppendStep !== 'function') {
       redis.defineCommand('orqAppendStep', { numberOfKeys: 3, lua: APPEND_STEP_SCRIPT });
@@ -281,34 +292,53 @@ export class SessionStore {
 
   /**
    * `taskIds` in that order, absent ones left out (for display, not for scheduling). With
-   * `cache`, what an earlier call read, only the tasks written since are read and parsed again
-   * (their versions tell), and the cache is brought up to date: a live view of a session of
-   * thousands of tasks read every record several times a second.
+   * `cache`, what an earlier call read, only the tasks written since are sent and parsed again
+   * (their versions tell, in the same script, so each chunk is one moment as without a cache),
+   * and the cache is brought up to date: a live view of a session of thousands of tasks read
+   * every record several times a second. Cached tasks are frozen: callers share them.
    */
   async loadTasksInOrder(
     sessionId: string,
     taskIds: readonly string[],
     cache?: Map<string, TaskSnapshot>,
   ): Promise<Task[]> {
-    let snapshots: Map<string, TaskSnapshot>;
     if (!cache) {
-      snapshots = await this.loadTasks(sessionId, taskIds);
-    } else {
-      const key = this.keys(sessionId).taskVersions;
-      const chunks = chunked(taskIds, READ_CHUNK);
-      const versions = (
-        await Promise.all(chunks.map((ids) => this.redis.hmget(key, ...ids)))
-      ).flat();
-      const changed = taskIds.filter(
-        (id, i) => cache.get(id)?.version !== Number(versions[i] ?? Number.NaN),
-      );
-      // Records come with their own versions, read together: one written meanwhile is read
-      // again next time. A concurrent call that read earlier must not put an older one back.
-      for (const [id, t] of await this.loadTasks(sessionId, changed)) {
-        if ((cache.get(id)?.version ?? -1) <= t.version) cache.set(id, t);
-      }
-      snapshots = cache;
+      const tasks = await this.loadTasks(sessionId, taskIds);
+      return taskIds.flatMap((id) => {
+        const t = tasks.get(id);
+        return t ? [t.task] : [];
+      });
     }
+    const keys = this.keys(sessionId);
+    const chunks = chunked(taskIds, READ_CHUNK);
+    const replies = await Promise.all(
+      chunks.map((ids) =>
+        this.redis.orqReadChangedTasks(
+          keys.tasks,
+          keys.taskVersions,
+          ...ids,
+          ...ids.map((id) => String(cache.get(id)?.version ?? '')),
+        ),
+      ),
+    );
+    replies.forEach((reply, c) => {
+      (chunks[c] ?? []).forEach((id, i) => {
+        const version = reply[2 * i];
+        const record = reply[2 * i + 1];
+        if (!version) cache.delete(id);
+        // A concurrent call that read earlier must not put an older record back.
+        else if (record && (cache.get(id)?.version ?? -1) < Number(version)) {
+          cache.set(id, {
+            task: deepFreeze(Task.parse(JSON.parse(record))),
+            version: Number(version),
+          });
+        }
+      });
+    });
+    // Ids a replan took out of the session's list are not shown again: not kept either.
+    const listed = new Set(taskIds);
+    for (const id of cache.keys()) if (!listed.has(id)) cache.delete(id);
+    const snapshots = cache;
     return taskIds.flatMap((id) => {
       const t = snapshots.get(id);
       return t ? [t.task] : [];
@@ -575,6 +605,36 @@ if #ARGV > 1 then
 end
 return reply
 `;
+
+/**
+ * KEYS: tasks, taskVersions. ARGV: n task ids, then the n versions the caller has ('' for none).
+ * Returns per id its current version (false: no such task) and its record when the version is
+ * not the caller's (else false): the records the caller lacks, in one consistent read.
+ */
+const READ_CHANGED_TASKS_SCRIPT = `
+local n = #ARGV / 2
+local versions = redis.call('HMGET', KEYS[2], unpack(ARGV, 1, n))
+local reply = {}
+for i = 1, n do
+  local version = versions[i]
+  reply[2 * i - 1] = version
+  if version and version ~= ARGV[n + i] then
+    reply[2 * i] = redis.call('HGET', KEYS[1], ARGV[i])
+  else
+    reply[2 * i] = false
+  end
+end
+return reply
+`;
+
+/** Freezes a parsed record all the way down (plain objects and arrays, as JSON gives). */
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
+}
 
 /** Open tasks one process keeps as it wrote them (records without results, mostly). */
 const WRITTEN_TASKS_CACHE_SIZE = 20_000;
