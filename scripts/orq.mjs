@@ -2,7 +2,7 @@
 // `npm run orq`: the built CLI. Before `npm run build` a fresh clone got Node's raw
 // ERR_MODULE_NOT_FOUND; now it is told what to run. A build older than the sources (a pull, an
 // edit) still runs, with a word that it does not have the changes.
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -22,7 +22,8 @@ function newestIn(dir) {
   let newest = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
-    const time = entry.isDirectory() ? newestIn(path) : statSync(path).mtimeMs;
+    // lstat: an editor's lock link (Emacs' .#file) points nowhere, and is no source.
+    const time = entry.isDirectory() ? newestIn(path) : lstatSync(path).mtimeMs;
     if (time > newest) newest = time;
   }
   return newest;

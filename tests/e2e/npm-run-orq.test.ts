@@ -1,5 +1,13 @@
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -61,5 +69,14 @@ describe('npm run orq (scripts/orq.mjs)', () => {
     expect(stale.stderr).toBe(
       'orq: warning: dist/ is older than src/: run `npm run build` to use the changes\n',
     );
+  });
+
+  it('is not stopped by a link under src/ that points nowhere (an editor lock file)', async () => {
+    const cwd = layout();
+    const main = join(cwd, 'dist', 'producers', 'cli', 'main.js');
+    mkdirSync(join(main, '..'), { recursive: true });
+    writeFileSync(main, 'process.stdout.write("ran");\n');
+    symlinkSync('nobody@host.1234', join(cwd, 'src', 'shared', '.#a.ts'));
+    expect(await launch(cwd)).toMatchObject({ code: 0, stdout: 'ran' });
   });
 });

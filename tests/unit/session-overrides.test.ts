@@ -1,3 +1,4 @@
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sessionOverrides } from '../../src/producers/cli/common.js';
@@ -7,7 +8,6 @@ import {
 } from '../../src/producers/cli/session-paths.js';
 import { SessionConfig } from '../../src/shared/config/schema.js';
 import type { OrqError } from '../../src/shared/errors.js';
-import { ConfigError } from '../../src/shared/errors.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
 
 const temp = tempFilesPerFile('orq-session-overrides-');
@@ -46,6 +46,18 @@ describe('resolveSessionPaths', () => {
       expect(parsed.success, `${path.join('.')}: ${parsed.error?.message}`).toBe(true);
       expect(at(parsed.data, path)).toBe('/abs/path');
     }
+  });
+
+  it('reads a leading ~/ as the home directory (JSON and YAML quote it away from the shell)', () => {
+    expect(resolveSessionPaths({ llm: { scenario: '~/s.yaml' } }, '/cwd')).toEqual({
+      llm: { scenario: join(homedir(), 's.yaml') },
+    });
+    expect(resolveSessionPaths({ execution: { workspaceRoot: '~' } }, '/cwd')).toEqual({
+      execution: { workspaceRoot: homedir() },
+    });
+    expect(resolveSessionPaths({ llm: { scenario: '~other/s.yaml' } }, '/cwd')).toEqual({
+      llm: { scenario: '/cwd/~other/s.yaml' },
+    });
   });
 
   it('leaves absolute paths, other settings, wrong types and the input itself alone', () => {
@@ -88,18 +100,15 @@ describe('sessionOverrides (--session-config)', () => {
     expect(sessionOverrides(json)).toEqual({ refinement: { noiseThreshold: 4 } });
   });
 
-  it('names the line of a YAML syntax error', () => {
+  it('names the line of a YAML syntax error, as a usage error like the others', () => {
     const broken = temp.write('broken.yaml', 'budget:\n  maxTokens: 1\nbudget:\n  maxTokens: 2\n');
-    const error = (() => {
-      try {
-        sessionOverrides(broken);
-      } catch (e) {
-        return e;
-      }
-    })();
-    expect(error).toBeInstanceOf(ConfigError);
-    expect((error as ConfigError).message).toContain(broken);
-    expect((error as ConfigError).message).toContain('line 3');
+    expect(() => sessionOverrides(broken)).toThrow(`--session-config ${broken}: line 3`);
+    try {
+      sessionOverrides(broken);
+    } catch (error) {
+      expect((error as OrqError).code).toBe('VALIDATION_FAILED');
+      expect((error as OrqError).hint).toContain('YAML or JSON file');
+    }
   });
 
   it('refuses what is not an object of settings, and bad inline JSON, as usage errors', () => {

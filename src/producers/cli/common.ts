@@ -4,7 +4,7 @@ import { InvalidArgumentError } from 'commander';
 import { resolve } from 'node:path';
 import { loadConfig, parseConfigText } from '../../shared/config/load.js';
 import type { OrqConfig } from '../../shared/config/schema.js';
-import { OrqError, unreadableReason } from '../../shared/errors.js';
+import { ConfigError, OrqError, unreadableReason } from '../../shared/errors.js';
 import { isPlainObject, type PlainObject } from '../../shared/plain-object.js';
 import { createClient, type OrqClient } from '../client.js';
 import { resolveSessionPaths } from './session-paths.js';
@@ -104,9 +104,7 @@ export function sessionOverrides(
 ): PlainObject | undefined {
   if (!value) return undefined;
   const inline = value.trim().startsWith('{');
-  const parsed = inline
-    ? parseInlineOverrides(value)
-    : parseConfigText(readOverridesFile(value), value);
+  const parsed = inline ? parseInlineOverrides(value) : parseOverridesFile(value);
   if (!isPlainObject(parsed)) {
     throw new OrqError(
       'VALIDATION_FAILED',
@@ -129,6 +127,20 @@ function parseInlineOverrides(text: string): unknown {
       `--session-config is not valid JSON: ${(error as Error).message}`,
       { hint: OVERRIDES_HINT },
     );
+  }
+}
+
+function parseOverridesFile(path: string): unknown {
+  const text = readOverridesFile(path);
+  try {
+    return parseConfigText(text, path);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    // A syntax error, with its line: the same code and hint as every --session-config error.
+    const issues = error.issues.map((i) => `${i.path}: ${i.message}`).join('; ');
+    throw new OrqError('VALIDATION_FAILED', `--session-config ${path}: ${issues}`, {
+      hint: OVERRIDES_HINT,
+    });
   }
 }
 

@@ -1,3 +1,4 @@
+import { homedir } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { isPlainObject, type PlainObject } from '../../shared/plain-object.js';
 
@@ -15,15 +16,19 @@ export const SESSION_PATH_SETTINGS = [
 
 /**
  * `overrides` with each relative path among SESSION_PATH_SETTINGS made absolute against `cwd`
- * (where the user typed it). Settings left out keep the pods' defaults; other values, and
+ * (where the user typed it), and a leading `~/` as the home directory. Settings left out keep the pods' defaults; other values, and
  * values of the wrong type (validation reports them), are left as they are.
  */
 export function resolveSessionPaths(overrides: PlainObject, cwd: string): PlainObject {
   let result = overrides;
   for (const path of SESSION_PATH_SETTINGS) {
     const value = valueAt(result, path);
-    if (typeof value === 'string' && value !== '' && !isAbsolute(value)) {
-      result = withValueAt(result, path, resolve(cwd, value));
+    if (typeof value === 'string' && value !== '') {
+      // A shell expands ~ only outside quotes, and a path in JSON or YAML is always quoted.
+      const expanded = value === '~' || value.startsWith('~/') ? homedir() + value.slice(1) : value;
+      if (expanded !== value || !isAbsolute(value)) {
+        result = withValueAt(result, path, resolve(cwd, expanded));
+      }
     }
   }
   return result;

@@ -9,7 +9,11 @@ import { dataDir, type CliRedis } from '../redis-for-cli.js';
  * another Redis never see: a user who forgot REDIS_URL must not wonder where the sessions are.
  */
 export function privateRedisNotice(redis: CliRedis): string {
-  const how = redis.owned ? 'started for this dashboard' : 'shared with the orq commands here';
+  const how = redis.adopted
+    ? 'taken over from an earlier orq command that left it running'
+    : redis.owned
+      ? 'started for this dashboard'
+      : 'shared with the orq commands here';
   return (
     `orq: REDIS_URL is not set: serving the private Redis in ${dataDir()} (${how}) at ${redis.url}; ` +
     'only `orq run` and the `--run` commands in this directory run its sessions. ' +
