@@ -11,7 +11,7 @@ import {
 } from '../errors.js';
 import { OrqConfig } from './schema.js';
 import { unworkableSettings } from './unworkable.js';
-import { isPlainObject, type PlainObject } from '../plain-object.js';
+import { isPlainObject, setValueAtPath, valueAtPath, type PlainObject } from '../plain-object.js';
 
 /** Looked for, in this order, in the working directory when no file is named. */
 export const DEFAULT_CONFIG_FILES = ['orq.config.yaml', 'orq.config.yml', 'orq.config.json'];
@@ -206,27 +206,9 @@ function collectEnvOverrides(env: NodeJS.ProcessEnv): EnvOverride[] {
   return overrides;
 }
 
-function setPath(target: PlainObject, path: readonly string[], value: unknown): void {
-  let node = target;
-  for (const segment of path.slice(0, -1)) {
-    if (!isPlainObject(node[segment])) node[segment] = {};
-    node = node[segment] as PlainObject;
-  }
-  node[path[path.length - 1]!] = value;
-}
-
-function getPath(target: unknown, path: readonly string[]): unknown {
-  let node = target;
-  for (const segment of path) {
-    if (!isPlainObject(node)) return undefined;
-    node = node[segment];
-  }
-  return node;
-}
-
 function envLayer(overrides: readonly EnvOverride[]): PlainObject {
   const layer: PlainObject = {};
-  for (const { path, value } of overrides) setPath(layer, path, value);
+  for (const { path, value } of overrides) setValueAtPath(layer, path, value);
   return layer;
 }
 
@@ -380,7 +362,7 @@ function annotateEnvIssues(
       const dotted = path.join('.');
       return issue.path === dotted || issue.path.startsWith(`${dotted}.`);
     });
-    if (!origin || getPath(overrides, origin.path) !== undefined) return issue;
+    if (!origin || valueAtPath(overrides, origin.path) !== undefined) return issue;
     return { ...issue, message: `${issue.message} (set by ${origin.variable})` };
   });
 }

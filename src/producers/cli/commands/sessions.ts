@@ -28,10 +28,6 @@ import {
 import { dataDir } from '../redis-for-cli.js';
 import { checkRunnable, runHere } from '../run-here.js';
 
-/**
- * A `--run` command's check before its roles start: the session's own config, when the session
- * is in a state the roles would run it from (any other is left to the command to report).
- */
 /** Says so on stderr when a role the session waits for runs nowhere on this Redis and prefix. */
 async function warnOfMissingRoles(client: OrqClient, view: SessionView, prefix: string) {
   if (!waitsForRoles(view.session.state)) return;
@@ -39,6 +35,10 @@ async function warnOfMissingRoles(client: OrqClient, view: SessionView, prefix: 
   if (notice) process.stderr.write(`orq: ${notice}\n`);
 }
 
+/**
+ * A `--run` command's check before its roles start: the session's own config, when the session
+ * is in a state the roles would run it from (any other is left to the command to report).
+ */
 function runnableWhen(sessionId: string, runs: (state: SessionState) => boolean) {
   return async (client: OrqClient): Promise<void> => {
     const { session } = await client.get(sessionId);
