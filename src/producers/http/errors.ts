@@ -108,6 +108,9 @@ export function toApiError(error: unknown): { status: number; body: ApiError } {
   };
 }
 
+/** A request URL without its query string. */
+const pathOf = (url: string): string => url.split('?')[0] ?? '/';
+
 export function installErrorHandler(
   app: FastifyInstance,
   logger: Logger,
@@ -124,7 +127,7 @@ export function installErrorHandler(
       });
   app.setErrorHandler((error, request, reply) => {
     const { status, body } = toApiError(error);
-    const path = request.url.split('?')[0] ?? '/';
+    const path = pathOf(request.url);
     // GET /sessions/prune reaches GET /sessions/:id, which finds no session "prune": the path is
     // POST /sessions/prune's, so the answer is that route's 405, not "no such session".
     const literal = routes.literal(path);
@@ -137,7 +140,7 @@ export function installErrorHandler(
     return reply.code(status).send(body);
   });
   app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0] ?? '/';
+    const path = pathOf(request.url);
     const allowed = routes.allowed(path);
     if (allowed.length > 0) return methodNotAllowed(reply, request.method, path, allowed);
     return reply

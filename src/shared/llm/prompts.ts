@@ -131,7 +131,6 @@ export function outputFormat(schemaName: string, schema?: Record<string, unknown
   );
 }
 
-/** Seed 000: a replan carries the previous plan and the judge's issues and suggestions. */
 /** What the built-in executors do, for a planner choosing among them. */
 const EXECUTOR_NOTES: Record<string, string> = {
   llm: 'one model call whose answer is the result',
@@ -154,6 +153,7 @@ export function executorRule(policy: ExecutorPolicy | undefined): string {
   return `- \`executor\`: leave it out unless a task needs one of ${listed}; orq ignores any other name.`;
 }
 
+/** Seed 000: a replan carries the previous plan and the judge's issues and suggestions. */
 export function plannerPrompt(request: PlanRequest, format: string): Prompt {
   const replan = request.attempt > 0 && (!!request.previousPlan || !!request.feedback);
   return renderPrompt('planner', {
