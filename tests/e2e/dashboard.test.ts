@@ -49,7 +49,7 @@ describe('orq dashboard', () => {
       child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
       await waitForOutput(child, 'Set REDIS_URL', 30_000);
       expect(stdout).toContain(
-        `orq: REDIS_URL is not set: serving the private Redis in ${join(cwd, '.orq')} (started for this dashboard) at redis://127.0.0.1:`,
+        `orq: REDIS_URL is not set: serving the private Redis in .orq/redis (started for this dashboard) at redis://127.0.0.1:`,
       );
       expect(stdout).toContain('only `orq run` and the `--run` commands in this directory run');
       expect(await stopProcess(child)).toBe(0);

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { lock } from 'proper-lockfile';
-import { join, resolve } from 'node:path';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 import { z } from 'zod';
 import type { OrqConfig } from '../../shared/config/schema.js';
 import { OrqError } from '../../shared/errors.js';
@@ -84,6 +84,13 @@ function readMarker(path: string): ServerMarker | undefined {
 /** Where `orq` keeps its private Redis (AOF files) when no REDIS_URL is given. */
 export function dataDir(): string {
   return resolve(process.env.ORQ_DATA_DIR ?? '.orq');
+}
+
+/** The private server's data directory: relative when it is under the working directory. */
+export function privateRedisDir(): string {
+  const dir = join(dataDir(), 'redis');
+  const here = relative(process.cwd(), dir);
+  return here && !here.startsWith('..') && !isAbsolute(here) ? here : dir;
 }
 
 export interface RedisForCliOptions {

@@ -9,7 +9,7 @@ import { cliConfig, printJson } from './common.js';
 import { followMode, followSession, reportOutcome, stopOnSignals } from './follow.js';
 import { formatSessionTable } from './format.js';
 import { LogRelay } from './log-relay.js';
-import { redisForCli } from './redis-for-cli.js';
+import { privateRedisDir, redisForCli, type CliRedis } from './redis-for-cli.js';
 
 const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
 
@@ -51,6 +51,16 @@ export function checkRunnable(config: SessionConfig): void {
   requireApiKeys(config);
 }
 
+/** What `orq run` says of the private Redis it started or took over (nothing for a shared one). */
+export function privateRedisStartNotice(redis: CliRedis): string | undefined {
+  const where = `(data in ${privateRedisDir()})`;
+  if (redis.adopted) {
+    return `orq: took over the private redis-server at ${redis.url} that an earlier orq left running ${where}\n`;
+  }
+  if (redis.owned) return `orq: started a private redis-server at ${redis.url} ${where}\n`;
+  return undefined;
+}
+
 /**
  * Every role in this process for one session (`orq run`, `orq resume --run`, `orq watch --run`):
  * `start` submits or resumes it once the roles run, then its progress is followed until it ends
@@ -71,13 +81,8 @@ export async function runHere(
   const logger = createLogger({ level: options.verbose ? 'info' : 'warn', destination: logs });
   const redis = await redisForCli(config);
   try {
-    if (redis.adopted) {
-      out.write(
-        `orq: took over the private redis-server at ${redis.url} that an earlier orq left running (data in .orq/redis)\n`,
-      );
-    } else if (redis.owned) {
-      out.write(`orq: started a private redis-server at ${redis.url} (data in .orq/redis)\n`);
-    }
+    const notice = privateRedisStartNotice(redis);
+    if (notice) out.write(notice);
     // The client first: it says at once that Redis does not answer, where the roles' consumers
     // would wait for it for ever.
     const client = await createClient({ connection: redis.connection, config });

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { createLogger } from '../../../shared/logger.js';
 import { checkEvictionPolicy } from '../../../shared/redis.js';
 import { cliConfig, configOption, parsePort, withClient } from '../common.js';
-import { dataDir, type CliRedis } from '../redis-for-cli.js';
+import { privateRedisDir, type CliRedis } from '../redis-for-cli.js';
 
 /**
  * Without REDIS_URL the dashboard serves the private Redis of this directory, which pods on
@@ -15,7 +15,7 @@ export function privateRedisNotice(redis: CliRedis): string {
       ? 'started for this dashboard'
       : 'shared with the orq commands here';
   return (
-    `orq: REDIS_URL is not set: serving the private Redis in ${dataDir()} (${how}) at ${redis.url}; ` +
+    `orq: REDIS_URL is not set: serving the private Redis in ${privateRedisDir()} (${how}) at ${redis.url}; ` +
     'only `orq run` and the `--run` commands in this directory run its sessions. ' +
     "Set REDIS_URL to serve your pods' Redis\n"
   );
