@@ -24,13 +24,18 @@ export function cliConfig(options: GlobalOptions & { scenario?: string }): OrqCo
   });
 }
 
+export interface WithClientOptions extends RedisForCliOptions {
+  /** The configuration the command loaded already (to check it before Redis starts). */
+  config?: OrqConfig;
+}
+
 /** Runs `fn` with a client on the CLI's Redis, and always releases both. */
 export async function withClient<T>(
   options: GlobalOptions,
   fn: (client: OrqClient, config: OrqConfig, redis: CliRedis) => Promise<T>,
-  redisOptions: RedisForCliOptions = {},
+  { config: loaded, ...redisOptions }: WithClientOptions = {},
 ): Promise<T> {
-  const config = cliConfig(options);
+  const config = loaded ?? cliConfig(options);
   const redis = await redisForCli(config, redisOptions);
   try {
     const client = await createClient({ connection: redis.connection, config });

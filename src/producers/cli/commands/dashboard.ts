@@ -42,36 +42,41 @@ export function registerDashboardCommand(program: Command): void {
       const { resolveApiToken, startHttpServer } = await import('../../http/server.js');
       const { assertSafeToListen } = await import('../../http/auth.js');
       const token = resolveApiToken(undefined);
+      const loaded = cliConfig(options);
       // A bad address or token is a usage error (exit 2), whether or not Redis answers.
-      assertSafeToListen(options.host ?? cliConfig(options).http.host, token);
-      return withClient(options, async (client, config, redis) => {
-        const logger = createLogger({ level: config.logLevel, fd: 2 });
-        await checkEvictionPolicy(client.store.redis, logger);
-        const server = await startHttpServer({
-          client,
-          host: options.host ?? config.http.host,
-          port: options.port ?? config.http.port,
-          readOnlyBoard: options.readOnlyBoard ?? config.http.readOnlyBoard,
-          sessionOverrides: config.http.sessionOverrides,
-          logger,
-          ...(token ? { token } : {}),
-        });
-        const board = `${server.url}/admin/queues${token ? '?token=<ORQ_API_TOKEN>' : ''}`;
-        process.stdout.write(
-          `orq: HTTP API on ${server.url} (auth: ${token ? 'bearer token' : 'none, loopback only'})\n` +
-            `orq: Bull Board at ${board}\n` +
-            `orq: OpenAPI at ${server.url}/openapi.json\n`,
-        );
-        if (!config.redis.url) process.stdout.write(privateRedisNotice(redis));
-        await new Promise<void>((resolve) => {
-          const stop = (signal: string) => {
-            logger.info({ signal }, 'dashboard stopping');
-            resolve();
-          };
-          process.once('SIGTERM', () => stop('SIGTERM'));
-          process.once('SIGINT', () => stop('SIGINT'));
-        });
-        await server.close();
-      });
+      assertSafeToListen(options.host ?? loaded.http.host, token);
+      return withClient(
+        options,
+        async (client, config, redis) => {
+          const logger = createLogger({ level: config.logLevel, fd: 2 });
+          await checkEvictionPolicy(client.store.redis, logger);
+          const server = await startHttpServer({
+            client,
+            host: options.host ?? config.http.host,
+            port: options.port ?? config.http.port,
+            readOnlyBoard: options.readOnlyBoard ?? config.http.readOnlyBoard,
+            sessionOverrides: config.http.sessionOverrides,
+            logger,
+            ...(token ? { token } : {}),
+          });
+          const board = `${server.url}/admin/queues${token ? '?token=<ORQ_API_TOKEN>' : ''}`;
+          process.stdout.write(
+            `orq: HTTP API on ${server.url} (auth: ${token ? 'bearer token' : 'none, loopback only'})\n` +
+              `orq: Bull Board at ${board}\n` +
+              `orq: OpenAPI at ${server.url}/openapi.json\n`,
+          );
+          if (!config.redis.url) process.stdout.write(privateRedisNotice(redis));
+          await new Promise<void>((resolve) => {
+            const stop = (signal: string) => {
+              logger.info({ signal }, 'dashboard stopping');
+              resolve();
+            };
+            process.once('SIGTERM', () => stop('SIGTERM'));
+            process.once('SIGINT', () => stop('SIGINT'));
+          });
+          await server.close();
+        },
+        { config: loaded },
+      );
     });
 }
