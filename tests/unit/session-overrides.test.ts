@@ -6,6 +6,10 @@ import {
   resolveSessionPaths,
   SESSION_PATH_SETTINGS,
 } from '../../src/producers/cli/session-paths.js';
+import {
+  overridesOutside,
+  SAFE_SESSION_OVERRIDES,
+} from '../../src/shared/config/override-policy.js';
 import { SessionConfig } from '../../src/shared/config/schema.js';
 import type { OrqError } from '../../src/shared/errors.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
@@ -25,6 +29,27 @@ function at(object: unknown, path: readonly string[]): unknown {
 }
 
 describe('resolveSessionPaths', () => {
+  it('knows every session setting the schema marks as a file or directory', () => {
+    // The list comes from the schema's marks (pathSettings): losing a mark drops a path here.
+    expect(SESSION_PATH_SETTINGS.map((path) => path.join('.')).sort()).toEqual([
+      'execution.command.repository',
+      'execution.workspaceRoot',
+      'llm.record.path',
+      'llm.scenario',
+      'planning.history.directory',
+    ]);
+  });
+
+  it('names no setting a remote submit may set by default', () => {
+    // A path chosen over HTTP would be read or written on the pods' disks.
+    for (const path of SESSION_PATH_SETTINGS) {
+      const overrides = nested(path, '/etc/passwd');
+      expect(overridesOutside(overrides, SAFE_SESSION_OVERRIDES), path.join('.')).toEqual([
+        path.join('.'),
+      ]);
+    }
+  });
+
   it('makes each relative path setting absolute against the given directory', () => {
     for (const path of SESSION_PATH_SETTINGS) {
       const resolved = resolveSessionPaths(nested(path, 'here/file.yaml'), '/home/me/project');

@@ -1,19 +1,19 @@
 import { homedir } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { mergeConfig } from '../../shared/config/load.js';
+import { markedSettings } from '../../shared/config/schema-walk.js';
+import { pathSettings, SessionConfig } from '../../shared/config/schema.js';
 import { setValueAtPath, valueAtPath, type PlainObject } from '../../shared/plain-object.js';
 
 /**
- * The session settings that name a file or directory. A session runs in the pods, whose working
- * directory is not the user's: a relative path typed at `orq submit` would be looked up there.
+ * The session settings that name a file or directory (marked in the schema). A session runs in
+ * the pods, whose working directory is not the user's: a relative path typed at `orq submit`
+ * would be looked up there.
  */
-export const SESSION_PATH_SETTINGS = [
-  ['llm', 'scenario'],
-  ['llm', 'record', 'path'],
-  ['planning', 'history', 'directory'],
-  ['execution', 'workspaceRoot'],
-  ['execution', 'command', 'repository'],
-] as const;
+export const SESSION_PATH_SETTINGS: readonly (readonly string[])[] = markedSettings(
+  SessionConfig,
+  pathSettings,
+);
 
 /**
  * `overrides` with each relative path among SESSION_PATH_SETTINGS made absolute against `cwd`

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
+import { unwrapSchema } from './schema-walk.js';
 import {
   ConfigError,
   describeZodIssues,
@@ -93,28 +94,11 @@ function configIssues(error: z.ZodError): FieldIssue[] {
 // ---------------------------------------------------------------------------------------------
 // Walking the schema (to check environment paths and to suggest the key a typo meant)
 
-function unwrap(schema: z.core.$ZodType): z.core.$ZodType {
-  let current = schema;
-  for (;;) {
-    const def = current._zod.def;
-    if (
-      def.type === 'default' ||
-      def.type === 'prefault' ||
-      def.type === 'optional' ||
-      def.type === 'nullable'
-    ) {
-      current = (def as unknown as { innerType: z.core.$ZodType }).innerType;
-    } else {
-      return current;
-    }
-  }
-}
-
 /** The schema at a config path, or undefined when the path names no key. */
 function schemaAt(path: readonly string[]): z.core.$ZodType | undefined {
   let current: z.core.$ZodType = OrqConfig;
   for (const segment of path) {
-    const object = unwrap(current);
+    const object = unwrapSchema(current);
     if (!(object instanceof z.ZodObject) || !Object.hasOwn(object.shape, segment)) return undefined;
     current = object.shape[segment] as z.core.$ZodType;
   }
@@ -123,7 +107,7 @@ function schemaAt(path: readonly string[]): z.core.$ZodType | undefined {
 
 function keysAt(path: readonly string[]): string[] {
   const schema = schemaAt(path);
-  const object = schema && unwrap(schema);
+  const object = schema && unwrapSchema(schema);
   return object instanceof z.ZodObject ? Object.keys(object.shape) : [];
 }
 
@@ -168,7 +152,7 @@ function envValue(text: string, target: z.core.$ZodType): unknown {
   } catch {
     return text;
   }
-  const kind = unwrap(target)._zod.def.type;
+  const kind = unwrapSchema(target)._zod.def.type;
   if ((kind === 'string' || kind === 'enum') && typeof parsed !== 'string') return text;
   return parsed;
 }
@@ -190,7 +174,7 @@ function collectEnvOverrides(env: NodeJS.ProcessEnv): EnvOverride[] {
       const known = path.slice(0, unknownAt);
       const dotted = path.slice(0, unknownAt + 1).join('.');
       const parentSchema = schemaAt(known);
-      const isSection = parentSchema && unwrap(parentSchema) instanceof z.ZodObject;
+      const isSection = parentSchema && unwrapSchema(parentSchema) instanceof z.ZodObject;
       issues.push({
         path: variable,
         message: isSection

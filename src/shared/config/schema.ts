@@ -6,6 +6,19 @@ import { OVERRIDE_PATTERN, SAFE_SESSION_OVERRIDES } from './override-policy.js';
  * error that names it; `.prefault({})` lets an omitted section take its inner defaults.
  */
 
+/**
+ * Settings that name a file or directory. A relative one is read where the process that uses it
+ * runs: the CLI makes a session's absolute before it submits it (session-paths.ts), since the
+ * pods' working directory is not the user's.
+ */
+export const pathSettings = z.registry<{ names: 'file' | 'directory' }>();
+
+/** Marks `schema` as a setting that names a file or a directory (pathSettings). */
+function pathSetting<T extends z.core.$ZodType>(names: 'file' | 'directory', schema: T): T {
+  pathSettings.add(schema, { names });
+  return schema;
+}
+
 /** Seed 000 + 003 (refinement loop) and seed 002 (term preservation) share one object. */
 export const RefinementConfig = z.strictObject({
   maxRefinementAttempts: z
@@ -165,7 +178,10 @@ export const CommandExecutorConfig = z.strictObject({
     .describe(
       'argv of the agent CLI, no shell; {{prompt}}, {{taskId}}, {{title}}, {{sessionId}}, {{branch}}, {{workdir}}, {{attempt}} are replaced.',
     ),
-  repository: z.string().min(1).describe('Path of the git repository the tasks work on.'),
+  repository: pathSetting(
+    'directory',
+    z.string().min(1).describe('Path of the git repository the tasks work on.'),
+  ),
   baseBranch: z
     .string()
     .min(1)
@@ -209,13 +225,16 @@ export const ExecutionConfig = z.strictObject({
     .max(1000)
     .default(30)
     .describe('Tool calls one agent run may make before it stops (the agent executor).'),
-  workspaceRoot: z
-    .string()
-    .min(1)
-    .default('.orq/workspaces')
-    .describe(
-      'Directory holding one workspace per session and task (agent and command executors).',
-    ),
+  workspaceRoot: pathSetting(
+    'directory',
+    z
+      .string()
+      .min(1)
+      .default('.orq/workspaces')
+      .describe(
+        'Directory holding one workspace per session and task (agent and command executors).',
+      ),
+  ),
   commandAllowlist: z
     .array(z.string().min(1))
     .optional()
@@ -270,7 +289,7 @@ export const PlanningConfig = z.strictObject({
         .describe(
           'redis: the per-session stream only (the cluster-safe default, DESIGN.md); jsonl: also append to files.',
         ),
-      directory: z.string().min(1).default('planning_history'),
+      directory: pathSetting('directory', z.string().min(1).default('planning_history')),
     })
     .prefault({}),
 });
@@ -358,11 +377,14 @@ export const LlmRecordConfig = z.strictObject({
     .describe(
       'record: call the model and save each request/response pair; replay: answer from the saved pairs only (no network, no key).',
     ),
-  path: z
-    .string()
-    .min(1)
-    .default('.orq/llm-recordings')
-    .describe('Directory of the recording (one JSON file per request hash).'),
+  path: pathSetting(
+    'directory',
+    z
+      .string()
+      .min(1)
+      .default('.orq/llm-recordings')
+      .describe('Directory of the recording (one JSON file per request hash).'),
+  ),
 });
 export type LlmRecordConfig = z.infer<typeof LlmRecordConfig>;
 
@@ -390,11 +412,14 @@ export const LlmConfig = z.strictObject({
   judge: LlmRoleOverride.optional(),
   worker: LlmRoleOverride.optional(),
   replanner: LlmRoleOverride.optional(),
-  scenario: z
-    .string()
-    .min(1)
-    .optional()
-    .describe('Scenario file that scripts the builtin provider (replay replans, noise, blocks).'),
+  scenario: pathSetting(
+    'file',
+    z
+      .string()
+      .min(1)
+      .optional()
+      .describe('Scenario file that scripts the builtin provider (replay replans, noise, blocks).'),
+  ),
   maxRepairAttempts: z
     .number()
     .int()
