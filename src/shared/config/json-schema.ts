@@ -196,7 +196,7 @@ export function configReferenceMarkdown(): string {
       '`redis.prefix`, `ORQ_LOG_LEVEL` `logLevel`, and `ORQ__section__key=value` any key, ' +
       'with `__` between the exact key names (`ORQ__refinement__noiseThreshold=4`, ' +
       '`ORQ__planning__reflection__trigger_interval=5`); the value is read as JSON when it ' +
-      'parses, else as a string. `orq config check FILE` validates a file, ' +
+      'parses, else as a string (a string setting keeps the text: `ORQ__redis__prefix=123` is "123"). `orq config check FILE` validates a file, ' +
       '`orq config show` prints the effective configuration and `orq config schema` the ' +
       `JSON Schema (also in \`${CONFIG_SCHEMA_FILE}\`; point \`$schema\` at it for editor ` +
       'completion).',
