@@ -218,6 +218,13 @@ describe('SessionStore.apply', () => {
     expect((await store.loadTask(id, 'a'))?.version).toBe(2);
   });
 
+  it('writes 40,000 tasks in one apply (more arguments than a spread call can take)', async () => {
+    // A plan of 20,000 tasks once failed its acceptance with "Maximum call stack size exceeded".
+    const ids = Array.from({ length: 40_000 }, (_, i) => `t${i}`);
+    const id = await seed(ids.map((t) => task(t)));
+    expect((await store.loadTask(id, 't39999'))?.task.title).toBe('Task t39999');
+  });
+
   it('refuses a stale task version, a wrong state, unexpected counters and a stale session', async () => {
     const id = await seed([task('a'), task('b')]);
     const stale = await store.apply(id, {

@@ -78,16 +78,12 @@ export interface StoredHistoryEntry {
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    orqApply(
-      meta: string,
-      tasks: string,
-      taskVersions: string,
-      outbox: string,
-      applied: string,
-      history: string,
-      usage: string,
-      ...args: (string | number)[]
-    ): Result<[string, number, number], Context>;
+    /**
+     * One array (ioredis flattens it): the seven keys (meta, tasks, taskVersions, outbox, applied,
+     * history, usage), then applyArgs. A spread would put every argument on the call stack, and
+     * a plan of 20,000 tasks has more than it holds.
+     */
+    orqApply(keysThenArgs: (string | number)[]): Result<[string, number, number], Context>;
     orqReadTasks(
       meta: string,
       tasks: string,
@@ -347,7 +343,12 @@ export class SessionStore {
 
   async apply(sessionId: string, changeset: Changeset): Promise<ApplyResult> {
     const keys = this.keys(sessionId);
-    const [status, open, active] = await this.redis.orqApply(
+    const args = applyArgs(changeset, {
+      sessionId,
+      timestamp: this.now().toISOString(),
+      historyMaxLength: this.historyMaxLength,
+    });
+    args.unshift(
       keys.meta,
       keys.tasks,
       keys.taskVersions,
@@ -355,12 +356,8 @@ export class SessionStore {
       keys.applied,
       keys.history,
       keys.usage,
-      ...applyArgs(changeset, {
-        sessionId,
-        timestamp: this.now().toISOString(),
-        historyMaxLength: this.historyMaxLength,
-      }),
     );
+    const [status, open, active] = await this.redis.orqApply(args);
     const ended = changeset.session?.record.state;
     const finished = ended !== undefined && FINISHED_SESSION_STATES.includes(ended);
     if (finished) this.written.forget(sessionId);
