@@ -128,6 +128,27 @@ describe('task replan (seed 001)', () => {
     },
   };
 
+  it('blocks the task when its subtasks would pass budget.maxTasks, saying why', async () => {
+    const { client, id } = await run(scenarios.write('replan-capped', replanScenario), {
+      config: { budget: { maxTasks: 4 } },
+    });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT, until: 'settled' });
+    expect(view.session.state).toBe('BLOCKED');
+    expect(view.tasks.map((t) => [t.id, t.state])).toEqual([
+      ['t1', 'DONE'],
+      ['t2', 'BLOCKED'],
+      ['t3', 'READY'],
+    ]);
+    const reason =
+      "the Replanner's subtasks for t2 are unusable: 2 subtasks would bring the session to 5 tasks, more than budget.maxTasks allows (4)";
+    expect(task(view, 't2').blockedReason).toBe(reason);
+    expect(decisions(await historyOf(client, id), 'replan:invalid')[0]).toMatchObject({
+      taskId: 't2',
+      reason,
+      inputs: { maxTasks: 4 },
+    });
+  });
+
   it('replaces the task by its subtasks and rewires its dependent to run after them', async () => {
     const { client, id } = await run(scenarios.write('replan', replanScenario));
     const view = await client.wait(id, { timeoutMs: TIMEOUT });
@@ -436,6 +457,55 @@ describe('plan refinement (seeds 000 and 003)', () => {
     expect(invalid?.inputs).toMatchObject({ score: 90, isAcceptable: true });
     expect(h.indexOf(invalid!)).toBeLessThan(h.indexOf(replan!));
     expect(decisions(h, 'refinement:accept')[0]?.inputs).toMatchObject({ score: 96 });
+  });
+
+  it('sends a plan with more tasks than budget.maxTasks back to the Planner, saying why', async () => {
+    const threeTasks = [
+      ...twoTasks,
+      { id: 'C', title: 'Test the signup', acceptance: 'Tests pass', context: 'c' },
+    ];
+    const path = scenarios.write('too-many-tasks', {
+      plans: [{ tasks: threeTasks }, { tasks: twoTasks }],
+      planJudgements: [
+        { score: 95, isAcceptable: true },
+        { score: 90, isAcceptable: true },
+      ],
+    });
+    const { client, id } = await run(path, { instruction, config: { budget: { maxTasks: 2 } } });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.tasks.map((t) => t.id)).toEqual(['A', 'B']);
+    const h = await historyOf(client, id);
+    const tooMany = 'the plan has 3 tasks, more than budget.maxTasks allows (2)';
+    expect(decisions(h, 'structure:invalid')[0]?.reason).toBe(
+      `the plan cannot run as given: ${tooMany}`,
+    );
+    // The Planner is told, in the feedback of the replan.
+    expect(decisions(h, 'refinement:replan')[0]?.inputs.issues).toContain(tooMany);
+  });
+
+  it('treats a replan with more tasks than budget.maxTasks as a broken structure', async () => {
+    const threeTasks = [
+      ...twoTasks,
+      { id: 'C', title: 'Test the signup', acceptance: 'Tests pass', context: 'c' },
+    ];
+    const path = scenarios.write('replan-too-many-tasks', {
+      plans: [{ tasks: twoTasks }, { tasks: threeTasks }],
+      planJudgements: [
+        { score: 50, isAcceptable: false },
+        { score: 90, isAcceptable: true },
+      ],
+    });
+    const { client, id } = await run(path, {
+      instruction,
+      config: { budget: { maxTasks: 2 }, refinement: { maxRefinementAttempts: 1 } },
+    });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('FAILED');
+    expect(view.session.failure?.code).toBe('STRUCTURE_BROKEN');
+    expect(view.session.failure?.reason).toContain(
+      'the plan has 3 tasks, more than budget.maxTasks allows (2)',
+    );
   });
 
   it('names the broken structure when a first plan that cannot run is rejected', async () => {

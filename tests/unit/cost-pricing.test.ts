@@ -64,9 +64,9 @@ describe('budget limits and reservations', () => {
     expect(reservationFor(b, undefined)).toEqual({ tokens: 2000, usdMicros: 0 });
   });
 
-  it('defaults to 4000 tokens per call, no limit and no prices', () => {
+  it('defaults to 4000 tokens per call, no limit, no prices and 10,000 tasks', () => {
     const config = parseConfig({});
-    expect(config.budget).toEqual({ reserveTokensPerCall: 4000, prices: {} });
+    expect(config.budget).toEqual({ reserveTokensPerCall: 4000, prices: {}, maxTasks: 10_000 });
     expect(config.llm.judgeSamples).toEqual({ k: 1, aggregate: 'median' });
   });
 

@@ -7,6 +7,7 @@ import type { RequiredTerms } from '../../src/shared/domain/refinement.js';
 import {
   findCycles,
   findDanglingDependencies,
+  taskCapProblem,
   taskCountChangeRate,
   validateReplacementTerms,
   validateStructure,
@@ -476,5 +477,25 @@ describe("validateReplacementTerms: a task replan keeps its task's required term
     expect(validateReplacementTerms(terms, original, [{ acceptance: 'x' }], off)).toEqual({
       hasTermLoss: false,
     });
+  });
+});
+
+describe('taskCapProblem (budget.maxTasks)', () => {
+  it('allows a session up to the cap, the cap itself included', () => {
+    expect(taskCapProblem({ held: 0, added: 10_000, maxTasks: 10_000 })).toBeUndefined();
+    expect(taskCapProblem({ held: 9_998, added: 2, maxTasks: 10_000 })).toBeUndefined();
+    expect(taskCapProblem({ held: 0, added: 1, maxTasks: 1 })).toBeUndefined();
+  });
+
+  it('names a plan over the cap by its own size', () => {
+    expect(taskCapProblem({ held: 0, added: 10_001, maxTasks: 10_000 })).toBe(
+      'the plan has 10,001 tasks, more than budget.maxTasks allows (10,000)',
+    );
+  });
+
+  it('names subtasks over the cap by the total they would bring the session to', () => {
+    expect(taskCapProblem({ held: 9_999, added: 2, maxTasks: 10_000 })).toBe(
+      '2 subtasks would bring the session to 10,001 tasks, more than budget.maxTasks allows (10,000)',
+    );
   });
 });

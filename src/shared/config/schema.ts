@@ -469,6 +469,15 @@ export const BudgetConfig = z.strictObject({
     .record(z.string().min(1), ModelPrice)
     .default({})
     .describe('Price per model name (llm.*.model), e.g. {"gpt-4o-mini": {...}}.'),
+  maxTasks: z
+    .number()
+    .int()
+    .min(1)
+    .max(100_000)
+    .default(10_000)
+    .describe(
+      'Tasks a session may hold, replaced ones included: a plan with more goes back to the Planner as one that cannot run, and a replan whose subtasks would pass it blocks its task. Accepting a plan is one Redis script, which holds Redis about 25 ms per 1,000 tasks on a 2-core machine.',
+    ),
 });
 export type BudgetConfig = z.infer<typeof BudgetConfig>;
 

@@ -365,3 +365,27 @@ export function validateReplacementTerms(
       : {}),
   };
 }
+
+/** What taskCapProblem reads: the session's task records now, and those a plan would add. */
+export interface TaskCapInput {
+  /** Task records the session holds (0 for a plan: it replaces none). */
+  held: number;
+  /** Tasks the plan or the Replanner's subtasks would add. */
+  added: number;
+  /** budget.maxTasks. */
+  maxTasks: number;
+}
+
+/**
+ * Why the plan or the subtasks cannot be stored, or undefined: the session would hold more
+ * tasks than budget.maxTasks, the bound that keeps one transition's Redis script short. Pure.
+ */
+export function taskCapProblem({ held, added, maxTasks }: TaskCapInput): string | undefined {
+  const total = held + added;
+  if (total <= maxTasks) return undefined;
+  const count = (n: number) => n.toLocaleString('en-US');
+  const allowed = `more than budget.maxTasks allows (${count(maxTasks)})`;
+  return held === 0
+    ? `the plan has ${count(added)} tasks, ${allowed}`
+    : `${count(added)} subtasks would bring the session to ${count(total)} tasks, ${allowed}`;
+}

@@ -1,5 +1,9 @@
 import type { PlanBreakdown, PlannedTask } from '../../shared/domain/plan.js';
-import type { Feedback, RefinementResult } from '../../shared/domain/refinement.js';
+import type {
+  Feedback,
+  RefinementResult,
+  StructureValidation,
+} from '../../shared/domain/refinement.js';
 import type { Session } from '../../shared/domain/session.js';
 import { Task } from '../../shared/domain/task.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
@@ -13,6 +17,7 @@ import { enforceExecutorPolicy } from '../../shared/rules/executor-choice.js';
 import {
   findCycles,
   findDanglingDependencies,
+  taskCapProblem,
   validateStructure,
 } from '../../shared/rules/structure.js';
 import type { CoordinatorContext, Transition } from './context.js';
@@ -20,9 +25,11 @@ import { ignore } from './context.js';
 import { executorsRefused } from './executors-refused.js';
 import { TaskEdits } from './task-edits.js';
 
-/** Problems of a plan on its own: cycles, dangling dependencies, duplicate ids. */
-function ownStructureProblems(plan: PlanBreakdown): string[] {
+/** Problems of a plan on its own: too many tasks, cycles, dangling dependencies, duplicate ids. */
+function ownStructureProblems(plan: PlanBreakdown, maxTasks: number): string[] {
   const problems: string[] = [];
+  const tooMany = taskCapProblem({ held: 0, added: plan.tasks.length, maxTasks });
+  if (tooMany) problems.push(tooMany);
   const seen = new Set<string>();
   const duplicates = plan.tasks.map((t) => t.id).filter((id) => seen.has(id) || !seen.add(id));
   if (duplicates.length > 0)
@@ -33,6 +40,18 @@ function ownStructureProblems(plan: PlanBreakdown): string[] {
   for (const cycle of findCycles(plan.tasks))
     problems.push(`dependency cycle: ${cycle.join(' -> ')}`);
   return problems;
+}
+
+/** A replan with more tasks than budget.maxTasks cannot run either: its structure is broken. */
+function withinTaskCap(
+  structure: StructureValidation,
+  plan: PlanBreakdown,
+  maxTasks: number,
+): StructureValidation {
+  const tooMany = taskCapProblem({ held: 0, added: plan.tasks.length, maxTasks });
+  return tooMany
+    ? { ...structure, isValid: false, problems: [tooMany, ...structure.problems] }
+    : structure;
 }
 
 function tasksFromPlan(session: Session, plan: PlanBreakdown): Task[] {
@@ -87,16 +106,16 @@ export async function onPlanJudged(
   ];
 
   let judgement = event.judgement;
-  const ownProblems = ownStructureProblems(event.plan);
+  const maxTasks = session.config.budget.maxTasks;
+  const ownProblems = ownStructureProblems(event.plan, maxTasks);
   const previousPlan = planning.previousPlan;
 
   // Seed 000: a replan whose structure is broken is not run; the previous plan is used.
   if (previousPlan) {
-    const structure = validateStructure(
-      previousPlan.tasks,
-      event.plan.tasks,
-      config,
-      session.requiredTerms,
+    const structure = withinTaskCap(
+      validateStructure(previousPlan.tasks, event.plan.tasks, config, session.requiredTerms),
+      event.plan,
+      maxTasks,
     );
     history.push({
       type: 'decision',

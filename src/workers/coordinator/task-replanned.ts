@@ -4,7 +4,7 @@ import { OrqError } from '../../shared/errors.js';
 import type { TaskReplannedEvent } from '../../shared/queues.js';
 import { enforceExecutorPolicy } from '../../shared/rules/executor-choice.js';
 import { replaceTaskWithSubtasks } from '../../shared/rules/replace-task.js';
-import { validateReplacementTerms } from '../../shared/rules/structure.js';
+import { taskCapProblem, validateReplacementTerms } from '../../shared/rules/structure.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
 import { executorsRefused } from './executors-refused.js';
@@ -66,6 +66,13 @@ export async function onTaskReplanned(
     edits.put({ ...original, state: 'BLOCKED', replanPending: false }, reason);
     return finish(eventId, edits);
   };
+
+  const tooMany = taskCapProblem({
+    held: session.taskIds.length,
+    added: enforced.tasks.length,
+    maxTasks: session.config.budget.maxTasks,
+  });
+  if (tooMany) return unusable(tooMany, { maxTasks: session.config.budget.maxTasks });
 
   // Seed 002 for task replans: the terms this task carried must survive in its subtasks.
   const terms = validateReplacementTerms(
