@@ -96,6 +96,28 @@ function privateServer(dir: string): { url: string; pid: number } {
   };
 }
 
+describe('a reader that goes away (orq run … | head -1)', () => {
+  it('stops orq run as a Ctrl-C does: its roles shut down and it exits 130, not 0', async () => {
+    const redis = await ownRedis();
+    const run = spawnOrq(['run', '--latency', '1500', 'a then b'], {
+      env: { REDIS_URL: redis.url },
+    });
+    children.push(run);
+    let stderr = '';
+    run.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    // What `head -1` does: read the first line, then close its end of the pipe.
+    await new Promise<void>((resolve) => run.stdout?.once('data', () => resolve()));
+    run.stdout?.destroy();
+    const exit = await exitWithin(run, 25_000);
+    expect(exit, `still running 25 s after its reader went away:\n${stderr}`).toBeDefined();
+    expect(exit?.code, stderr).toBe(130);
+    expect(stderr).toMatch(
+      /orq: interrupted: session \S+ is (PLANNING|RUNNING) and waits for its roles/,
+    );
+    expect(stderr).not.toContain('did not finish in time');
+  }, 60_000);
+});
+
 describe('orq run with its private Redis (no REDIS_URL)', () => {
   it('takes a Ctrl-C to the whole terminal job itself: shuts down with Redis there, then stops it', async () => {
     const dir = mkdtempSync(join(temp.dir, 'ctrl-c-'));

@@ -10,6 +10,7 @@ import {
   LIVE_HISTORY_LINES,
 } from './format.js';
 import type { LogRelay } from './log-relay.js';
+import { onStdoutClosed } from './stdout-closed.js';
 import { ExitCode } from './run-cli.js';
 
 /**
@@ -168,11 +169,14 @@ export function stopOnSignals(): { signal: AbortSignal; interrupted(): boolean; 
   // SIGHUP too (the terminal closed): the shutdown then also stops a private redis-server.
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   for (const name of signals) process.once(name, onSignal);
+  // `orq run … | head`: the reader went away, as good as a Ctrl-C.
+  const undoStdout = onStdoutClosed(onSignal);
   return {
     signal: controller.signal,
     interrupted: () => controller.signal.aborted,
     dispose() {
       for (const name of signals) process.off(name, onSignal);
+      undoStdout();
     },
   };
 }

@@ -9,15 +9,12 @@ import { registerRunCommand } from './commands/run.js';
 import { registerSessionCommands } from './commands/sessions.js';
 import { registerStartCommand } from './commands/start.js';
 import { runCli } from './run-cli.js';
+import { handleStdoutError } from './stdout-closed.js';
 
 // The pods log a Redis eviction policy that can lose jobs; a CLI command need not repeat it.
 muteBullmqEvictionWarnings();
 
-// A reader that goes away (`orq history <id> | head -1`) ends the output; it is not a crash.
-process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-  if (error.code !== 'EPIPE') throw error;
-  process.exit(0);
-});
+process.stdout.on('error', handleStdoutError);
 
 const program = new Command()
   .name('orq')
