@@ -130,9 +130,17 @@ describe('blocked sessions', () => {
     expect(status.stdout).toMatch(/^t2\s+BLOCKED\s+1\s/m);
     expect(status.stdout).toMatch(/^t2 is blocked: The judge found the task failed/m);
 
-    const resume = await cli('resume', sessionId);
+    // An empty note is a mistake, not a retry; nothing is requested.
+    const emptyNote = await cli('resume', sessionId, '--note', '');
+    expect(emptyNote.code).toBe(2);
+    expect(emptyNote.stderr).toContain('--note needs a text');
+
+    // --task takes one id (repeat it for more), so the session id may follow it.
+    const resume = await cli('resume', '--task', 't2', sessionId);
     expect(resume.code, resume.stderr).toBe(0);
     expect(resume.stdout).toContain(`resume (retry) requested for ${sessionId}`);
+    // The roles of this test run: no warning of missing ones.
+    expect(resume.stderr).toBe('');
 
     const done = await cli('watch', sessionId);
     expect(done.code, done.stderr).toBe(0);

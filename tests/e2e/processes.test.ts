@@ -145,6 +145,11 @@ describe('orq as separate processes', () => {
       expect(blocked.stderr).toMatch(
         new RegExp(`orq: session ${id} is BLOCKED \\(t2: .*\\)\\. Run \`orq resume ${id} --run\``),
       );
+      // Without --run nothing would apply the resume: refused, and nothing is queued.
+      const idle = await orq(['resume', `${id}`], { cwd, env });
+      expect(idle.code, idle.stderr).toBe(1);
+      expect(idle.stderr).toContain('nothing would apply the resume');
+      expect(idle.stderr).toContain(`\`orq resume ${id} --run\``);
       // Nothing runs the roles now: --run runs them, follows the session and reports its end.
       const resumed = await orq(['resume', `${id}`, '--run'], { cwd, env });
       expect(resumed.code, resumed.stderr).toBe(0);
@@ -183,7 +188,7 @@ describe('orq as separate processes', () => {
     } finally {
       rmSync(cwd, { recursive: true, force: true });
     }
-  });
+  }, 90_000);
 
   it('orq watch --run goes on with a session an interrupted orq run left', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'orq-run-'));

@@ -25,7 +25,7 @@ import {
   formatSessionTable,
   missingRolesNotice,
 } from '../format.js';
-import { dataDir } from '../redis-for-cli.js';
+import { privateRedisDir } from '../redis-for-cli.js';
 import { checkRunnable, runHere } from '../run-here.js';
 
 /** Says so on stderr when a role the session waits for runs nowhere on this Redis and prefix. */
@@ -62,10 +62,20 @@ function resumeRequest(options: ResumeOptions): ResumeRequest {
     ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
     ...(options.maxUsd !== undefined ? { maxUsd: options.maxUsd } : {}),
   };
+  // `--note ""` is a mistake, not a request to retry instead.
+  if (options.note !== undefined && options.note.trim() === '') {
+    throw new OrqError(
+      'VALIDATION_FAILED',
+      '--note needs a text: the feedback the tasks go on with',
+      {
+        hint: 'Give the note (--note "the credentials are fixed"), or leave --note out to retry the tasks as they are.',
+      },
+    );
+  }
   return {
-    mode: options.skip ? 'skip' : options.note ? 'continue' : 'retry',
+    mode: options.skip ? 'skip' : options.note !== undefined ? 'continue' : 'retry',
     ...(options.task ? { taskIds: options.task } : {}),
-    ...(options.note ? { note: options.note } : {}),
+    ...(options.note !== undefined ? { note: options.note } : {}),
     ...(Object.keys(budget).length > 0 ? { budget } : {}),
   };
 }
@@ -108,7 +118,7 @@ export function registerSessionCommands(program: Command): void {
           // Pods do not share the private Redis: say how the session gets run.
           if (!config.redis.url) {
             process.stderr.write(
-              `orq: REDIS_URL is not set: the session is in the private Redis in ${dataDir()}, where only ` +
+              `orq: REDIS_URL is not set: the session is in the private Redis in ${privateRedisDir()}, where only ` +
                 `\`orq run\` and the \`--run\` commands run roles; run it with \`orq watch ${session.id} --run\`, ` +
                 `or submit with REDIS_URL set to your roles' Redis\n`,
             );
@@ -173,7 +183,7 @@ export function registerSessionCommands(program: Command): void {
               if (redis.owned && waitsForRoles(state)) {
                 throw new OrqError(
                   'INVALID_STATE',
-                  `Session ${sessionId} is ${state}, and no roles run on the private Redis in ${dataDir()} (REDIS_URL is not set)`,
+                  `Session ${sessionId} is ${state}, and no roles run on the private Redis in ${privateRedisDir()} (REDIS_URL is not set)`,
                   {
                     hint: `Run it here with \`orq watch ${sessionId} --run\`, or set REDIS_URL to your roles' Redis.`,
                     details: { sessionId, state },
@@ -207,7 +217,17 @@ export function registerSessionCommands(program: Command): void {
       new Option('--skip', 'skip the blocked tasks so their dependents go on').conflicts('note'),
     )
     .option('--note <text>', 'continue the blocked tasks with this note as feedback')
-    .option('--task <id...>', 'only these tasks (default: every blocked task)')
+    .option(
+      '--task <id>',
+      'only this task (default: every blocked task); repeat it or separate ids with commas for more',
+      (value: string, previous: string[] = []) => [
+        ...previous,
+        ...value
+          .split(',')
+          .map((id) => id.trim())
+          .filter((id) => id !== ''),
+      ],
+    )
     .option(
       '--max-tokens <n>',
       'for a BUDGET_EXHAUSTED session: the higher token limit it goes on with',
@@ -249,9 +269,30 @@ export function registerSessionCommands(program: Command): void {
         );
         return;
       }
-      await withSessions(options, async (client) => {
+      await withSessions(options, async (client, config, redis) => {
+        // No other orq command uses this private Redis: nothing would ever apply the request,
+        // and a later `--run` would find it queued before its own.
+        if (redis.owned) {
+          const { session } = await client.get(sessionId);
+          throw new OrqError(
+            'INVALID_STATE',
+            `Session ${sessionId} is ${session.state}, and no roles run on the private Redis in ${privateRedisDir()} (REDIS_URL is not set): nothing would apply the resume`,
+            {
+              hint: `Resume it here with \`orq resume ${sessionId} --run\` (and the same options), or set REDIS_URL to your roles' Redis.`,
+              details: { sessionId, state: session.state },
+            },
+          );
+        }
         await client.resume(sessionId, request);
         process.stdout.write(requested);
+        if (config.redis.url) {
+          const notice = missingRolesNotice(
+            sessionId,
+            await client.consumers(),
+            config.redis.prefix,
+          );
+          if (notice) process.stderr.write(`orq: ${notice}\n`);
+        }
       });
     });
 
