@@ -337,6 +337,27 @@ describe('sessions over HTTP', () => {
     }
   });
 
+  it("answers the router's URL errors in orq's error format, with no Fastify code", async () => {
+    const cases = [
+      // A session id past SessionId's 128 characters, refused by the router before the route.
+      [`/sessions/${'a'.repeat(600)}`, /at most 128 characters/],
+      [`/sessions/${'a'.repeat(129)}/history`, /at most 128 characters/],
+      // Not valid percent-encoding: %ZZ decodes to nothing.
+      ['/sessions/%ZZ', /percent-encode/i],
+      ['/healthz%E0%A4%A', /percent-encode/i],
+    ] as const;
+    for (const [path, hint] of cases) {
+      const res = await fetch(url(path), { headers: auth });
+      const text = await res.text();
+      expect(res.status, `${path} -> ${text}`).toBe(400);
+      const body = JSON.parse(text) as Record<string, unknown>;
+      expect(Object.keys(body).sort(), text).toEqual(['error', 'hint', 'message']);
+      expect(body.error).toBe('VALIDATION_FAILED');
+      expect(body.message).not.toMatch(/FST_ERR/);
+      expect(body.hint).toMatch(hint);
+    }
+  });
+
   it('gives the same session for the same idempotency key (201, then 200)', async () => {
     const key = `idem-${Date.now()}`;
     const request = {
@@ -716,6 +737,14 @@ describe('documents and metrics', () => {
     expect(doc.components.schemas).toHaveProperty('Session');
     expect(doc.components.schemas).toHaveProperty('SubmitRequestInput');
     expect(JSON.stringify(doc.paths['/sessions']!.post)).toContain('SubmitRequest');
+    // Every route taking a session id answers 400 for one that cannot be valid.
+    for (const [path, routes] of Object.entries(doc.paths)) {
+      if (!path.includes('{id}')) continue;
+      for (const [method, route] of Object.entries(routes)) {
+        const responses = (route as { responses: Record<string, unknown> }).responses;
+        expect(Object.keys(responses), `${method} ${path}`).toContain('400');
+      }
+    }
   });
 
   it('exposes queue depths per orq queue and sessions by state to Prometheus', async () => {

@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { SessionId } from '../../shared/domain/session.js';
@@ -34,10 +34,6 @@ const FASTIFY_CLIENT_ERRORS: Partial<Record<number, { error: string; hint?: stri
     hint: 'Send a JSON body with Content-Type: application/json.',
   },
   413: { error: 'PAYLOAD_TOO_LARGE', hint: 'Request bodies are limited to 1 MiB.' },
-  414: {
-    error: 'URI_TOO_LONG',
-    hint: `Session ids have at most ${SessionId.maxLength} characters.`,
-  },
   415: { error: 'UNSUPPORTED_MEDIA_TYPE', hint: 'Send JSON with Content-Type: application/json.' },
 };
 
@@ -110,6 +106,57 @@ export function toApiError(error: unknown): { status: number; body: ApiError } {
 
 /** A request URL without its query string. */
 const pathOf = (url: string): string => url.split('?')[0] ?? '/';
+
+/** A path as an error message quotes it: a 16 KiB one would drown what the message says. */
+const quotePath = (path: string): string =>
+  JSON.stringify(path.length > 80 ? `${path.slice(0, 80)}…` : path);
+
+/**
+ * Maps the errors Fastify's router raises before any route, hook or error handler runs (its
+ * `frameworkErrors`): a URL that does not decode, a path parameter over maxParamLength.
+ */
+export function toApiFrameworkError(
+  error: FastifyError,
+  url: string,
+): { status: number; body: ApiError } {
+  const path = pathOf(url);
+  switch (error.code) {
+    case 'FST_ERR_BAD_URL':
+      return {
+        status: 400,
+        body: {
+          error: 'VALIDATION_FAILED',
+          message: `${quotePath(path)} is not a valid URL path`,
+          hint: 'Percent-encode the path (e.g. with encodeURIComponent): each % takes two hex digits, and the bytes must be UTF-8.',
+        },
+      };
+    // 400 rather than Fastify's 414: the URI is not too long for the server (RFC 9110 §15.5.15),
+    // one segment is too long to be a session id, the same refusal as an id with a bad character.
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return {
+        status: 400,
+        body: {
+          error: 'VALIDATION_FAILED',
+          message: `${quotePath(path)} has a path parameter longer than ${SessionId.maxLength} characters`,
+          hint: `Session ids have at most ${SessionId.maxLength} characters (letters, digits, _ and -).`,
+        },
+      };
+    default:
+      return toApiError(error);
+  }
+}
+
+/**
+ * Fastify's `frameworkErrors` option: without it the router answers these itself, in Fastify's
+ * body (`FST_ERR_*`, statusCode), bypassing setErrorHandler.
+ */
+export function frameworkErrorHandler(logger: Logger) {
+  return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply => {
+    const { status, body } = toApiFrameworkError(error, request.url);
+    if (status >= 500) logger.error({ method: request.method, err: error }, body.message);
+    return reply.code(status).send(body);
+  };
+}
 
 export function installErrorHandler(
   app: FastifyInstance,

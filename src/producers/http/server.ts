@@ -15,7 +15,7 @@ import { ORQ_VERSION } from '../../shared/version.js';
 import type { OrqClient } from '../client.js';
 import { trackAllowedMethods } from './allowed-methods.js';
 import { assertSafeToListen, installAuth } from './auth.js';
-import { installErrorHandler } from './errors.js';
+import { frameworkErrorHandler, installErrorHandler } from './errors.js';
 import { createApiMetrics } from './metrics.js';
 import { openApiRegistry } from './openapi-registry.js';
 import { registerBoard } from './routes/board.js';
@@ -92,6 +92,9 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle',
     routerOptions,
+    // The router's own refusals (a bad URL, an over-long id) in orq's error body too. They come
+    // before auth, as Fastify's own answers did: they repeat only the caller's path.
+    frameworkErrors: frameworkErrorHandler(logger),
   });
   // Fastify reads text/plain as a string, which would be refused as "expected object": the API
   // speaks JSON only, and anything else gets its 415 with the hint to send JSON.

@@ -68,6 +68,7 @@ export function registerEventRoutes(app: FastifyInstance, ctx: RouteContext): vo
             description: 'text/event-stream',
             content: { 'text/event-stream': { schema: z.string() } },
           },
+          400: ApiError,
           404: ApiError,
           503: ApiError,
         },

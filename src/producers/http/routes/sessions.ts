@@ -84,7 +84,7 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
         tags,
         summary: 'A session with its tasks and open/active counters',
         params: SessionParams,
-        response: { 200: SessionView, 404: ApiError, 503: ApiError },
+        response: { 200: SessionView, 400: ApiError, 404: ApiError, 503: ApiError },
       },
     },
     async (request) => {
@@ -188,6 +188,7 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
               [JSONL]: { schema: z.string() },
             },
           },
+          400: ApiError,
           404: ApiError,
           503: ApiError,
         },
