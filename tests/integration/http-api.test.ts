@@ -794,6 +794,15 @@ describe('with Redis down', () => {
       expect(body.error).toBe('REDIS_UNAVAILABLE');
       expect(body.message).toMatch(/Redis is unreachable/);
 
+      // Bull Board's API answers like the rest of the API, not with its own 500.
+      const board = await fetch(`${down.url}/admin/queues/api/queues`, { headers: auth });
+      expect(board.status).toBe(503);
+      expect(await board.json()).toMatchObject({
+        error: 'REDIS_UNAVAILABLE',
+        message: expect.stringMatching(/Redis is unreachable/) as string,
+        hint: expect.any(String) as string,
+      });
+
       const metrics = await fetch(`${down.url}/metrics`, { headers: auth });
       expect(metrics.status).toBe(200);
       expect(await metrics.text()).toMatch(/^orq_redis_up 0$/m);
