@@ -21,6 +21,13 @@ COPY --from=build /app/dist ./dist
 COPY schema ./schema
 # Scenario files, so `--session-config '{"llm":{"scenario":"/app/examples/scenarios/…"}}'` works.
 COPY examples ./examples
+# What orq writes, relative to the working directory /app, which stays root-owned:
+# execution.workspaceRoot (.orq/workspaces), llm.record.path (.orq/llm-recordings) and, with
+# planning.history.storage_type jsonl, planning.history.directory (planning_history).
+# Made here, as root and before VOLUME (later changes to it are discarded): a new named volume
+# mounted on /app/.orq starts as a copy of it, owner included.
+RUN mkdir -p /app/.orq /app/planning_history && chown node:node /app/.orq /app/planning_history
+VOLUME ["/app/.orq"]
 USER node
 ENTRYPOINT ["node", "dist/producers/cli/main.js"]
 CMD ["--help"]

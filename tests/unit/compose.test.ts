@@ -2,14 +2,17 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { z } from 'zod';
+import { loadConfig } from '../../src/shared/config/load.js';
+import { valueAtPath } from '../../src/shared/plain-object.js';
 import { Role } from '../../src/shared/queues.js';
 import { cleanEnv, root, stopProcess, waitForOutput } from '../support/cli.js';
-import { dryBuild, parseDockerfile, type ImageStage } from '../support/dockerfile.js';
+import { dryBuild, parseDockerfile, writableBy, type ImageStage } from '../support/dockerfile.js';
+import { tempFilesPerFile } from '../support/temp-files.js';
 
 // No Docker engine runs where the tests run: the compose file is checked against the parts of
 // the Compose format orq relies on, the Dockerfile is replayed on the local disk
@@ -56,6 +59,8 @@ const OrqService = z.object({
     const url = new URL(String(env.REDIS_URL));
     return url.protocol === 'redis:' && url.hostname === REDIS_SERVICE && url.port === '6379';
   }, `REDIS_URL points at the ${REDIS_SERVICE} service`),
+  /** Short syntax, `source:target[:mode]`. */
+  volumes: z.array(z.string()).optional(),
 });
 
 /** A `CMD node -e <script>` healthcheck that fetches `url`. */
@@ -209,6 +214,127 @@ describe('Dockerfile', () => {
   }, 180_000);
 });
 
+// --- where a container writes --------------------------------------------------------------------
+
+/**
+ * The settings naming a directory orq creates and writes (relative ones resolve against the
+ * working directory): a task's workspace (agent and command executors), LLM recordings, and
+ * the planning history files in jsonl mode.
+ */
+const WRITTEN_DIRECTORIES = [
+  ['execution', 'workspaceRoot'],
+  ['llm', 'record', 'path'],
+  ['planning', 'history', 'directory'],
+] as const;
+
+/** The configuration a container of the image gets: no config file, the image's ENV and `env`. */
+function containerConfig(image: ImageStage, env: Record<string, string> = {}) {
+  // The replayed WORKDIR holds no orq.config.*, as the image does not.
+  return loadConfig({ env: { ...image.env, ...env }, cwd: join(image.root, image.workdir) });
+}
+
+/** `setting`'s directory inside the container, resolved against the WORKDIR. */
+function writtenDirectory(
+  image: ImageStage,
+  config: ReturnType<typeof loadConfig>,
+  setting: readonly string[],
+): string {
+  return posix.resolve(image.workdir, String(valueAtPath(config, setting)));
+}
+
+const within = (path: string, dir: string) => path === dir || path.startsWith(`${dir}/`);
+
+describe("the image's working data", () => {
+  it('every directory orq writes, as the image configures it, can be created by its USER', async () => {
+    const image = await finalStage();
+    expect(image.user).not.toBe('root');
+    const config = containerConfig(image);
+    for (const setting of WRITTEN_DIRECTORIES) {
+      const dir = writtenDirectory(image, config, setting);
+      expect(writableBy(image, dir), `${setting.join('.')}: ${dir} writable by ${image.user}`).toBe(
+        true,
+      );
+    }
+    // The executors' `mkdir -p <workspaceRoot>/<session>/<task>`.
+    const workspaces = writtenDirectory(image, config, ['execution', 'workspaceRoot']);
+    expect(writableBy(image, posix.join(workspaces, 's-1', 't-1'))).toBe(true);
+    // The workspaces are a VOLUME: not in the container's layer, kept when it is replaced.
+    expect(image.volumes.some((volume) => within(workspaces, volume))).toBe(true);
+  }, 180_000);
+
+  it('compose mounts a named volume, owned by the image user, over the workspaces of each worker', async () => {
+    const image = await finalStage();
+    const compose = loadCompose();
+    const orqServices = [...ROLE_SERVICES, 'dashboard'] as const;
+    const workers = ROLE_SERVICES.filter((role) =>
+      flag(compose.services[role].command, '--roles')?.split(',').includes('worker'),
+    );
+    expect(workers).toContain('worker');
+    for (const name of orqServices) {
+      const service = compose.services[name];
+      const config = containerConfig(image, containerEnv(service.environment));
+      for (const setting of WRITTEN_DIRECTORIES) {
+        const dir = writtenDirectory(image, config, setting);
+        expect(writableBy(image, dir), `${name}: ${setting.join('.')} (${dir})`).toBe(true);
+      }
+      if (!(workers as readonly string[]).includes(name)) continue;
+      const workspaces = writtenDirectory(image, config, ['execution', 'workspaceRoot']);
+      const mount = (service.volumes ?? [])
+        .map((volume) => volume.split(':'))
+        .find(([, target]) => target !== undefined && within(workspaces, target));
+      expect(mount, `${name}: a volume holds ${workspaces}`).toBeDefined();
+      const [source, target] = mount!;
+      // A named volume (not a host path): Docker fills a new one from the image's mount point,
+      // whose owner it keeps, so the image's USER can write it.
+      expect(compose.volumes, `${name}: ${source} is a declared volume`).toHaveProperty(source!);
+      expect(writableBy(image, target!), `${name}: ${target} owned by ${image.user}`).toBe(true);
+    }
+  }, 180_000);
+
+  describe('the replay of ownership (the checks above can fail)', () => {
+    const temp = tempFilesPerFile('orq-dockerfile-');
+    const replayed: ImageStage[][] = [];
+    afterAll(() => {
+      for (const stage of replayed.flat()) rmSync(stage.root, { recursive: true, force: true });
+    });
+    const build = async (text: string): Promise<ImageStage> => {
+      const stages = await dryBuild({
+        context: temp.dir,
+        dockerfile: temp.write('Dockerfile', text),
+        dockerignore: temp.write('.dockerignore', ''),
+        nodeModules: join(root, 'node_modules'),
+      });
+      replayed.push(stages);
+      return stages.at(-1)!;
+    };
+
+    it('a root-owned WORKDIR is not writable by USER node; a chowned directory in it is', async () => {
+      const bare = await build('FROM node:20-slim\nWORKDIR /app\nUSER node\n');
+      expect(writableBy(bare, '/app/.orq/workspaces')).toBe(false);
+      const owned = await build(
+        'FROM node:20-slim\nWORKDIR /app\nRUN mkdir -p /app/.orq/x && chown node:node /app/.orq\nUSER node\n',
+      );
+      expect(writableBy(owned, '/app/.orq/workspaces/s/t')).toBe(true);
+      expect(writableBy(owned, '/app/.orq/x')).toBe(false); // chown without -R
+      expect(writableBy(owned, '/app/planning_history')).toBe(false);
+      const recursive = await build(
+        'FROM node:20-slim\nENV A=1 B="two words"\nRUN mkdir -p /data/x && chown -R node /data\nUSER node:node\n',
+      );
+      expect(writableBy(recursive, '/data/x/y')).toBe(true);
+      expect(recursive.env).toEqual({ A: '1', B: 'two words' });
+    });
+
+    it('a mkdir after USER node in a root-owned directory, or a chown after VOLUME, fails', async () => {
+      await expect(
+        build('FROM node:20-slim\nWORKDIR /app\nUSER node\nRUN mkdir -p .orq\n'),
+      ).rejects.toThrow(/permission denied for node on \/app\/\.orq/);
+      await expect(
+        build('FROM node:20-slim\nRUN mkdir -p /data\nVOLUME ["/data"]\nRUN chown node /data\n'),
+      ).rejects.toThrow(/after VOLUME/);
+    });
+  });
+});
+
 describe('the compose commands, run with the image replayed from the Dockerfile', () => {
   it('every role service starts with its command, passes its healthcheck, and stops on SIGTERM', async () => {
     const compose = loadCompose();
@@ -255,7 +381,7 @@ describe('the compose commands, run with the image replayed from the Dockerfile'
 // --- the replayed image -------------------------------------------------------------------------
 
 let stages: ImageStage[] | undefined;
-let building: Promise<string> | undefined;
+let building: Promise<ImageStage> | undefined;
 
 function entrypoint(): string[] {
   const line = parseDockerfile(dockerfile)
@@ -267,8 +393,8 @@ function entrypoint(): string[] {
     .parse(JSON.parse(line?.args ?? 'null'));
 }
 
-/** The final stage's WORKDIR on the local disk, built once per test file. */
-function image(): Promise<string> {
+/** The final stage of the replayed image, built once per test file. */
+function finalStage(): Promise<ImageStage> {
   building ??= dryBuild({
     context: root,
     dockerfile: join(root, 'Dockerfile'),
@@ -276,10 +402,15 @@ function image(): Promise<string> {
     nodeModules: join(root, 'node_modules'),
   }).then((built) => {
     stages = built;
-    const final = built.at(-1)!;
-    return join(final.root, final.workdir);
+    return built.at(-1)!;
   });
   return building;
+}
+
+/** The final stage's WORKDIR on the local disk. */
+async function image(): Promise<string> {
+  const final = await finalStage();
+  return join(final.root, final.workdir);
 }
 
 afterAll(() => {
