@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { applyLegacyKeys, parseConfig, mergeConfig } from '../shared/config/load.js';
 import { overridesOutside } from '../shared/config/override-policy.js';
-import { unworkableSettings } from '../shared/config/unworkable.js';
+import { unsubmittableSettings } from '../shared/config/unworkable.js';
 import { submitDigest } from './submit-digest.js';
 import { SessionConfig, type OrqConfig, type OrqConfigInput } from '../shared/config/schema.js';
 import type { HistoryEntry } from '../shared/domain/history.js';
@@ -38,7 +38,6 @@ import {
   type ConnectionInput,
   type RedisConnection,
 } from '../shared/redis.js';
-import { unpricedModels } from '../shared/llm/metered.js';
 import { extractRequiredTerms } from '../shared/rules/terms.js';
 import { unfinishedStates } from '../shared/rules/retention.js';
 import {
@@ -225,16 +224,11 @@ export function sessionConfig(
   if (!result.success) {
     throw new ValidationError('submit request', describeZodIssues(result.error, 'config'));
   }
-  const unworkable = unworkableSettings(result.data).map((issue) => ({
+  const unsubmittable = unsubmittableSettings(result.data).map((issue) => ({
     ...issue,
     path: `config.${issue.path}`,
   }));
-  if (unworkable.length > 0) throw new ValidationError('submit request', unworkable);
-  const unpriced = result.data.budget.maxUsd === undefined ? [] : unpricedModels(result.data);
-  if (unpriced.length > 0) {
-    const message = `maxUsd needs a price for every model the roles use; none for ${unpriced.join(', ')}`;
-    throw new ValidationError('submit request', [{ path: 'config.budget.prices', message }]);
-  }
+  if (unsubmittable.length > 0) throw new ValidationError('submit request', unsubmittable);
   return result.data;
 }
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { sessionConfig } from '../../src/producers/client.js';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { SessionConfig } from '../../src/shared/config/schema.js';
-import { unworkableSettings } from '../../src/shared/config/unworkable.js';
+import { unsubmittableSettings, unworkableSettings } from '../../src/shared/config/unworkable.js';
 import { ConfigError, ValidationError } from '../../src/shared/errors.js';
 
 const paths = (input: unknown) => unworkableSettings(SessionConfig.parse(input)).map((i) => i.path);
@@ -60,6 +60,34 @@ describe('unworkableSettings', () => {
   });
 });
 
+describe('unsubmittableSettings', () => {
+  const issues = (input: unknown) => unsubmittableSettings(SessionConfig.parse(input));
+  const openai = { default: { provider: 'openai', model: 'gpt-4o-mini' } };
+
+  it('names budget.prices when maxUsd has no price for a model the roles use', () => {
+    expect(issues({ llm: openai, budget: { maxUsd: 1 } })).toEqual([
+      {
+        path: 'budget.prices',
+        message: 'maxUsd needs a price for every model the roles use; none for gpt-4o-mini',
+      },
+    ]);
+    const price = { inputPerMTok: 1, outputPerMTok: 2 };
+    expect(
+      issues({ llm: openai, budget: { maxUsd: 1, prices: { 'gpt-4o-mini': price } } }),
+    ).toEqual([]);
+    // Without maxUsd no price is needed; the builtin provider is free.
+    expect(issues({ llm: openai })).toEqual([]);
+    expect(issues({ budget: { maxUsd: 1 } })).toEqual([]);
+  });
+
+  it('holds the unworkable settings, and then no price is asked of a model they refuse', () => {
+    const llm = { default: { provider: 'openai' } };
+    expect(issues({ llm, budget: { maxUsd: 1 } }).map((i) => i.path)).toEqual([
+      'llm.default.model',
+    ]);
+  });
+});
+
 describe('where unworkable settings are refused', () => {
   it('in a config file, naming the file and the setting', () => {
     const error = (() => {
@@ -86,5 +114,14 @@ describe('where unworkable settings are refused', () => {
       ]);
     }
     expect.assertions(2);
+  });
+});
+
+describe('a submit and `orq config check` refuse the same settings', () => {
+  it('a maxUsd budget with an unpriced model, under config. in a submit', () => {
+    const base = parseConfig({ llm: { default: { provider: 'openai', model: 'gpt-4o-mini' } } });
+    expect(() => sessionConfig(base, { budget: { maxUsd: 1 } })).toThrow(
+      'Invalid submit request: config.budget.prices: maxUsd needs a price for every model the roles use; none for gpt-4o-mini',
+    );
   });
 });

@@ -1,4 +1,5 @@
 import type { FieldIssue } from '../errors.js';
+import { unpricedModels } from '../llm/metered.js';
 import { MODEL_ROLES, roleConfig } from '../llm/role-config.js';
 import type { SessionConfig } from './schema.js';
 
@@ -27,4 +28,19 @@ export function unworkableSettings(config: SessionConfig): FieldIssue[] {
     );
   }
   return [...issues].map(([path, message]) => ({ path, message }));
+}
+
+/**
+ * Every setting a submit refuses in a session's config: the unworkable ones, and a maxUsd budget
+ * with a model the roles use that it has no price for (it could not count that model's calls).
+ * `orq config check` runs the same checks, so it finds what a run of the file would refuse.
+ */
+export function unsubmittableSettings(config: SessionConfig): FieldIssue[] {
+  const issues = unworkableSettings(config);
+  // A model named "builtin" for a real provider is already refused; its price is not the point.
+  if (issues.length > 0) return issues;
+  const unpriced = config.budget.maxUsd === undefined ? [] : unpricedModels(config);
+  if (unpriced.length === 0) return [];
+  const message = `maxUsd needs a price for every model the roles use; none for ${unpriced.join(', ')}`;
+  return [{ path: 'budget.prices', message }];
 }
