@@ -11,6 +11,10 @@ const orq = (args: string[], env: Record<string, string> = {}) => runOrq(args, {
 const temp = tempFilesPerFile('orq-cli-config-');
 const writeTemp = (name: string, text: string) => temp.write(name, text);
 
+/** Valid on its own, but a maxUsd budget cannot count calls to a model it has no price for. */
+const USD_NO_PRICE =
+  'llm:\n  default:\n    provider: openai\n    model: gpt-4o-mini\nbudget:\n  maxUsd: 1\n';
+
 describe('orq config check', () => {
   it('accepts a valid file with exit code 0', async () => {
     const file = writeTemp(
@@ -65,6 +69,26 @@ describe('orq config check', () => {
     expect((await orq(['config', 'check', '--no-env', file])).code).toBe(0);
   });
 
+  it('refuses what a submit of the file would, with the same message and exit code 2', async () => {
+    const file = writeTemp('usdnoprice.yaml', USD_NO_PRICE);
+    const result = await orq(['config', 'check', file]);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain(
+      `${file}: budget.prices: maxUsd needs a price for every model the roles use; none for gpt-4o-mini\n`,
+    );
+    expect(result.stderr).toContain(`${file}: 1 error(s)`);
+    // Priced, the same budget is fine.
+    const priced = writeTemp(
+      'usdprice.yaml',
+      `${readFileSync(file, 'utf8')}  prices:\n    gpt-4o-mini: { inputPerMTok: 0.15, outputPerMTok: 0.6 }\n`,
+    );
+    expect(await orq(['config', 'check', priced])).toMatchObject({
+      code: 0,
+      stdout: `${priced}: OK\n`,
+    });
+  });
+
   it('reports a syntax error with its line, exit code 2', async () => {
     const file = writeTemp('broken.yaml', 'logLevel: info\nlogLevel: warn\n');
     const result = await orq(['config', 'check', file]);
@@ -77,6 +101,23 @@ describe('orq config check', () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('missing.yaml not found');
   });
+});
+
+describe('a configuration a submit would refuse', () => {
+  // A Redis that does not answer: the refusal must come before the command gets that far.
+  const noRedis = { REDIS_URL: 'redis://127.0.0.1:1' };
+
+  it.each(['run', 'submit'])(
+    'is the configuration file when orq %s --config FILE',
+    async (command) => {
+      const file = writeTemp(`${command}-usdnoprice.yaml`, USD_NO_PRICE);
+      const result = await orq([command, 'Write it', '--config', file], noRedis);
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr).toContain(
+        `orq: Invalid configuration in ${file}: budget.prices: maxUsd needs a price for every model the roles use; none for gpt-4o-mini`,
+      );
+    },
+  );
 });
 
 describe('orq config schema', () => {

@@ -438,6 +438,25 @@ describe('loadConfig', () => {
     expect(error.issues[0]?.message).toContain('ORQ__refinement__noiseThreshold');
   });
 
+  it('with submitChecks, refuses what a submit would, as an error of the file', () => {
+    const file = writeTemp(
+      'usd.yaml',
+      'llm:\n  default:\n    provider: openai\n    model: gpt-4o-mini\nbudget:\n  maxUsd: 1\n',
+    );
+    // Valid as a configuration: the pods' defaults, which a submit may still price.
+    expect(loadConfig({ file, env: {} }).budget.maxUsd).toBe(1);
+    const error = configErrorOf(() => loadConfig({ file, env: {}, submitChecks: true }));
+    expect(error.message).toMatch(
+      new RegExp(`^Invalid configuration in ${file}: budget\\.prices: `),
+    );
+    expect(error.issues).toEqual([
+      {
+        path: 'budget.prices',
+        message: 'maxUsd needs a price for every model the roles use; none for gpt-4o-mini',
+      },
+    ]);
+  });
+
   it('a file whose top level is not a mapping is rejected', () => {
     const file = writeTemp('list.yaml', '- a\n- b\n');
     const error = configErrorOf(() => loadConfig({ file, env: { ORQ_LOG_LEVEL: 'warn' } }));

@@ -17,10 +17,19 @@ export interface GlobalOptions {
   config?: string;
 }
 
-export function cliConfig(options: GlobalOptions & { scenario?: string }): OrqConfig {
+/**
+ * The configuration a command reads. `submitChecks`: the command submits a session with the
+ * configuration's own session settings, so what the submit would refuse is the configuration's
+ * error, naming its file.
+ */
+export function cliConfig(
+  options: GlobalOptions & { scenario?: string },
+  { submitChecks = false }: { submitChecks?: boolean } = {},
+): OrqConfig {
   return loadConfig({
     ...(options.config ? { file: options.config } : {}),
     ...(options.scenario ? { overrides: { llm: { scenario: resolve(options.scenario) } } } : {}),
+    submitChecks,
   });
 }
 

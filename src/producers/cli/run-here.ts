@@ -37,6 +37,8 @@ export interface RunHereMode {
   output?: 'view' | 'history';
   /** Checks the config before any Redis or role starts; throws to refuse the command. */
   preflight?: (config: OrqConfig) => void;
+  /** `start` submits the config's own session settings: a refusal is the config's (cliConfig). */
+  submitChecks?: boolean;
   /** Checks the session once Redis answers, before the roles start; throws to refuse. */
   beforeRoles?: (client: OrqClient) => Promise<void>;
 }
@@ -70,9 +72,9 @@ export function privateRedisStartNotice(redis: CliRedis): string | undefined {
 export async function runHere(
   options: RunHereOptions,
   start: (client: OrqClient, out: NodeJS.WritableStream) => Promise<Started>,
-  { output = 'view', preflight, beforeRoles }: RunHereMode = {},
+  { output = 'view', preflight, beforeRoles, submitChecks }: RunHereMode = {},
 ): Promise<void> {
-  const config = cliConfig(options);
+  const config = cliConfig(options, { submitChecks });
   preflight?.(config);
   // With --json, stdout carries only JSON: what this command says goes to stderr.
   const out = options.json ? process.stderr : process.stdout;

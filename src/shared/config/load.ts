@@ -11,7 +11,7 @@ import {
   type FieldIssue,
 } from '../errors.js';
 import { OrqConfig } from './schema.js';
-import { unworkableSettings } from './unworkable.js';
+import { unsubmittableSettings, unworkableSettings } from './unworkable.js';
 import { isPlainObject, setValueAtPath, valueAtPath, type PlainObject } from '../plain-object.js';
 
 /** Looked for, in this order, in the working directory when no file is named. */
@@ -289,6 +289,11 @@ export interface LoadConfigOptions {
   overrides?: unknown;
   /** Where to look for `orq.config.*`; the working directory when omitted. */
   cwd?: string;
+  /**
+   * Also refuse session settings a submit would refuse (unsubmittableSettings), as errors of
+   * this configuration: for a check of the file, and a command that submits it unchanged.
+   */
+  submitChecks?: boolean;
 }
 
 /** The file loadConfig would read, or undefined when there is none. */
@@ -328,7 +333,10 @@ export function loadConfig(options: LoadConfigOptions = {}): OrqConfig {
   const envOverrides = collectEnvOverrides(env);
   const raw = mergeConfig(fromFile, envLayer(envOverrides), options.overrides);
   try {
-    return parseConfig(raw, source);
+    const config = parseConfig(raw, source);
+    const unsubmittable = options.submitChecks ? unsubmittableSettings(config) : [];
+    if (unsubmittable.length > 0) throw new ConfigError(source, unsubmittable);
+    return config;
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     throw new ConfigError(source, annotateEnvIssues(error.issues, envOverrides, options.overrides));

@@ -56,14 +56,17 @@ export function registerConfigCommands(program: Command): void {
 
   config
     .command('check')
-    .description('Validate a configuration file (with the environment overrides) and give advice')
+    .description(
+      'Validate a configuration file (with the environment overrides), as a run or submit of it would, and give advice',
+    )
     .argument('<file>', 'configuration file (.yaml, .yml or .json)')
     .option('--no-env', 'ignore REDIS_URL, ORQ_PREFIX, ORQ_LOG_LEVEL and ORQ__* variables')
     .option('--strict', 'treat warnings as problems (exit code 1)')
     .action((file: string, options: { env: boolean; strict?: boolean }) => {
       let loaded: OrqConfig;
       try {
-        loaded = loadConfig({ file, env: options.env ? process.env : {} });
+        // The session settings as a submit checks them: what `orq run --config FILE` refuses.
+        loaded = loadConfig({ file, env: options.env ? process.env : {}, submitChecks: true });
       } catch (error) {
         if (!(error instanceof ConfigError)) throw error;
         for (const issue of error.issues) {

@@ -35,7 +35,11 @@ export function registerRunCommand(program: Command): void {
           return { sessionId: session.id };
         },
         // Before Redis and the roles start: the session's config is known from the command line.
-        { preflight: (config) => checkRunnable(sessionConfig(config, overrides)) },
+        // Without --session-config it is the configuration's, and so are its errors.
+        {
+          preflight: (config) => checkRunnable(sessionConfig(config, overrides)),
+          submitChecks: overrides === undefined,
+        },
       );
     });
 }

@@ -3,6 +3,7 @@ import { RESUMABLE_SESSION_STATES, type SessionState } from '../../../shared/dom
 import { OrqError } from '../../../shared/errors.js';
 import type { OrqClient, ResumeRequest, SessionView } from '../../client.js';
 import {
+  cliConfig,
   configOption,
   parseIntIn,
   parsePositiveInt,
@@ -105,25 +106,32 @@ export function registerSessionCommands(program: Command): void {
       ) => {
         // Bad JSON is a usage error before any Redis starts.
         const overrides = sessionOverrides(options.sessionConfig);
-        return withClient(options, async (client, config) => {
-          const session = await client.submit({
-            instruction,
-            ...(overrides ? { config: overrides } : {}),
-            ...(options.idempotencyKey !== undefined
-              ? { idempotencyKey: options.idempotencyKey }
-              : {}),
-          });
-          if (options.json) printJson(session);
-          else process.stdout.write(`${session.id}\n`);
-          // Pods do not share the private Redis: say how the session gets run.
-          if (!config.redis.url) {
-            process.stderr.write(
-              `orq: REDIS_URL is not set: the session is in the private Redis in ${privateRedisDir()}, where only ` +
-                `\`orq run\` and the \`--run\` commands run roles; run it with \`orq watch ${session.id} --run\`, ` +
-                `or submit with REDIS_URL set to your roles' Redis\n`,
-            );
-          }
-        });
+        // Without --session-config the session's settings are the configuration's, and so are
+        // the errors a submit would find in them.
+        const loaded = cliConfig(options, { submitChecks: overrides === undefined });
+        return withClient(
+          options,
+          async (client, config) => {
+            const session = await client.submit({
+              instruction,
+              ...(overrides ? { config: overrides } : {}),
+              ...(options.idempotencyKey !== undefined
+                ? { idempotencyKey: options.idempotencyKey }
+                : {}),
+            });
+            if (options.json) printJson(session);
+            else process.stdout.write(`${session.id}\n`);
+            // Pods do not share the private Redis: say how the session gets run.
+            if (!config.redis.url) {
+              process.stderr.write(
+                `orq: REDIS_URL is not set: the session is in the private Redis in ${privateRedisDir()}, where only ` +
+                  `\`orq run\` and the \`--run\` commands run roles; run it with \`orq watch ${session.id} --run\`, ` +
+                  `or submit with REDIS_URL set to your roles' Redis\n`,
+              );
+            }
+          },
+          { config: loaded },
+        );
       },
     );
 
