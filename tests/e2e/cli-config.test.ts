@@ -152,6 +152,19 @@ describe('orq config show', () => {
     expect(shown.redis.url).toBe('redis://user:***@localhost:6379');
   });
 
+  it('says a bad value from the environment is there, naming the variable', async () => {
+    const cwd = temp.dir;
+    for (const [variable, value] of [
+      ['ORQ__refinement__noiseThreshold', 'abc'],
+      ['ORQ_LOG_LEVEL', 'loud'],
+    ] as const) {
+      const result = await runOrq(['config', 'show'], { env: { [variable]: value }, cwd });
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(/^orq: Invalid configuration in the environment: /);
+      expect(result.stderr).toContain(`(set by ${variable})`);
+    }
+  });
+
   it('prints YAML by default', async () => {
     const file = writeTemp('show2.yaml', '{}\n');
     const result = await orq(['config', 'show', file]);

@@ -438,6 +438,34 @@ describe('loadConfig', () => {
     expect(error.issues[0]?.message).toContain('ORQ__refinement__noiseThreshold');
   });
 
+  it('a bad value from the environment is said to be in the environment, not the file', () => {
+    const noFile = configErrorOf(() =>
+      loadConfig({ cwd: temp.dir, env: { ORQ_LOG_LEVEL: 'loud' } }),
+    );
+    expect(noFile.message).toMatch(/^Invalid configuration in the environment: logLevel: /);
+    expect(noFile.message).toContain('(set by ORQ_LOG_LEVEL)');
+    expect(noFile.details).toEqual({ source: 'the environment' });
+    const file = writeTemp('fine.yaml', 'logLevel: warn\n');
+    const withFile = configErrorOf(() =>
+      loadConfig({ file, env: { ORQ__refinement__noiseThreshold: 'abc' } }),
+    );
+    expect(withFile.message).toMatch(/^Invalid configuration in the environment: /);
+    // A bad value in the file too: the file is named, the variable still on its issue.
+    const bad = writeTemp('bad.yaml', 'logLevel: loud\n');
+    const both = configErrorOf(() =>
+      loadConfig({ file: bad, env: { ORQ__refinement__noiseThreshold: 'abc' } }),
+    );
+    expect(both.message).toMatch(new RegExp(`^Invalid configuration in ${bad}: `));
+    expect(both.message).toContain('(set by ORQ__refinement__noiseThreshold)');
+  });
+
+  it('without a file, an error not from the environment names no made-up source', () => {
+    const error = configErrorOf(() =>
+      loadConfig({ cwd: temp.dir, env: {}, overrides: { logLevel: 'loud' } }),
+    );
+    expect(error.message).toMatch(/^Invalid configuration: logLevel: /);
+  });
+
   it('with submitChecks, refuses what a submit would, as an error of the file', () => {
     const file = writeTemp(
       'usd.yaml',

@@ -21,6 +21,9 @@ export const DEFAULT_CONFIG_FILES = ['orq.config.yaml', 'orq.config.yml', 'orq.c
 export const ENV_PREFIX = 'ORQ__';
 const ENV_SEPARATOR = '__';
 
+/** Where a ConfigError says bad values from environment variables are. */
+const ENVIRONMENT = 'the environment';
+
 /** Environment variables with a fixed meaning, mapped to their config path. */
 export const ENV_ALIASES: Readonly<Record<string, readonly string[]>> = {
   REDIS_URL: ['redis', 'url'],
@@ -186,7 +189,7 @@ function collectEnvOverrides(env: NodeJS.ProcessEnv): EnvOverride[] {
     }
     overrides.push({ variable, path, value: envValue(text, schemaAt(path)!) });
   }
-  if (issues.length > 0) throw new ConfigError('environment', issues);
+  if (issues.length > 0) throw new ConfigError(ENVIRONMENT, issues);
   return overrides;
 }
 
@@ -312,7 +315,6 @@ export function findConfigFile(options: LoadConfigOptions = {}): string | undefi
 export function loadConfig(options: LoadConfigOptions = {}): OrqConfig {
   const env = options.env ?? process.env;
   const file = findConfigFile(options);
-  const source = file ?? 'configuration';
   let fromFile: unknown = {};
   if (file) {
     try {
@@ -328,35 +330,39 @@ export function loadConfig(options: LoadConfigOptions = {}): OrqConfig {
       throw error;
     }
     // A file that is not a mapping must be reported as such, not hidden under the overrides.
-    if (!isPlainObject(fromFile)) parseConfig(fromFile, source);
+    if (!isPlainObject(fromFile)) parseConfig(fromFile, file);
   }
   const envOverrides = collectEnvOverrides(env);
   const raw = mergeConfig(fromFile, envLayer(envOverrides), options.overrides);
   try {
-    const config = parseConfig(raw, source);
+    const config = parseConfig(raw);
     const unsubmittable = options.submitChecks ? unsubmittableSettings(config) : [];
-    if (unsubmittable.length > 0) throw new ConfigError(source, unsubmittable);
+    if (unsubmittable.length > 0) throw new ConfigError(undefined, unsubmittable);
     return config;
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    throw new ConfigError(source, annotateEnvIssues(error.issues, envOverrides, options.overrides));
+    const origins = error.issues.map((issue) => envOrigin(issue, envOverrides, options.overrides));
+    const issues = error.issues.map((issue, i) =>
+      origins[i] ? { ...issue, message: `${issue.message} (set by ${origins[i]})` } : issue,
+    );
+    // Bad values only from variables are the environment's, whatever file there is.
+    const allFromEnv = origins.length > 0 && origins.every((origin) => origin !== undefined);
+    throw new ConfigError(allFromEnv ? ENVIRONMENT : file, issues);
   }
 }
 
-/** Says which variable set a bad value, unless `overrides` replaced it afterwards. */
-function annotateEnvIssues(
-  issues: readonly FieldIssue[],
+/** The variable that set the value an issue is about, unless `overrides` replaced it afterwards. */
+function envOrigin(
+  issue: FieldIssue,
   envOverrides: readonly EnvOverride[],
   overrides: unknown,
-): FieldIssue[] {
-  return issues.map((issue) => {
-    const origin = envOverrides.findLast(({ path }) => {
-      const dotted = path.join('.');
-      return issue.path === dotted || issue.path.startsWith(`${dotted}.`);
-    });
-    if (!origin || valueAtPath(overrides, origin.path) !== undefined) return issue;
-    return { ...issue, message: `${issue.message} (set by ${origin.variable})` };
+): string | undefined {
+  const origin = envOverrides.findLast(({ path }) => {
+    const dotted = path.join('.');
+    return issue.path === dotted || issue.path.startsWith(`${dotted}.`);
   });
+  if (!origin || valueAtPath(overrides, origin.path) !== undefined) return undefined;
+  return origin.variable;
 }
 
 // ---------------------------------------------------------------------------------------------
