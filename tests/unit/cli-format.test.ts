@@ -4,6 +4,7 @@ import {
   clipToWidth,
   displayWidth,
   formatElapsed,
+  formatHistoryEntry,
   formatLiveView,
   formatOutcomeNotice,
   formatSessionTable,
@@ -115,6 +116,33 @@ describe('the live view of orq watch', () => {
   it('tells a blocked session how to go on', () => {
     const frame = formatLiveView(view('BLOCKED', [['t1', 'BLOCKED']]), []);
     expect(frame).toContain('orq resume s1');
+  });
+});
+
+describe('formatHistoryEntry', () => {
+  const execution = (result: { output: string; error?: string }): HistoryEntry =>
+    ({
+      type: 'execution',
+      sessionId: 's',
+      taskId: 't2',
+      timestamp: '2026-01-02T03:04:05.000Z',
+      attempt: 1,
+      result: {
+        log: '',
+        artifacts: [],
+        tokenUsage: { inputTokens: 0, outputTokens: 0 },
+        durationMs: 0,
+        ...result,
+      },
+    }) as HistoryEntry;
+
+  it("shows an execution's first line of output, or its error when it failed with none", () => {
+    expect(formatHistoryEntry(execution({ output: 'built it\nmore' }))).toMatch(
+      /\] t2 executed attempt 1: built it$/,
+    );
+    expect(
+      formatHistoryEntry(execution({ output: '', error: 'denied: requested access is denied' })),
+    ).toMatch(/\] t2 executed attempt 1: failed: denied: requested access is denied$/);
   });
 });
 

@@ -55,8 +55,12 @@ export function formatHistoryEntry(entry: HistoryEntry): string {
     }
     case 'decision':
       return `${head}decision ${entry.decision}: ${clip(oneLine(entry.reason))}`;
-    case 'execution':
-      return `${head}executed attempt ${entry.attempt}: ${clip(entry.result.output.split('\n')[0] ?? '', 100)}`;
+    case 'execution': {
+      // A failed run has no output to show, only its error.
+      const { output, error } = entry.result;
+      const said = output.trim() === '' && error ? `failed: ${error}` : output;
+      return `${head}executed attempt ${entry.attempt}: ${clip(said.split('\n')[0] ?? '', 100)}`;
+    }
     case 'error':
       return `${head}error in ${entry.role}: ${clip(oneLine(entry.message))}`;
     case 'revision':

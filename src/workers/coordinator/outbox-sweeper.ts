@@ -51,7 +51,10 @@ export function startOutboxSweeper(
     async () => {
       const flushed = await sweepOutboxes(store, queues);
       if (flushed > 0)
-        logger.warn({ flushed }, 'outbox sweep enqueued jobs left behind by a crash');
+        logger.warn(
+          { flushed },
+          'outbox sweep enqueued jobs a coordinator wrote but did not enqueue (it crashed or was stopped in between)',
+        );
     },
     { intervalMs, logger },
   );
