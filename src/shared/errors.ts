@@ -125,5 +125,6 @@ export function unreadableReason(error: unknown): string {
   if (code === 'ENOENT') return 'no such file';
   if (code === 'EISDIR') return 'it is a directory';
   if (code === 'EACCES') return 'permission denied';
+  if (code === 'ENOTDIR') return 'a part of the path is a file, not a directory';
   return message;
 }

@@ -33,6 +33,14 @@ export function findRedisServer(binary = 'redis-server'): string | undefined {
   return probe.status === 0 ? binary : undefined;
 }
 
+/** The redis-server binary to run, or REDIS_NOT_INSTALLED saying how to get one. */
+export function requireRedisServer(binary = 'redis-server'): string {
+  if (findRedisServer(binary)) return binary;
+  throw new OrqError('REDIS_NOT_INSTALLED', 'redis-server is not installed', {
+    hint: 'Install it (Debian/Ubuntu: `apt-get install redis-server`, macOS: `brew install redis`) or set REDIS_URL to a running Redis.',
+  });
+}
+
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
@@ -88,12 +96,7 @@ async function waitForPing(url: string, child: ChildProcess, timeoutMs: number):
  * (`noeviction`), with AOF when asked for.
  */
 export async function startPrivateRedis(options: PrivateRedisOptions): Promise<PrivateRedis> {
-  const binary = options.binary ?? 'redis-server';
-  if (!findRedisServer(binary)) {
-    throw new OrqError('REDIS_NOT_INSTALLED', 'redis-server is not installed', {
-      hint: 'Install it (Debian/Ubuntu: `apt-get install redis-server`, macOS: `brew install redis`) or set REDIS_URL to a running Redis.',
-    });
-  }
+  const binary = requireRedisServer(options.binary);
   mkdirSync(options.dir, { recursive: true });
   const port = options.port ?? (await freePort());
   const args = [

@@ -3,9 +3,9 @@ import { lock } from 'proper-lockfile';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { z } from 'zod';
 import type { OrqConfig } from '../../shared/config/schema.js';
-import { OrqError } from '../../shared/errors.js';
+import { OrqError, unreadableReason } from '../../shared/errors.js';
 import { configuredConnection, type ConnectionInput } from '../../shared/redis.js';
-import { redisAnswers, startPrivateRedis } from '../../shared/redis-server.js';
+import { redisAnswers, requireRedisServer, startPrivateRedis } from '../../shared/redis-server.js';
 
 export interface CliRedis {
   url: string;
@@ -131,7 +131,20 @@ export async function redisForCli(
   }
   // One orq at a time finds, starts, joins or leaves the server here: two starting at once would
   // each start a redis-server on the same append-only file. The lock lapses if its holder dies.
-  mkdirSync(dir, { recursive: true });
+  // Nothing to start a server with: say so before leaving an empty data directory behind.
+  if (!existsSync(dir)) requireRedisServer();
+  try {
+    mkdirSync(dir, { recursive: true });
+  } catch (error) {
+    throw new OrqError(
+      'REDIS_START_FAILED',
+      `Cannot create ${dir} for orq's private Redis: ${unreadableReason(error)}`,
+      {
+        hint: 'Run orq in a directory you can write to, set ORQ_DATA_DIR to one, or set REDIS_URL to a running Redis.',
+        cause: error,
+      },
+    );
+  }
   const locked = async <T>(fn: () => Promise<T>): Promise<T> => {
     const unlock = await lock(dir, {
       lockfilePath: join(dir, 'start.lock'),

@@ -1,5 +1,6 @@
 import { Option, type Command } from 'commander';
-import { sessionConfig } from '../../client.js';
+import { sessionConfig, SubmitRequest } from '../../client.js';
+import { parseOrThrow } from '../../../shared/errors.js';
 import { configOption, parseConcurrency, sessionOverrides } from '../common.js';
 import { checkRunnable, runHere, type RunHereOptions } from '../run-here.js';
 
@@ -37,7 +38,15 @@ export function registerRunCommand(program: Command): void {
         // Before Redis and the roles start: the session's config is known from the command line.
         // Without --session-config it is the configuration's, and so are its errors.
         {
-          preflight: (config) => checkRunnable(sessionConfig(config, overrides)),
+          preflight: (config) => {
+            // An empty instruction is refused before a private Redis starts for it.
+            parseOrThrow(
+              SubmitRequest.pick({ instruction: true }),
+              { instruction },
+              'submit request',
+            );
+            checkRunnable(sessionConfig(config, overrides));
+          },
           submitChecks: overrides === undefined,
         },
       );

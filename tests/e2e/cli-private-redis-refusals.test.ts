@@ -1,0 +1,44 @@
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { orq } from '../support/cli.js';
+import { tempFilesPerFile } from '../support/temp-files.js';
+
+// `orq run` without REDIS_URL starts a private redis-server under .orq/redis: what it refuses
+// must be refused before that, and leave nothing behind.
+
+const temp = tempFilesPerFile('orq-private-refusals-');
+
+describe('orq run refusals before its private Redis', () => {
+  it('refuses an empty instruction before starting a server, leaving no .orq behind', async () => {
+    const cwd = mkdtempSync(join(temp.dir, 'empty-'));
+    const run = await orq(['run', '  '], { cwd });
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toContain('instruction must not be empty');
+    expect(run.stdout + run.stderr).not.toContain('started a private redis-server');
+    expect(existsSync(join(cwd, '.orq'))).toBe(false);
+  });
+
+  it('says in one line that ORQ_DATA_DIR cannot be made, with exit 3 and no stack trace', async () => {
+    const cwd = mkdtempSync(join(temp.dir, 'data-dir-'));
+    writeFileSync(join(cwd, 'afile'), '');
+    const run = await orq(['run', 'a then b'], { cwd, env: { ORQ_DATA_DIR: 'afile/sub' } });
+    expect(run.code, run.stderr).toBe(3);
+    expect(run.stderr).toContain(
+      `Cannot create ${join(cwd, 'afile/sub/redis')} for orq's private Redis: a part of the path is a file, not a directory`,
+    );
+    expect(run.stderr).toContain('ORQ_DATA_DIR');
+    expect(run.stderr).not.toMatch(/^\s+at /m);
+  });
+
+  it('without redis-server installed says so and leaves no empty .orq behind', async () => {
+    const cwd = mkdtempSync(join(temp.dir, 'no-server-'));
+    // An empty PATH: no redis-server on it (orq itself runs from process.execPath).
+    const bin = join(cwd, 'bin');
+    mkdirSync(bin);
+    const run = await orq(['run', 'a then b'], { cwd, env: { PATH: bin } });
+    expect(run.code, run.stderr).toBe(3);
+    expect(run.stderr).toContain('redis-server is not installed');
+    expect(existsSync(join(cwd, '.orq'))).toBe(false);
+  });
+});
