@@ -4,7 +4,12 @@ import { applyLegacyKeys, parseConfig, mergeConfig } from '../shared/config/load
 import { overridesOutside } from '../shared/config/override-policy.js';
 import { unsubmittableSettings } from '../shared/config/unworkable.js';
 import { submitDigest } from './submit-digest.js';
-import { SessionConfig, type OrqConfig, type OrqConfigInput } from '../shared/config/schema.js';
+import {
+  RedisConfig,
+  SessionConfig,
+  type OrqConfig,
+  type OrqConfigInput,
+} from '../shared/config/schema.js';
 import type { HistoryEntry } from '../shared/domain/history.js';
 import type { TaskProgress } from '../shared/domain/progress.js';
 import {
@@ -238,6 +243,14 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     mergeConfig(options.config ?? {}, options.prefix ? { redis: { prefix: options.prefix } } : {}),
     'client options',
   );
+  // A URL the config would refuse (http://…) otherwise waits out the connect timeout first.
+  if (typeof options.connection === 'string') {
+    parseOrThrow(
+      z.object({ connection: RedisConfig.shape.url }),
+      { connection: options.connection },
+      'client options',
+    );
+  }
   const redis = createConnection(options.connection, 'producer');
   try {
     await ensureConnected(redis);

@@ -38,3 +38,16 @@ describe('the database a REDIS_URL names', () => {
     }
   });
 });
+
+describe('a connection URL that is not a Redis address', () => {
+  it('is refused at once, as the config refuses it, not after the connect timeout', async () => {
+    for (const connection of ['http://127.0.0.1:6380', 'redis://127.0.0.1:6380/not-a-number']) {
+      await expect(createClient({ connection })).rejects.toMatchObject({
+        code: 'VALIDATION_FAILED',
+        message: expect.stringContaining(
+          'connection: expected a redis:// or rediss:// URL',
+        ) as string,
+      });
+    }
+  });
+});
