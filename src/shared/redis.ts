@@ -63,6 +63,10 @@ export function createConnection(
   if (outage) {
     redis.on('error', (error: Error) => outage.error(error));
     redis.on('ready', () => outage.ready());
+  } else {
+    // No log to tell: the commands reject with the error (ensureConnected says it first), and
+    // ioredis would print each retry's as an "Unhandled error event" with its stack besides.
+    redis.on('error', () => undefined);
   }
   return redis;
 }
@@ -156,6 +160,8 @@ function credentialsRefused(redis: RedisConnection, error: Error, where: unknown
   );
 }
 
+const TLS_HINT = 'The URL asks for TLS (rediss://): if the server has no TLS, use redis://.';
+
 /**
  * Waits until the connection is ready, or throws REDIS_UNAVAILABLE with the address
  * (CONFIG_INVALID when the server refuses the credentials).
@@ -163,9 +169,11 @@ function credentialsRefused(redis: RedisConnection, error: Error, where: unknown
 export async function ensureConnected(redis: RedisConnection, timeoutMs = 5_000): Promise<void> {
   if (redis.status === 'ready') return;
   const where = addressOf(redis);
+  // A server without TLS often just waits on a TLS client's handshake: a timeout, not an error.
+  const tls = !(redis instanceof Cluster) && Boolean(redis.options.tls);
   const unavailable = (reason: string) =>
     new OrqError('REDIS_UNAVAILABLE', `${describeConnection(redis)} is unreachable (${reason})`, {
-      hint: 'Start Redis or set REDIS_URL to a reachable server.',
+      hint: `Start Redis or set REDIS_URL to a reachable server.${tls ? ` ${TLS_HINT}` : ''}`,
       details: { address: where },
     });
   await new Promise<void>((resolve, reject) => {

@@ -51,3 +51,25 @@ describe('a connection URL that is not a Redis address', () => {
     }
   });
 });
+
+describe('rediss:// to a Redis without TLS', () => {
+  it('is refused with a hint about TLS, and ioredis prints nothing', async () => {
+    const errors: unknown[][] = [];
+    const original = console.error;
+    console.error = (...args: unknown[]) => void errors.push(args);
+    try {
+      // The server waits on the TLS handshake as on a command: the connect timeout decides.
+      await expect(
+        createClient({ connection: inject('redisUrl').replace(/^redis:/, 'rediss:') }),
+      ).rejects.toMatchObject({
+        code: 'REDIS_UNAVAILABLE',
+        hint: expect.stringContaining('if the server has no TLS, use redis://') as string,
+      });
+      // The socket ends after the client gave up: no "Unhandled error event" printed for it.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(errors).toEqual([]);
+    } finally {
+      console.error = original;
+    }
+  });
+});
