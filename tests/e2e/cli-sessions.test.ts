@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -62,6 +63,17 @@ describe('a session driven through the CLI', () => {
     expect(submit.code, submit.stderr).toBe(0);
     sessionId = submit.stdout.trim();
     expect(sessionId).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('submit - reads the instruction from stdin', async () => {
+    const child = spawnOrq(['submit', '-'], { env, stdin: true });
+    let stdout = '';
+    child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stdin?.end('Write the release notes\nfor version 2\n');
+    const [code] = (await once(child, 'exit')) as [number | null];
+    expect(code).toBe(0);
+    const { session } = await cluster.client.get(stdout.trim());
+    expect(session.instruction).toBe('Write the release notes\nfor version 2');
   });
 
   it('watch without a terminal prints one plain line per entry, ends at COMPLETED, exits 0', async () => {

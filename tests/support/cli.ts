@@ -60,12 +60,14 @@ export function spawnOrq(
     cwd?: string;
     /** In a process group of its own, as a terminal's foreground job (signal it as -pid). */
     detached?: boolean;
+    /** A pipe the test writes to (`orq submit -`); none by default. */
+    stdin?: boolean;
   } = {},
 ): ChildProcess {
   return spawn(process.execPath, ['--import', tsxLoader, main, ...args], {
     cwd: options.cwd ?? root,
     env: cleanEnv(options.env ?? {}),
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
     detached: options.detached ?? false,
   });
 }

@@ -69,6 +69,26 @@ export function withSessions<T>(
   return withClient(options, fn, { existing: true });
 }
 
+/**
+ * The instruction argument: `-` reads it from stdin (a long one, or one another program writes),
+ * as `cat -` does.
+ */
+export function readInstruction(argument: string): string {
+  if (argument !== '-') return argument;
+  try {
+    return readFileSync(0, 'utf8');
+  } catch (error) {
+    throw new OrqError(
+      'VALIDATION_FAILED',
+      `Cannot read the instruction from stdin: ${unreadableReason(error)}`,
+      {
+        hint: 'Pipe the instruction in (`echo "…" | orq submit -`), or give it as the argument.',
+        cause: error,
+      },
+    );
+  }
+}
+
 export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }

@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
 import { sessionConfig, SubmitRequest } from '../../client.js';
 import { parseOrThrow } from '../../../shared/errors.js';
-import { configOption, parseConcurrency, sessionOverrides } from '../common.js';
+import { configOption, parseConcurrency, readInstruction, sessionOverrides } from '../common.js';
 import { checkRunnable, runHere, type RunHereOptions } from '../run-here.js';
 
 /** `orq run`: every role in this process, one session from submit to its end, with progress. */
@@ -9,7 +9,7 @@ export function registerRunCommand(program: Command): void {
   program
     .command('run')
     .description('Run one instruction end to end in this process (all roles), printing progress')
-    .argument('<instruction>', 'what you want done')
+    .argument('<instruction>', 'what you want done; - reads it from stdin', readInstruction)
     .option(...configOption)
     .option('--scenario <file>', 'script the builtin provider with a scenario file')
     .option(

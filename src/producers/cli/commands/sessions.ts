@@ -9,6 +9,7 @@ import {
   parsePositiveInt,
   parsePositiveNumber,
   printJson,
+  readInstruction,
   sessionOverrides,
   withClient,
   withSessions,
@@ -86,7 +87,7 @@ export function registerSessionCommands(program: Command): void {
   program
     .command('submit')
     .description('Submit an instruction to running roles; prints the session id')
-    .argument('<instruction>')
+    .argument('<instruction>', 'what you want done; - reads it from stdin', readInstruction)
     .option(...configOption)
     .option(
       '--session-config <json|file>',
