@@ -70,7 +70,7 @@ export const SubmitRequest = z.strictObject({
    */
   idempotencyKey: z
     .string()
-    .min(1)
+    .min(1, { error: 'an idempotency key must not be empty', abort: true })
     .max(200)
     // " k" and "k" would be two keys to Redis and one to a person reading a log.
     .regex(/^\S(.*\S)?$/s, 'an idempotency key neither starts nor ends with a space')

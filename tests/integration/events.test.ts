@@ -248,6 +248,17 @@ describe('submit', () => {
       { path: 'instruction', message: 'instruction must not be empty' },
     ]);
 
+    // One problem, said once: not also the rule about spaces at its ends.
+    const emptyKey = await refused({ instruction: 'x', idempotencyKey: '' });
+    expect(emptyKey.issues).toEqual([
+      { path: 'idempotencyKey', message: 'an idempotency key must not be empty' },
+    ]);
+    const badId = await client.get('').then(
+      () => undefined,
+      (e: unknown) => e as ValidationError,
+    );
+    expect(badId?.issues.map((i) => i.message)).toEqual(['a session id must not be empty']);
+
     const typo = await refused({ instruction: 'x', config: { refinement: { noiseTreshold: 3 } } });
     expect(typo.message).toContain('config.refinement.noiseTreshold');
     expect(typo.issues[0]?.path).toBe('config.refinement');

@@ -36,7 +36,8 @@ export const RESUMABLE_SESSION_STATES: readonly SessionState[] = [
 
 export const SessionId = z
   .string()
-  .min(1)
+  // An empty id is one problem: not also a bad character (abort stops the checks after it).
+  .min(1, { error: 'a session id must not be empty', abort: true })
   .max(128)
   .regex(/^[A-Za-z0-9_-]+$/, 'session ids use letters, digits, _ and - only');
 export type SessionId = z.infer<typeof SessionId>;
