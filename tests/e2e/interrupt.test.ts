@@ -7,7 +7,7 @@ import {
   startPrivateRedis,
   type PrivateRedis,
 } from '../../src/shared/redis-server.js';
-import { orq, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
+import { orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
 
 const temp = tempFilesPerFile('orq-interrupt-');
@@ -115,6 +115,36 @@ describe('a reader that goes away (orq run … | head -1)', () => {
       /orq: interrupted: session \S+ is (PLANNING|RUNNING) and waits for its roles/,
     );
     expect(stderr).not.toContain('did not finish in time');
+  }, 60_000);
+  it('stops orq run whose reader is gone before the roles start, and its private Redis', async () => {
+    const dir = mkdtempSync(join(temp.dir, 'gone-early-'));
+    const run = spawnOrq(['run', '--latency', '500', 'a then b'], { cwd: dir });
+    children.push(run);
+    let stderr = '';
+    run.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    // `orq run … | true`: the pipe is closed before the first write (the private Redis notice).
+    run.stdout?.destroy();
+    const exit = await exitWithin(run, 30_000);
+    expect(exit, `still running 30 s after its reader went away:\n${stderr}`).toBeDefined();
+    expect(exit?.code, stderr).toBe(130);
+    expect(existsSync(join(dir, '.orq/redis/server.json')), stderr).toBe(false);
+  }, 60_000);
+
+  it('keeps the exit code of orq run --json whose last write finds its reader gone', async () => {
+    const dir = mkdtempSync(join(temp.dir, 'gone-late-'));
+    const scenario = join(root, 'examples/scenarios/blocked-task.yaml');
+    const run = spawnOrq(['run', '--json', '--scenario', scenario, 'Deploy the service'], {
+      cwd: dir,
+    });
+    children.push(run);
+    let stderr = '';
+    run.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    // With --json the final session is the only write to stdout: it fails, the session BLOCKED.
+    run.stdout?.destroy();
+    const exit = await exitWithin(run, 30_000);
+    expect(exit?.code, stderr).toBe(1);
+    expect(stderr).toContain('is BLOCKED');
+    expect(existsSync(join(dir, '.orq/redis/server.json')), stderr).toBe(false);
   }, 60_000);
 });
 

@@ -10,6 +10,7 @@ import { followMode, followSession, reportOutcome, stopOnSignals } from './follo
 import { formatSessionTable } from './format.js';
 import { LogRelay } from './log-relay.js';
 import { privateRedisDir, redisForCli, type CliRedis } from './redis-for-cli.js';
+import { withStdoutHeld } from './stdout-closed.js';
 
 const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
 
@@ -81,48 +82,54 @@ export async function runHere(
   const history = output === 'history';
   const logs = new LogRelay(process.stderr);
   const logger = createLogger({ level: options.verbose ? 'info' : 'warn', destination: logs });
-  const redis = await redisForCli(config);
-  try {
-    const notice = privateRedisStartNotice(redis);
-    if (notice) out.write(notice);
-    // The client first: it says at once that Redis does not answer, where the roles' consumers
-    // would wait for it for ever.
-    const client = await createClient({ connection: redis.connection, config });
+  // Until the private Redis is released: a reader gone before the roles start, or at the last
+  // write, must not exit this command with its server left running (stdout-closed.ts).
+  await withStdoutHeld(runWithRedis);
+
+  async function runWithRedis(): Promise<void> {
+    const redis = await redisForCli(config);
     try {
-      await beforeRoles?.(client);
-      const pod = await startRoles({
-        roles: ALL_ROLES,
-        connection: redis.connection,
-        config,
-        logger,
-        ...(options.concurrency ? { concurrency: options.concurrency } : {}),
-        ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
-      });
-      const stop = stopOnSignals();
+      const notice = privateRedisStartNotice(redis);
+      if (notice) out.write(notice);
+      // The client first: it says at once that Redis does not answer, where the roles' consumers
+      // would wait for it for ever.
+      const client = await createClient({ connection: redis.connection, config });
       try {
-        const { sessionId, after } = await start(client, out);
-        const progress = history ? process.stdout : out;
-        const mode = followMode(progress, history && options.json);
-        const view = await followSession(client, sessionId, {
-          mode,
-          out: progress,
-          signal: stop.signal,
-          logs,
-          ...(after ? { after } : {}),
+        await beforeRoles?.(client);
+        const pod = await startRoles({
+          roles: ALL_ROLES,
+          connection: redis.connection,
+          config,
+          logger,
+          ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+          ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
         });
-        if (!history && options.json) printJson(view);
-        // The live frame already shows the table; plain progress ends with it.
-        else if (!history && mode !== 'live') out.write(`\n${formatSessionTable(view)}\n`);
-        // Nothing runs the roles once this command ends: a resume is to be run here too.
-        process.exitCode = reportOutcome(view, stop.interrupted(), { resumeHere: true });
+        const stop = stopOnSignals();
+        try {
+          const { sessionId, after } = await start(client, out);
+          const progress = history ? process.stdout : out;
+          const mode = followMode(progress, history && options.json);
+          const view = await followSession(client, sessionId, {
+            mode,
+            out: progress,
+            signal: stop.signal,
+            logs,
+            ...(after ? { after } : {}),
+          });
+          if (!history && options.json) printJson(view);
+          // The live frame already shows the table; plain progress ends with it.
+          else if (!history && mode !== 'live') out.write(`\n${formatSessionTable(view)}\n`);
+          // Nothing runs the roles once this command ends: a resume is to be run here too.
+          process.exitCode = reportOutcome(view, stop.interrupted(), { resumeHere: true });
+        } finally {
+          stop.dispose();
+          await pod.close(10_000);
+        }
       } finally {
-        stop.dispose();
-        await pod.close(10_000);
+        await client.close();
       }
     } finally {
-      await client.close();
+      await redis.release();
     }
-  } finally {
-    await redis.release();
   }
 }

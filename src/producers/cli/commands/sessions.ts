@@ -28,6 +28,7 @@ import {
   missingRolesNotice,
 } from '../format.js';
 import { privateRedisDir } from '../redis-for-cli.js';
+import { withStdoutHeld } from '../stdout-closed.js';
 import { checkRunnable, runHere } from '../run-here.js';
 
 /** Says so on stderr when a role the session waits for runs nowhere on this Redis and prefix. */
@@ -184,35 +185,37 @@ export function registerSessionCommands(program: Command): void {
               output: 'history',
               beforeRoles: runnableWhen(sessionId, waitsForRoles),
             })
-          : withSessions(options, async (client, config, redis) => {
-              const waiting = await client.get(sessionId);
-              const { state } = waiting.session;
-              // This command started the private Redis: no process runs roles on it, and the
-              // session would never move. Finished and blocked ones are still shown.
-              if (redis.owned && waitsForRoles(state)) {
-                throw new OrqError(
-                  'INVALID_STATE',
-                  `Session ${sessionId} is ${state}, and no roles run on the private Redis in ${privateRedisDir()} (REDIS_URL is not set)`,
-                  {
-                    hint: `Run it here with \`orq watch ${sessionId} --run\`, or set REDIS_URL to your roles' Redis.`,
-                    details: { sessionId, state },
-                  },
-                );
-              }
-              await warnOfMissingRoles(client, waiting, config.redis.prefix);
-              const stop = stopOnSignals();
-              let view: SessionView;
-              try {
-                view = await followSession(client, sessionId, {
-                  mode: followMode(process.stdout, options.json),
-                  out: process.stdout,
-                  signal: stop.signal,
-                });
-              } finally {
-                stop.dispose();
-              }
-              process.exitCode = reportOutcome(view, stop.interrupted());
-            }),
+          : withStdoutHeld(() =>
+              withSessions(options, async (client, config, redis) => {
+                const waiting = await client.get(sessionId);
+                const { state } = waiting.session;
+                // This command started the private Redis: no process runs roles on it, and the
+                // session would never move. Finished and blocked ones are still shown.
+                if (redis.owned && waitsForRoles(state)) {
+                  throw new OrqError(
+                    'INVALID_STATE',
+                    `Session ${sessionId} is ${state}, and no roles run on the private Redis in ${privateRedisDir()} (REDIS_URL is not set)`,
+                    {
+                      hint: `Run it here with \`orq watch ${sessionId} --run\`, or set REDIS_URL to your roles' Redis.`,
+                      details: { sessionId, state },
+                    },
+                  );
+                }
+                await warnOfMissingRoles(client, waiting, config.redis.prefix);
+                const stop = stopOnSignals();
+                let view: SessionView;
+                try {
+                  view = await followSession(client, sessionId, {
+                    mode: followMode(process.stdout, options.json),
+                    out: process.stdout,
+                    signal: stop.signal,
+                  });
+                } finally {
+                  stop.dispose();
+                }
+                process.exitCode = reportOutcome(view, stop.interrupted());
+              }),
+            ),
     );
 
   program
