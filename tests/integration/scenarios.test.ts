@@ -460,12 +460,11 @@ describe('plan refinement (seeds 000 and 003)', () => {
   });
 
   it('sends a plan with more tasks than budget.maxTasks back to the Planner, saying why', async () => {
-    const threeTasks = [
-      ...twoTasks,
-      { id: 'C', title: 'Test the signup', acceptance: 'Tests pass', context: 'c' },
-    ];
+    // Six for a cap of two: the plan that fits is a task-count change (6 -> 2) that would break
+    // the structure if the oversized plan were the one it is compared with.
+    const sixTasks = [...twoTasks, ...['C', 'D', 'E', 'F'].map((id) => ({ ...twoTasks[0]!, id }))];
     const path = scenarios.write('too-many-tasks', {
-      plans: [{ tasks: threeTasks }, { tasks: twoTasks }],
+      plans: [{ tasks: sixTasks }, { tasks: twoTasks }],
       planJudgements: [
         { score: 95, isAcceptable: true },
         { score: 90, isAcceptable: true },
@@ -476,7 +475,7 @@ describe('plan refinement (seeds 000 and 003)', () => {
     expect(view.session.state).toBe('COMPLETED');
     expect(view.tasks.map((t) => t.id)).toEqual(['A', 'B']);
     const h = await historyOf(client, id);
-    const tooMany = 'the plan has 3 tasks, more than budget.maxTasks allows (2)';
+    const tooMany = 'the plan has 6 tasks, more than budget.maxTasks allows (2)';
     expect(decisions(h, 'structure:invalid')[0]?.reason).toBe(
       `the plan cannot run as given: ${tooMany}`,
     );

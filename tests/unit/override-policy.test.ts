@@ -92,6 +92,10 @@ describe('SAFE_SESSION_OVERRIDES', () => {
     expect(safe(overrides)).not.toEqual([]);
   });
 
+  it("refuses budget.maxTasks: it bounds how long one script holds the operator's Redis", () => {
+    expect(safe({ budget: { maxTasks: 100_000 } })).toEqual(['budget.maxTasks']);
+  });
+
   it('allows what shapes planning, judging, retries and spending', () => {
     expect(
       safe({
@@ -109,7 +113,7 @@ describe('SAFE_SESSION_OVERRIDES', () => {
           maxRepairAttempts: 2,
           judgeSamples: { k: 3 },
         },
-        budget: { maxTokens: 1000, prices: {} },
+        budget: { maxTokens: 1000, maxUsd: 2, reserveTokensPerCall: 500, prices: {} },
       }),
     ).toEqual([]);
   });

@@ -13,7 +13,8 @@ import { isPlainObject } from '../plain-object.js';
  * folder, a network endpoint or an environment variable: execution.command, mcpServers,
  * commandAllowlist and workspaceRoot; llm.*.baseUrl and apiKeyEnv; llm.scenario and
  * llm.record; planning.history. And execution.defaultExecutor and taskExecutors: the agent
- * executor runs programs its model picks, so which executor runs is the operator's choice too.
+ * executor runs programs its model picks, so which executor runs is the operator's choice too;
+ * and budget.maxTasks, which bounds how long one script may hold the operator's Redis.
  */
 export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'refinement',
@@ -38,7 +39,10 @@ export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'llm.*.toolCalling',
   'llm.maxRepairAttempts',
   'llm.judgeSamples',
-  'budget',
+  'budget.maxTokens',
+  'budget.maxUsd',
+  'budget.reserveTokensPerCall',
+  'budget.prices',
 ];
 
 /** A pattern as the config accepts it: dotted keys or `*`, e.g. `llm.*.model`. */

@@ -624,7 +624,7 @@ export const HttpConfig = z.strictObject({
     )
     .default([...SAFE_SESSION_OVERRIDES])
     .describe(
-      'Session settings a submit over the HTTP API may set (dotted paths, * for any one key; ["*"] for all). The default leaves out every setting that names a program, file, endpoint or environment variable, and execution.defaultExecutor and taskExecutors; the CLI and the typed client are not limited.',
+      'Session settings a submit over the HTTP API may set (dotted paths, * for any one key; ["*"] for all). The default leaves out every setting that names a program, file, endpoint or environment variable, execution.defaultExecutor and taskExecutors, and budget.maxTasks; the CLI and the typed client are not limited.',
     ),
 });
 

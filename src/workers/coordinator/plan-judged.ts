@@ -26,9 +26,8 @@ import { executorsRefused } from './executors-refused.js';
 import { TaskEdits } from './task-edits.js';
 
 /** Problems of a plan on its own: too many tasks, cycles, dangling dependencies, duplicate ids. */
-function ownStructureProblems(plan: PlanBreakdown, maxTasks: number): string[] {
+function ownStructureProblems(plan: PlanBreakdown, tooMany: string | undefined): string[] {
   const problems: string[] = [];
-  const tooMany = taskCapProblem({ held: 0, added: plan.tasks.length, maxTasks });
   if (tooMany) problems.push(tooMany);
   const seen = new Set<string>();
   const duplicates = plan.tasks.map((t) => t.id).filter((id) => seen.has(id) || !seen.add(id));
@@ -45,10 +44,8 @@ function ownStructureProblems(plan: PlanBreakdown, maxTasks: number): string[] {
 /** A replan with more tasks than budget.maxTasks cannot run either: its structure is broken. */
 function withinTaskCap(
   structure: StructureValidation,
-  plan: PlanBreakdown,
-  maxTasks: number,
+  tooMany: string | undefined,
 ): StructureValidation {
-  const tooMany = taskCapProblem({ held: 0, added: plan.tasks.length, maxTasks });
   return tooMany
     ? { ...structure, isValid: false, problems: [tooMany, ...structure.problems] }
     : structure;
@@ -106,16 +103,19 @@ export async function onPlanJudged(
   ];
 
   let judgement = event.judgement;
-  const maxTasks = session.config.budget.maxTasks;
-  const ownProblems = ownStructureProblems(event.plan, maxTasks);
+  const tooMany = taskCapProblem({
+    held: 0,
+    added: event.plan.tasks.length,
+    maxTasks: session.config.budget.maxTasks,
+  });
+  const ownProblems = ownStructureProblems(event.plan, tooMany);
   const previousPlan = planning.previousPlan;
 
   // Seed 000: a replan whose structure is broken is not run; the previous plan is used.
   if (previousPlan) {
     const structure = withinTaskCap(
       validateStructure(previousPlan.tasks, event.plan.tasks, config, session.requiredTerms),
-      event.plan,
-      maxTasks,
+      tooMany,
     );
     history.push({
       type: 'decision',
@@ -207,11 +207,27 @@ export async function onPlanJudged(
     );
   }
 
-  return replan(recorded, version, event.attempt, eventId, history, result, {
-    previousScore: judgement.score,
-    previousPlan: event.plan,
-    previousAcceptable: judgement.isAcceptable,
-  });
+  // A plan over budget.maxTasks is no base: a replan that fits would be a task-count change too
+  // large to pass the structure check, and the Planner would get it all back to improve on.
+  return replan(
+    recorded,
+    version,
+    event.attempt,
+    eventId,
+    history,
+    result,
+    tooMany
+      ? {
+          previousScore: planning.previousScore,
+          previousPlan: planning.previousPlan,
+          previousAcceptable: planning.previousAcceptable,
+        }
+      : {
+          previousScore: judgement.score,
+          previousPlan: event.plan,
+          previousAcceptable: judgement.isAcceptable,
+        },
+  );
 }
 
 /** The session with a refinement decision added to its planning's refinementHistory. */
