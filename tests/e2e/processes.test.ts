@@ -158,6 +158,11 @@ describe('orq as separate processes', () => {
       expect(resumed.stdout).toMatch(/\] t2 BLOCKED → READY/);
       expect(resumed.stdout).not.toMatch(/\] t1 /);
       expect(resumed.stdout).toMatch(/session RUNNING → COMPLETED/);
+      // A finished session is refused for what it is, not for the roles that do not run.
+      const finished = await orq(['resume', `${id}`], { cwd, env });
+      expect(finished.code).toBe(1);
+      expect(finished.stderr).toContain(`session ${id} is COMPLETED`);
+      expect(finished.stderr).not.toContain('nothing would apply');
 
       const stopped = await orq(
         [

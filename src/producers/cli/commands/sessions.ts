@@ -281,14 +281,16 @@ export function registerSessionCommands(program: Command): void {
         );
         return;
       }
-      await withSessions(options, async (client, config, redis) => {
-        // No other orq command uses this private Redis: nothing would ever apply the request,
-        // and a later `--run` would find it queued before its own.
-        if (redis.owned) {
-          const { session } = await client.get(sessionId);
+      await withSessions(options, async (client, config) => {
+        const { session } = await client.get(sessionId);
+        const resumable = RESUMABLE_SESSION_STATES.includes(session.state);
+        // On the private Redis only `--run` commands (or pods pointed at it) run a coordinator:
+        // without one nothing would apply the request, and a later `--run` would find it queued
+        // before its own. A session that cannot be resumed is left to the client to refuse.
+        if (!config.redis.url && resumable && (await client.consumers()).coordinator === 0) {
           throw new OrqError(
             'INVALID_STATE',
-            `Session ${sessionId} is ${session.state}, and no roles run on the private Redis in ${privateRedisDir()} (REDIS_URL is not set): nothing would apply the resume`,
+            `Session ${sessionId} is ${session.state}, and no coordinator runs on the private Redis in ${privateRedisDir()} (REDIS_URL is not set): nothing would apply the resume`,
             {
               hint: `Resume it here with \`orq resume ${sessionId} --run\` (and the same options), or set REDIS_URL to your roles' Redis.`,
               details: { sessionId, state: session.state },
