@@ -107,6 +107,9 @@ export function toApiError(error: unknown): { status: number; body: ApiError } {
 /** A request URL without its query string. */
 const pathOf = (url: string): string => url.split('?')[0] ?? '/';
 
+/** The longest path parameter the router takes (a session id, a job id on Bull Board's pages). */
+export const MAX_PATH_PARAM_LENGTH = 512;
+
 /** A path as an error message quotes it: a 16 KiB one would drown what the message says. */
 const quotePath = (path: string): string =>
   JSON.stringify(path.length > 80 ? `${path.slice(0, 80)}…` : path);
@@ -137,7 +140,7 @@ export function toApiFrameworkError(
         status: 400,
         body: {
           error: 'VALIDATION_FAILED',
-          message: `${quotePath(path)} has a path parameter longer than ${SessionId.maxLength} characters`,
+          message: `${quotePath(path)} has a path parameter longer than ${MAX_PATH_PARAM_LENGTH} characters`,
           hint: `Session ids have at most ${SessionId.maxLength} characters (letters, digits, _ and -).`,
         },
       };

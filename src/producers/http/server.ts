@@ -6,7 +6,6 @@ import {
   serializerCompiler,
   validatorCompiler,
 } from 'fastify-type-provider-zod';
-import { SessionId } from '../../shared/domain/session.js';
 import { listenError } from '../../shared/listen-error.js';
 import { silentLogger, type Logger } from '../../shared/logger.js';
 import { QueueSet } from '../../shared/queue-set.js';
@@ -15,7 +14,7 @@ import { ORQ_VERSION } from '../../shared/version.js';
 import type { OrqClient } from '../client.js';
 import { trackAllowedMethods } from './allowed-methods.js';
 import { assertSafeToListen, installAuth } from './auth.js';
-import { frameworkErrorHandler, installErrorHandler } from './errors.js';
+import { frameworkErrorHandler, installErrorHandler, MAX_PATH_PARAM_LENGTH } from './errors.js';
 import { createApiMetrics } from './metrics.js';
 import { openApiRegistry } from './openapi-registry.js';
 import { registerBoard } from './routes/board.js';
@@ -84,8 +83,9 @@ function openQueues(options: HttpServerOptions): { queues: QueueSet; close(): Pr
  */
 export async function createHttpServer(options: HttpServerOptions): Promise<FastifyInstance> {
   const logger = (options.logger ?? silentLogger).child({ component: 'http' });
-  // A path's session id may be as long as SessionId allows; Fastify's default stops at 100.
-  const routerOptions = { maxParamLength: SessionId.maxLength ?? 100 };
+  // Fastify's default stops at 100 characters. Bull Board's job pages take a job id
+  // (`work|<session>|<task>|<n>`, task ids up to 200): the routes' own schemas bound the rest.
+  const routerOptions = { maxParamLength: MAX_PATH_PARAM_LENGTH };
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     // Request lines would carry the board's ?token=…; errors are logged by the error handler.

@@ -38,7 +38,7 @@ export const SessionId = z
   .string()
   // An empty id is one problem: not also a bad character (abort stops the checks after it).
   .min(1, { error: 'a session id must not be empty', abort: true })
-  .max(128)
+  .max(128, 'a session id has at most 128 characters')
   .regex(/^[A-Za-z0-9_-]+$/, 'session ids use letters, digits, _ and - only');
 export type SessionId = z.infer<typeof SessionId>;
 
