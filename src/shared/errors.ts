@@ -89,7 +89,7 @@ export class ValidationError extends OrqError {
 export class ConfigError extends OrqError {
   readonly issues: FieldIssue[];
 
-  /** `source`: where the configuration came from (a file, `environment`), when known. */
+  /** `source`: where the configuration came from (a file, `the environment`), when known. */
   constructor(source: string | undefined, issues: FieldIssue[]) {
     const list = issues.map((i) => `${i.path}: ${i.message}`).join('; ');
     super('CONFIG_INVALID', `Invalid configuration${source ? ` in ${source}` : ''}: ${list}`, {
