@@ -10,12 +10,17 @@ import { tempFilesPerFile } from '../support/temp-files.js';
 const temp = tempFilesPerFile('orq-private-refusals-');
 
 describe('orq run refusals before its private Redis', () => {
-  it('refuses an empty instruction before starting a server, leaving no .orq behind', async () => {
+  it('refuses an empty instruction (run and submit) before starting a server, leaving no .orq behind', async () => {
     const cwd = mkdtempSync(join(temp.dir, 'empty-'));
     const run = await orq(['run', '  '], { cwd });
     expect(run.code, run.stderr).toBe(2);
     expect(run.stderr).toContain('instruction must not be empty');
     expect(run.stdout + run.stderr).not.toContain('started a private redis-server');
+    expect(existsSync(join(cwd, '.orq'))).toBe(false);
+    // orq submit starts the private Redis too: refused before it alike.
+    const submit = await orq(['submit', ''], { cwd });
+    expect(submit.code, submit.stderr).toBe(2);
+    expect(submit.stderr).toContain('instruction must not be empty');
     expect(existsSync(join(cwd, '.orq'))).toBe(false);
   });
 

@@ -4,9 +4,9 @@ import { InvalidArgumentError } from 'commander';
 import { resolve } from 'node:path';
 import { loadConfig, parseConfigText } from '../../shared/config/load.js';
 import type { OrqConfig } from '../../shared/config/schema.js';
-import { ConfigError, OrqError, unreadableReason } from '../../shared/errors.js';
+import { ConfigError, OrqError, parseOrThrow, unreadableReason } from '../../shared/errors.js';
 import { isPlainObject, type PlainObject } from '../../shared/plain-object.js';
-import { createClient, type OrqClient } from '../client.js';
+import { createClient, SubmitRequest, type OrqClient } from '../client.js';
 import { resolveSessionPaths } from './session-paths.js';
 import { redisForCli, type CliRedis, type RedisForCliOptions } from './redis-for-cli.js';
 
@@ -71,10 +71,15 @@ export function withSessions<T>(
 
 /**
  * The instruction argument: `-` reads it from stdin (a long one, or one another program writes),
- * as `cat -` does.
+ * as `cat -` does. Checked as a submit checks it, before any Redis starts for the command.
  */
 export function readInstruction(argument: string): string {
-  if (argument !== '-') return argument;
+  const instruction = argument === '-' ? readStdin() : argument;
+  parseOrThrow(SubmitRequest.pick({ instruction: true }), { instruction }, 'submit request');
+  return instruction;
+}
+
+function readStdin(): string {
   try {
     return readFileSync(0, 'utf8');
   } catch (error) {

@@ -1,6 +1,5 @@
 import { Option, type Command } from 'commander';
-import { sessionConfig, SubmitRequest } from '../../client.js';
-import { parseOrThrow } from '../../../shared/errors.js';
+import { sessionConfig } from '../../client.js';
 import { configOption, parseConcurrency, readInstruction, sessionOverrides } from '../common.js';
 import { checkRunnable, runHere, type RunHereOptions } from '../run-here.js';
 
@@ -38,15 +37,7 @@ export function registerRunCommand(program: Command): void {
         // Before Redis and the roles start: the session's config is known from the command line.
         // Without --session-config it is the configuration's, and so are its errors.
         {
-          preflight: (config) => {
-            // An empty instruction is refused before a private Redis starts for it.
-            parseOrThrow(
-              SubmitRequest.pick({ instruction: true }),
-              { instruction },
-              'submit request',
-            );
-            checkRunnable(sessionConfig(config, overrides));
-          },
+          preflight: (config) => checkRunnable(sessionConfig(config, overrides)),
           submitChecks: overrides === undefined,
         },
       );
