@@ -31,10 +31,9 @@ import { privateRedisDir } from '../redis-for-cli.js';
 import { withStdoutHeld } from '../stdout-closed.js';
 import { checkRunnable, runHere } from '../run-here.js';
 
-/** Says so on stderr when a role the session waits for runs nowhere on this Redis and prefix. */
-async function warnOfMissingRoles(client: OrqClient, view: SessionView, prefix: string) {
-  if (!waitsForRoles(view.session.state)) return;
-  const notice = missingRolesNotice(view.session.id, await client.consumers(), prefix);
+/** Says so on stderr when a role a session needs runs nowhere on this Redis and prefix. */
+async function warnOfMissingRoles(client: OrqClient, sessionId: string, prefix: string) {
+  const notice = missingRolesNotice(sessionId, await client.consumers(), prefix);
   if (notice) process.stderr.write(`orq: ${notice}\n`);
 }
 
@@ -162,7 +161,9 @@ export function registerSessionCommands(program: Command): void {
           if (options.json) printJson(view);
           else process.stdout.write(`${formatSessionTable(view)}\n`);
           // A private Redis this command started has no roles by design: nothing to warn of.
-          if (!redis.owned) await warnOfMissingRoles(client, view, config.redis.prefix);
+          if (!redis.owned && waitsForRoles(view.session.state)) {
+            await warnOfMissingRoles(client, sessionId, config.redis.prefix);
+          }
         }),
     );
 
@@ -201,7 +202,9 @@ export function registerSessionCommands(program: Command): void {
                     },
                   );
                 }
-                await warnOfMissingRoles(client, waiting, config.redis.prefix);
+                if (waitsForRoles(state)) {
+                  await warnOfMissingRoles(client, sessionId, config.redis.prefix);
+                }
                 const stop = stopOnSignals();
                 let view: SessionView;
                 try {
@@ -299,14 +302,7 @@ export function registerSessionCommands(program: Command): void {
         }
         await client.resume(sessionId, request);
         process.stdout.write(requested);
-        if (config.redis.url) {
-          const notice = missingRolesNotice(
-            sessionId,
-            await client.consumers(),
-            config.redis.prefix,
-          );
-          if (notice) process.stderr.write(`orq: ${notice}\n`);
-        }
+        if (config.redis.url) await warnOfMissingRoles(client, sessionId, config.redis.prefix);
       });
     });
 
