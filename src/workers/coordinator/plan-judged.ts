@@ -108,8 +108,9 @@ export async function onPlanJudged(
     added: event.plan.tasks.length,
     maxTasks: session.config.budget.maxTasks,
   });
-  const ownProblems = ownStructureProblems(event.plan, tooMany);
   const previousPlan = planning.previousPlan;
+  // A replan's own problems are validateStructure's: a first plan's are looked for here.
+  const ownProblems = previousPlan ? [] : ownStructureProblems(event.plan, tooMany);
 
   // Seed 000: a replan whose structure is broken is not run; the previous plan is used.
   if (previousPlan) {
