@@ -298,13 +298,21 @@ export class SessionStore {
     taskIds: readonly string[],
     cache?: Map<string, TaskSnapshot>,
   ): Promise<Task[]> {
-    if (!cache) {
-      const tasks = await this.loadTasks(sessionId, taskIds);
-      return taskIds.flatMap((id) => {
-        const t = tasks.get(id);
-        return t ? [t.task] : [];
-      });
-    }
+    const snapshots = cache
+      ? await this.refreshTaskCache(sessionId, taskIds, cache)
+      : await this.loadTasks(sessionId, taskIds);
+    return taskIds.flatMap((id) => {
+      const t = snapshots.get(id);
+      return t ? [t.task] : [];
+    });
+  }
+
+  /** Brings `cache` up to `taskIds` as they are now (see loadTasksInOrder); returns it. */
+  private async refreshTaskCache(
+    sessionId: string,
+    taskIds: readonly string[],
+    cache: Map<string, TaskSnapshot>,
+  ): Promise<Map<string, TaskSnapshot>> {
     const keys = this.keys(sessionId);
     const chunks = chunked(taskIds, READ_CHUNK);
     const replies = await Promise.all(
@@ -334,11 +342,7 @@ export class SessionStore {
     // Ids a replan took out of the session's list are not shown again: not kept either.
     const listed = new Set(taskIds);
     for (const id of cache.keys()) if (!listed.has(id)) cache.delete(id);
-    const snapshots = cache;
-    return taskIds.flatMap((id) => {
-      const t = snapshots.get(id);
-      return t ? [t.task] : [];
-    });
+    return cache;
   }
 
   async apply(sessionId: string, changeset: Changeset): Promise<ApplyResult> {
