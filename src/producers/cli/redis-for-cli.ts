@@ -129,8 +129,6 @@ export async function redisForCli(
       },
     );
   }
-  // One orq at a time finds, starts, joins or leaves the server here: two starting at once would
-  // each start a redis-server on the same append-only file. The lock lapses if its holder dies.
   // Nothing to start a server with: say so before leaving an empty data directory behind.
   if (!existsSync(dir)) requireRedisServer();
   try {
@@ -145,6 +143,8 @@ export async function redisForCli(
       },
     );
   }
+  // One orq at a time finds, starts, joins or leaves the server here: two starting at once would
+  // each start a redis-server on the same append-only file. The lock lapses if its holder dies.
   const locked = async <T>(fn: () => Promise<T>): Promise<T> => {
     const unlock = await lock(dir, {
       lockfilePath: join(dir, 'start.lock'),
