@@ -232,6 +232,7 @@ export function sessionConfig(
   const unsubmittable = unsubmittableSettings(result.data).map((issue) => ({
     ...issue,
     path: `config.${issue.path}`,
+    ...(issue.settings ? { settings: issue.settings.map((path) => `config.${path}`) } : {}),
   }));
   if (unsubmittable.length > 0) throw new ValidationError('submit request', unsubmittable);
   return result.data;

@@ -54,6 +54,11 @@ export interface FieldIssue {
   /** Dotted path of the offending field, e.g. `refinement.noiseThreshold`. */
   path: string;
   message: string;
+  /**
+   * Other settings that together with `path` make the problem (e.g. the `budget.maxUsd` that
+   * needs the missing price), so a caller can say where each of them was set.
+   */
+  settings?: string[];
 }
 
 /** Turns zod issues into `path: message` pairs a person can act on. */

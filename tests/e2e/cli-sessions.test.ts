@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -436,6 +436,38 @@ describe('errors and exit codes', () => {
       expect(run.stderr).toMatch(/^orq: No API key for the planner model \(openai\)/);
       expect(run.stderr).toContain('OPENAI_API_KEY');
       // No Redis was started, so no session was left behind to fail later.
+      expect(existsSync(join(cwd, '.orq'))).toBe(false);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+
+  it('a --session-config setting a submit refuses names the option and its file, before any Redis starts', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-unpriced-'));
+    try {
+      writeFileSync(
+        join(cwd, 'session.yaml'),
+        'llm:\n  default:\n    provider: openai\n    model: gpt-4o-mini\nbudget:\n  maxUsd: 1\n',
+      );
+      const unpriced =
+        'budget.prices: maxUsd needs a price for every model the roles use; none for gpt-4o-mini';
+      const results = await Promise.all(
+        ['submit', 'run'].map((command) =>
+          orq([command, 'Write it', '--session-config', 'session.yaml'], { cwd }),
+        ),
+      );
+      for (const result of results) {
+        expect(result.code, result.stderr).toBe(2);
+        expect(result.stderr).toMatch(/^orq: Invalid --session-config session\.yaml: /);
+        expect(result.stderr).toContain(unpriced);
+      }
+      const inline = await orq(
+        ['submit', 'Write it', '--session-config', '{"budget":{"maxTokens":-1}}'],
+        { cwd },
+      );
+      expect(inline.code, inline.stderr).toBe(2);
+      expect(inline.stderr).toMatch(/^orq: Invalid --session-config: budget\.maxTokens: /);
+      // Refused before a private Redis was started for the submit.
       expect(existsSync(join(cwd, '.orq'))).toBe(false);
     } finally {
       rmSync(cwd, { recursive: true, force: true });

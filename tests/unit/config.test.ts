@@ -481,8 +481,23 @@ describe('loadConfig', () => {
       {
         path: 'budget.prices',
         message: 'maxUsd needs a price for every model the roles use; none for gpt-4o-mini',
+        settings: ['budget.maxUsd'],
       },
     ]);
+  });
+
+  it('with submitChecks, names the variable that set the maxUsd a missing price is needed for', () => {
+    const file = writeTemp(
+      'unpriced.yaml',
+      'llm:\n  default:\n    provider: openai\n    model: gpt-4o-mini\n',
+    );
+    const error = configErrorOf(() =>
+      loadConfig({ file, env: { ORQ__budget__maxUsd: '1' }, submitChecks: true }),
+    );
+    expect(error.issues[0]?.path).toBe('budget.prices');
+    expect(error.issues[0]?.message).toContain('(budget.maxUsd set by ORQ__budget__maxUsd)');
+    // The file named the unpriced model, so it is still the file's error.
+    expect(error.message).toMatch(new RegExp(`^Invalid configuration in ${file}: `));
   });
 
   it('a file whose top level is not a mapping is rejected', () => {

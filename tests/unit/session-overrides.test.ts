@@ -1,7 +1,8 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { sessionOverrides } from '../../src/producers/cli/common.js';
+import { sessionOverrides, submittedSessionConfig } from '../../src/producers/cli/common.js';
+import { parseConfig } from '../../src/shared/config/load.js';
 import {
   resolveSessionPaths,
   SESSION_PATH_SETTINGS,
@@ -11,7 +12,7 @@ import {
   SAFE_SESSION_OVERRIDES,
 } from '../../src/shared/config/override-policy.js';
 import { SessionConfig } from '../../src/shared/config/schema.js';
-import type { OrqError } from '../../src/shared/errors.js';
+import type { OrqError, ValidationError } from '../../src/shared/errors.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
 
 const temp = tempFilesPerFile('orq-session-overrides-');
@@ -151,5 +152,44 @@ describe('sessionOverrides (--session-config)', () => {
         expect((error as OrqError).hint).toContain('YAML or JSON file');
       }
     }
+  });
+});
+
+describe('submittedSessionConfig', () => {
+  const openai = { llm: { default: { provider: 'openai', model: 'gpt-4o-mini' } } };
+  const errorOf = (run: () => unknown) => {
+    try {
+      run();
+    } catch (error) {
+      return error as ValidationError;
+    }
+    throw new Error('expected an error');
+  };
+
+  it('merges the overrides over the configuration', () => {
+    const config = submittedSessionConfig(parseConfig({}), { budget: { maxTokens: 50_000 } }, '{}');
+    expect(config.budget.maxTokens).toBe(50_000);
+  });
+
+  it("blames a problem only the overrides bring on --session-config, with the overrides' paths", () => {
+    const error = errorOf(() =>
+      submittedSessionConfig(parseConfig(openai), { budget: { maxUsd: 1 } }, 'session.yaml'),
+    );
+    expect(error.message).toMatch(/^Invalid --session-config session\.yaml: budget\.prices: /);
+    expect(error.issues).toEqual([
+      expect.objectContaining({ path: 'budget.prices', settings: ['budget.maxUsd'] }),
+    ]);
+    const inline = errorOf(() =>
+      submittedSessionConfig(parseConfig({}), { budget: { maxTokens: -1 } }, '{"budget":{}}'),
+    );
+    expect(inline.message).toMatch(/^Invalid --session-config: budget\.maxTokens: /);
+  });
+
+  it("leaves a problem the configuration has on its own to the submit's error", () => {
+    const base = parseConfig({ ...openai, budget: { maxUsd: 1 } });
+    const error = errorOf(() =>
+      submittedSessionConfig(base, { budget: { maxTokens: 50_000 } }, 'session.yaml'),
+    );
+    expect(error.message).toMatch(/^Invalid submit request: config\.budget\.prices: /);
   });
 });

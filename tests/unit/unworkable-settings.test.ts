@@ -69,6 +69,7 @@ describe('unsubmittableSettings', () => {
       {
         path: 'budget.prices',
         message: 'maxUsd needs a price for every model the roles use; none for gpt-4o-mini',
+        settings: ['budget.maxUsd'],
       },
     ]);
     const price = { inputPerMTok: 1, outputPerMTok: 2 };
@@ -123,5 +124,11 @@ describe('a submit and `orq config check` refuse the same settings', () => {
     expect(() => sessionConfig(base, { budget: { maxUsd: 1 } })).toThrow(
       'Invalid submit request: config.budget.prices: maxUsd needs a price for every model the roles use; none for gpt-4o-mini',
     );
+    try {
+      sessionConfig(base, { budget: { maxUsd: 1 } });
+    } catch (e) {
+      expect((e as ValidationError).issues[0]?.settings).toEqual(['config.budget.maxUsd']);
+    }
+    expect.assertions(2);
   });
 });

@@ -3,10 +3,17 @@ import { readFileSync } from 'node:fs';
 import { InvalidArgumentError } from 'commander';
 import { resolve } from 'node:path';
 import { loadConfig, parseConfigText } from '../../shared/config/load.js';
-import type { OrqConfig } from '../../shared/config/schema.js';
-import { ConfigError, OrqError, parseOrThrow, unreadableReason } from '../../shared/errors.js';
+import type { OrqConfig, SessionConfig } from '../../shared/config/schema.js';
+import {
+  ConfigError,
+  OrqError,
+  parseOrThrow,
+  unreadableReason,
+  ValidationError,
+  type FieldIssue,
+} from '../../shared/errors.js';
 import { isPlainObject, type PlainObject } from '../../shared/plain-object.js';
-import { createClient, SubmitRequest, type OrqClient } from '../client.js';
+import { createClient, sessionConfig, SubmitRequest, type OrqClient } from '../client.js';
 import { resolveSessionPaths } from './session-paths.js';
 import { redisForCli, type CliRedis, type RedisForCliOptions } from './redis-for-cli.js';
 
@@ -142,16 +149,59 @@ export function sessionOverrides(
   cwd: string = process.cwd(),
 ): PlainObject | undefined {
   if (!value) return undefined;
-  const inline = value.trim().startsWith('{');
-  const parsed = inline ? parseInlineOverrides(value) : parseOverridesFile(value);
+  const parsed = isInline(value) ? parseInlineOverrides(value) : parseOverridesFile(value);
   if (!isPlainObject(parsed)) {
     throw new OrqError(
       'VALIDATION_FAILED',
-      `--session-config ${inline ? '' : `${value} `}must hold an object of settings`,
-      { hint: OVERRIDES_HINT },
+      `${overridesLabel(value)} must hold an object of settings`,
+      {
+        hint: OVERRIDES_HINT,
+      },
     );
   }
   return resolveSessionPaths(parsed, cwd);
+}
+
+const isInline = (value: string) => value.trim().startsWith('{');
+
+/** How errors name the overrides: the option, and the file when they came from one. */
+const overridesLabel = (value: string) =>
+  isInline(value) ? '--session-config' : `--session-config ${value}`;
+
+/**
+ * The session config a submit of `overrides` (from `--session-config value`) over `config`
+ * gets, checked before any Redis starts. A problem only the overrides bring is theirs: it
+ * names --session-config and the settings as written there. One the configuration has on its
+ * own stays the submit's error.
+ */
+export function submittedSessionConfig(
+  config: OrqConfig,
+  overrides: PlainObject | undefined,
+  value: string | undefined,
+): SessionConfig {
+  try {
+    return sessionConfig(config, overrides);
+  } catch (error) {
+    if (!(error instanceof ValidationError) || !overrides || !value) throw error;
+    try {
+      sessionConfig(config, undefined);
+    } catch {
+      throw error;
+    }
+    throw new ValidationError(overridesLabel(value), error.issues.map(asWrittenInOverrides), {
+      hint: 'Run `orq config schema` for every key, its type and default.',
+    });
+  }
+}
+
+/** A submit names a session setting `config.<path>`; the overrides hold it as `<path>`. */
+function asWrittenInOverrides(issue: FieldIssue): FieldIssue {
+  const unprefixed = (path: string) => path.replace(/^config\./, '');
+  return {
+    ...issue,
+    path: unprefixed(issue.path),
+    ...(issue.settings ? { settings: issue.settings.map(unprefixed) } : {}),
+  };
 }
 
 const OVERRIDES_HINT =

@@ -341,25 +341,34 @@ export function loadConfig(options: LoadConfigOptions = {}): OrqConfig {
     return config;
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    const origins = error.issues.map((issue) => envOrigin(issue, envOverrides, options.overrides));
-    const issues = error.issues.map((issue, i) =>
-      origins[i] ? { ...issue, message: `${issue.message} (set by ${origins[i]})` } : issue,
-    );
+    const origin = (path: string) => envOrigin(path, envOverrides, options.overrides);
+    const origins = error.issues.map((issue) => origin(issue.path));
+    const issues = error.issues.map((issue, i) => {
+      // The settings that make the problem with it, where the environment set them.
+      const related = (issue.settings ?? []).flatMap((path) => {
+        const variable = origin(path);
+        return variable ? [`${path} set by ${variable}`] : [];
+      });
+      const notes = [...(origins[i] ? [`set by ${origins[i]}`] : []), ...related];
+      return notes.length > 0
+        ? { ...issue, message: `${issue.message} (${notes.join('; ')})` }
+        : issue;
+    });
     // Bad values only from variables are the environment's, whatever file there is.
     const allFromEnv = origins.length > 0 && origins.every((origin) => origin !== undefined);
     throw new ConfigError(allFromEnv ? ENVIRONMENT : file, issues);
   }
 }
 
-/** The variable that set the value an issue is about, unless `overrides` replaced it afterwards. */
+/** The variable that set the value at `setting`, unless `overrides` replaced it afterwards. */
 function envOrigin(
-  issue: FieldIssue,
+  setting: string,
   envOverrides: readonly EnvOverride[],
   overrides: unknown,
 ): string | undefined {
   const origin = envOverrides.findLast(({ path }) => {
     const dotted = path.join('.');
-    return issue.path === dotted || issue.path.startsWith(`${dotted}.`);
+    return setting === dotted || setting.startsWith(`${dotted}.`);
   });
   if (!origin || valueAtPath(overrides, origin.path) !== undefined) return undefined;
   return origin.variable;

@@ -42,5 +42,5 @@ export function unsubmittableSettings(config: SessionConfig): FieldIssue[] {
   const unpriced = config.budget.maxUsd === undefined ? [] : unpricedModels(config);
   if (unpriced.length === 0) return [];
   const message = `maxUsd needs a price for every model the roles use; none for ${unpriced.join(', ')}`;
-  return [{ path: 'budget.prices', message }];
+  return [{ path: 'budget.prices', message, settings: ['budget.maxUsd'] }];
 }

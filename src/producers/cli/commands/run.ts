@@ -1,6 +1,11 @@
 import { Option, type Command } from 'commander';
-import { sessionConfig } from '../../client.js';
-import { configOption, parseConcurrency, readInstruction, sessionOverrides } from '../common.js';
+import {
+  configOption,
+  parseConcurrency,
+  readInstruction,
+  sessionOverrides,
+  submittedSessionConfig,
+} from '../common.js';
 import { checkRunnable, runHere, type RunHereOptions } from '../run-here.js';
 
 /** `orq run`: every role in this process, one session from submit to its end, with progress. */
@@ -37,7 +42,8 @@ export function registerRunCommand(program: Command): void {
         // Before Redis and the roles start: the session's config is known from the command line.
         // Without --session-config it is the configuration's, and so are its errors.
         {
-          preflight: (config) => checkRunnable(sessionConfig(config, overrides)),
+          preflight: (config) =>
+            checkRunnable(submittedSessionConfig(config, overrides, options.sessionConfig)),
           submitChecks: overrides === undefined,
         },
       );

@@ -11,6 +11,7 @@ import {
   printJson,
   readInstruction,
   sessionOverrides,
+  submittedSessionConfig,
   withClient,
   withSessions,
 } from '../common.js';
@@ -110,6 +111,7 @@ export function registerSessionCommands(program: Command): void {
         // Without --session-config the session's settings are the configuration's, and so are
         // the errors a submit would find in them.
         const loaded = cliConfig(options, { submitChecks: overrides === undefined });
+        submittedSessionConfig(loaded, overrides, options.sessionConfig);
         return withClient(
           options,
           async (client, config) => {
