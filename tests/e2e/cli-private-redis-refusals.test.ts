@@ -24,6 +24,30 @@ describe('orq run refusals before its private Redis', () => {
     expect(existsSync(join(cwd, '.orq'))).toBe(false);
   });
 
+  it('refuses an empty or malformed --task of orq resume as bad usage naming --task, before any Redis starts', async () => {
+    const cwd = mkdtempSync(join(temp.dir, 'empty-task-'));
+    const results = await Promise.all(
+      [
+        ['resume', 'some-session', '--task', ''],
+        ['resume', 'some-session', '--task', ' , '],
+        // --run starts the private Redis to run the roles in: refused before it too.
+        ['resume', 'some-session', '--task', '', '--run'],
+        ['resume', 'some-session', '--task', 't1', '--task', 'not an id', '--run'],
+      ].map((args) => orq(args, { cwd })),
+    );
+    const [empty, commas, emptyRun, malformed] = results;
+    for (const result of results) {
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr).toMatch(/^orq: option '--task <id>' argument '.*' is invalid\. .+\n$/);
+      expect(result.stdout).toBe('');
+    }
+    for (const result of [empty, commas, emptyRun]) {
+      expect(result?.stderr).toContain('the task id is empty');
+    }
+    expect(malformed?.stderr).toContain('"not an id" is not a task id');
+    expect(existsSync(join(cwd, '.orq'))).toBe(false);
+  });
+
   it('says in one line that ORQ_DATA_DIR cannot be made, with exit 3 and no stack trace', async () => {
     const cwd = mkdtempSync(join(temp.dir, 'data-dir-'));
     writeFileSync(join(cwd, 'afile'), '');

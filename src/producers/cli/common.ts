@@ -4,6 +4,7 @@ import { InvalidArgumentError } from 'commander';
 import { resolve } from 'node:path';
 import { loadConfig, parseConfigText } from '../../shared/config/load.js';
 import type { OrqConfig, SessionConfig } from '../../shared/config/schema.js';
+import { TaskId } from '../../shared/domain/task.js';
 import {
   ConfigError,
   OrqError,
@@ -138,6 +139,31 @@ export function parsePositiveNumber(value: string): number {
   if (!Number.isFinite(n) || n <= 0)
     throw new InvalidArgumentError(`expected a number above 0, got "${value}"`);
   return n;
+}
+
+/**
+ * `--task`, repeatable, each value one id or several separated by commas. Checked here, so a
+ * bad id is a usage error naming `--task` before any Redis starts, not the resume request's
+ * `taskIds` error after. A value with no id (`--task ''`) is refused: leaving it out would turn
+ * a request for some tasks into one for every blocked task.
+ */
+export function parseTaskIds(value: string, previous: readonly string[] = []): string[] {
+  const ids = value
+    .split(',')
+    .map((id) => id.trim())
+    .filter((id) => id !== '');
+  if (ids.length === 0)
+    throw new InvalidArgumentError(
+      'the task id is empty: give the id of a blocked task (`orq status <session>` lists them), or leave --task out for every blocked task',
+    );
+  for (const id of ids) {
+    const checked = TaskId.safeParse(id);
+    if (!checked.success)
+      throw new InvalidArgumentError(
+        `"${id}" is not a task id (${checked.error.issues.map((i) => i.message).join('; ')})`,
+      );
+  }
+  return [...previous, ...ids];
 }
 
 /**

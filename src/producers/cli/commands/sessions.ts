@@ -8,6 +8,7 @@ import {
   parseIntIn,
   parsePositiveInt,
   parsePositiveNumber,
+  parseTaskIds,
   printJson,
   readInstruction,
   sessionOverrides,
@@ -237,13 +238,7 @@ export function registerSessionCommands(program: Command): void {
     .option(
       '--task <id>',
       'only this task (default: every blocked task); repeat it or separate ids with commas for more',
-      (value: string, previous: string[] = []) => [
-        ...previous,
-        ...value
-          .split(',')
-          .map((id) => id.trim())
-          .filter((id) => id !== ''),
-      ],
+      parseTaskIds,
     )
     .option(
       '--max-tokens <n>',
