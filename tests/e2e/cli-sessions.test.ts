@@ -385,13 +385,44 @@ describe('errors and exit codes', () => {
     expect(noKey.stdout).toBe('');
   });
 
+  it('status lists no sessions with exit 0 on a Redis holding none, and where nothing has run without REDIS_URL, starting no Redis', async () => {
+    const empty = { ...env, ORQ_PREFIX: `${cluster.prefix}-empty` };
+    const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-no-sessions-'));
+    try {
+      const [onRedis, onRedisJson, here, hereJson] = await Promise.all([
+        orq(['status'], { env: empty }),
+        orq(['status', '--json'], { env: empty }),
+        orq(['status'], { cwd }),
+        orq(['list', '--json'], { cwd }),
+      ]);
+      for (const result of [onRedis, onRedisJson, here, hereJson]) {
+        expect(result.code, result.stderr).toBe(0);
+        expect(result.stderr).toBe('');
+      }
+      for (const result of [onRedis, here]) {
+        expect(result.stdout).toMatch(/^no sessions yet: /);
+      }
+      expect(here.stdout).toContain(
+        'nothing has run here (REDIS_URL is not set and .orq/redis does not exist)',
+      );
+      for (const result of [onRedisJson, hereJson]) {
+        expect(JSON.parse(result.stdout)).toEqual([]);
+      }
+      expect(existsSync(join(cwd, '.orq'))).toBe(false);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+
   it('without REDIS_URL where no `orq run` kept data, a session command says so and starts no Redis; a submit says how to run its session', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-nothing-here-'));
     try {
       const results = await Promise.all(
-        [['status'], ['status', 'some-id'], ['history', 'some-id'], ['watch', 'some-id']].map(
-          (args) => orq(args, { cwd }),
-        ),
+        [
+          ['status', 'some-id'],
+          ['history', 'some-id'],
+          ['watch', 'some-id'],
+        ].map((args) => orq(args, { cwd })),
       );
       for (const result of results) {
         expect(result.code, result.stderr).toBe(1);

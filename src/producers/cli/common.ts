@@ -73,8 +73,9 @@ export async function withClient<T>(
 export function withSessions<T>(
   options: GlobalOptions,
   fn: (client: OrqClient, config: OrqConfig, redis: CliRedis) => Promise<T>,
+  { config }: { config?: OrqConfig } = {},
 ): Promise<T> {
-  return withClient(options, fn, { existing: true });
+  return withClient(options, fn, { existing: true, ...(config ? { config } : {}) });
 }
 
 /**

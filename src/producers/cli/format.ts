@@ -247,8 +247,21 @@ export function formatUsage(view: SessionView): string[] {
   return lines;
 }
 
-/** The recent sessions (`orq status` without an id). */
-export function formatSessionList(sessions: readonly Session[]): string {
+/**
+ * The recent sessions (`orq status` without an id). `nothingRun`: REDIS_URL is not set and no
+ * private Redis is kept in `privateRedis`, so the list is empty because nothing has run here.
+ */
+export function formatSessionList(
+  sessions: readonly Session[],
+  nothingRun?: { privateRedis: string },
+): string {
+  if (sessions.length === 0 && nothingRun) {
+    return (
+      `no sessions yet: nothing has run here (REDIS_URL is not set and ${nothingRun.privateRedis} does not exist). ` +
+      'Run one with `orq run "<instruction>"`, set REDIS_URL to the Redis your roles use, ' +
+      'or run orq in the directory of your `orq run` (or set ORQ_DATA_DIR)'
+    );
+  }
   if (sessions.length === 0) return 'no sessions yet: submit one with `orq submit "<instruction>"`';
   const rows = sessions.map((s) => [
     s.id,

@@ -93,6 +93,14 @@ export function privateRedisDir(): string {
   return here && !here.startsWith('..') && !isAbsolute(here) ? here : dir;
 }
 
+/**
+ * No REDIS_URL and no private Redis in the data directory: nothing has run here, so there is no
+ * session to find (and no server worth starting to say so).
+ */
+export function nothingRunHere(config: OrqConfig): boolean {
+  return configuredConnection(config) === undefined && !existsSync(join(dataDir(), 'redis'));
+}
+
 export interface RedisForCliOptions {
   /**
    * The command only reads sessions: without REDIS_URL and without a private Redis here it
@@ -120,7 +128,7 @@ export async function redisForCli(
     };
   }
   const dir = join(dataDir(), 'redis');
-  if (options.existing && !existsSync(dir)) {
+  if (options.existing && nothingRunHere(config)) {
     throw new OrqError(
       'NOT_FOUND',
       `No orq sessions here: REDIS_URL is not set and ${dir} does not exist (orq run keeps its private Redis there)`,

@@ -1,5 +1,9 @@
 import { Option, type Command } from 'commander';
-import { RESUMABLE_SESSION_STATES, type SessionState } from '../../../shared/domain/session.js';
+import {
+  RESUMABLE_SESSION_STATES,
+  type Session,
+  type SessionState,
+} from '../../../shared/domain/session.js';
 import { OrqError } from '../../../shared/errors.js';
 import type { OrqClient, ResumeRequest, SessionView } from '../../client.js';
 import {
@@ -29,7 +33,7 @@ import {
   formatSessionTable,
   missingRolesNotice,
 } from '../format.js';
-import { privateRedisDir } from '../redis-for-cli.js';
+import { nothingRunHere, privateRedisDir } from '../redis-for-cli.js';
 import { withStdoutHeld } from '../stdout-closed.js';
 import { checkRunnable, runHere } from '../run-here.js';
 
@@ -151,23 +155,37 @@ export function registerSessionCommands(program: Command): void {
       async (
         sessionId: string | undefined,
         options: { config?: string; limit: number; json?: boolean },
-      ) =>
-        withSessions(options, async (client, config, redis) => {
-          // `orq status ""` is a malformed id (client.get says so), not a request for the list.
-          if (sessionId === undefined) {
-            const sessions = await client.list({ limit: options.limit });
-            if (options.json) printJson(sessions);
-            else process.stdout.write(`${formatSessionList(sessions)}\n`);
-            return;
-          }
-          const view = await client.get(sessionId);
-          if (options.json) printJson(view);
-          else process.stdout.write(`${formatSessionTable(view)}\n`);
-          // A private Redis this command started has no roles by design: nothing to warn of.
-          if (!redis.owned && waitsForRoles(view.session.state)) {
-            await warnOfMissingRoles(client, sessionId, config.redis.prefix);
-          }
-        }),
+      ) => {
+        const loaded = cliConfig(options);
+        const printList = (sessions: Session[], nothingRun?: { privateRedis: string }) => {
+          if (options.json) printJson(sessions);
+          else process.stdout.write(`${formatSessionList(sessions, nothingRun)}\n`);
+        };
+        // No sessions is an answer, not an error, as on a REDIS_URL holding none: the empty list,
+        // without starting a server (and leaving .orq/ behind) only to find it empty.
+        if (sessionId === undefined && nothingRunHere(loaded)) {
+          printList([], { privateRedis: privateRedisDir() });
+          return;
+        }
+        await withSessions(
+          options,
+          async (client, config, redis) => {
+            // `orq status ""` is a malformed id (client.get says so), not a request for the list.
+            if (sessionId === undefined) {
+              printList(await client.list({ limit: options.limit }));
+              return;
+            }
+            const view = await client.get(sessionId);
+            if (options.json) printJson(view);
+            else process.stdout.write(`${formatSessionTable(view)}\n`);
+            // A private Redis this command started has no roles by design: nothing to warn of.
+            if (!redis.owned && waitsForRoles(view.session.state)) {
+              await warnOfMissingRoles(client, sessionId, config.redis.prefix);
+            }
+          },
+          { config: loaded },
+        );
+      },
     );
 
   program
