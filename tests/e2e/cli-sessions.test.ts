@@ -603,7 +603,10 @@ describe('watch in a terminal', () => {
     expect(output).toContain('\u001b[?25h'); // the cursor is shown again at the end
     const lastFrame = output.slice(output.lastIndexOf('\u001b[G'));
     expect(lastFrame).toContain(`session ${sessionId}  COMPLETED`);
-    expect(lastFrame).toMatch(/TASK\s+STATE\s+ATTEMPTS\s+TIME\s+TITLE/);
+    // The final frame has the columns of the table a plain `orq run` ends with.
+    expect(lastFrame).toMatch(
+      /TASK\s+STATE\s+ATTEMPTS\s+TIME\s+DEPENDS ON\s+TOKENS IN\/OUT\s+TITLE/,
+    );
     expect(lastFrame).toMatch(/recent:[\s\S]*session RUNNING → COMPLETED/);
     const { tasks } = await cluster.client.get(sessionId);
     // Each with the time of its execution: 0.3s, 12s, ...

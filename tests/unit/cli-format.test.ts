@@ -113,6 +113,35 @@ describe('the live view of orq watch', () => {
     expect(formatLiveView(view('RUNNING', []), [])).not.toContain('planning:');
   });
 
+  it("ends with a final frame whose task table is the status table's, every column and row alike", () => {
+    const done = view('COMPLETED', [
+      ['t1', 'DONE', 'Write the parser'],
+      ['t2', 'DONE', 'Write the tests'],
+    ]);
+    const [first, second] = done.tasks as [Task, Task];
+    Object.assign(first, { attempts: 1, startedAt: at(0), endedAt: at(2) });
+    Object.assign(second, { attempts: 2, startedAt: at(3), endedAt: at(15), dependencies: ['t1'] });
+    done.usage = usageFromHash({ 'task:t1:in': '120', 'task:t1:out': '45' });
+    const later = Date.parse(now) + 60_000;
+    const statusTable = formatSessionTable(done, later).split('\n');
+    const table = statusTable.slice(statusTable.findIndex((l) => l.startsWith('TASK')));
+    expect(table).toHaveLength(3);
+    expect(table[0]).toMatch(
+      /^TASK\s+STATE\s+ATTEMPTS\s+TIME\s+DEPENDS ON\s+TOKENS IN\/OUT\s+TITLE$/,
+    );
+
+    const size = { rows: 40, columns: 200 };
+    const final = formatLiveView(done, [entry('COMPLETED')], { ...size, final: true }, later);
+    const lines = final.split('\n');
+    expect(lines.slice(lines.indexOf(table[0] ?? ''), lines.indexOf(table[0] ?? '') + 3)).toEqual(
+      table,
+    );
+    // While following, the compact columns leave a narrow terminal room for the titles.
+    const following = formatLiveView(done, [entry('COMPLETED')], size, later);
+    expect(following).toMatch(/^TASK\s+STATE\s+ATTEMPTS\s+TIME\s+TITLE$/m);
+    expect(following).toMatch(/^t2\s+DONE\s+2\s+12s\s+Write the tests$/m);
+  });
+
   it('tells a blocked session how to go on', () => {
     const frame = formatLiveView(view('BLOCKED', [['t1', 'BLOCKED']]), []);
     expect(frame).toContain('orq resume s1');

@@ -97,10 +97,10 @@ export async function followSession(
   const recent: HistoryEntry[] = [];
   let frame = '';
   let shown: SessionView | undefined;
-  const draw = (view: SessionView) => {
+  const draw = (view: SessionView, final = false) => {
     shown = view;
     const rows = out.rows === undefined ? undefined : out.rows - (outage ? 1 : 0);
-    frame = formatLiveView(view, recent, { rows, columns: out.columns });
+    frame = formatLiveView(view, recent, { rows, columns: out.columns, final });
     if (outage) frame += `\n${clipToWidth(outage, Math.max((out.columns ?? 80) - 1, 20))}`;
     render(frame);
   };
@@ -150,7 +150,7 @@ export async function followSession(
     clearTimeout(timer);
     await drawing;
     const final = await client.get(sessionId);
-    draw(final);
+    draw(final, true);
     return final;
   } finally {
     clearInterval(ticker);

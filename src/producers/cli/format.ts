@@ -125,6 +125,42 @@ function taskTime(t: Task, now: number): string {
   return formatElapsed(end - Date.parse(t.startedAt));
 }
 
+interface TaskColumn {
+  header: string;
+  cell: (task: Task, view: SessionView, now: number) => string;
+  /**
+   * Shown in the live view while it follows a session too. The others appear only in full
+   * tables (`orq status`, and the live view's final frame, which is what `orq run` and
+   * `orq watch` leave on screen): while following they would leave the titles little room.
+   */
+  following: boolean;
+}
+
+/** The task table's columns, one definition for `orq status` and the live view. */
+const TASK_COLUMNS: readonly TaskColumn[] = [
+  { header: 'TASK', cell: (t) => t.id, following: true },
+  { header: 'STATE', cell: taskState, following: true },
+  { header: 'ATTEMPTS', cell: (t) => String(t.attempts), following: true },
+  { header: 'TIME', cell: (t, _view, now) => taskTime(t, now), following: true },
+  { header: 'DEPENDS ON', cell: (t) => t.dependencies.join(',') || '-', following: false },
+  { header: 'TOKENS IN/OUT', cell: (t, view) => taskTokens(view, t.id), following: false },
+  { header: 'TITLE', cell: (t) => clip(oneLine(t.title), 60), following: true },
+];
+
+/** The table of `tasks` (some of the view's), with every column or those shown while following. */
+function taskTable(
+  view: SessionView,
+  tasks: readonly Task[],
+  now: number,
+  { following = false }: { following?: boolean } = {},
+): string[] {
+  const columns = following ? TASK_COLUMNS.filter((c) => c.following) : TASK_COLUMNS;
+  return renderTable(
+    columns.map((c) => c.header),
+    tasks.map((t) => columns.map((c) => c.cell(t, view, now))),
+  );
+}
+
 function sessionHeader(session: Session): string[] {
   const lines = [
     `session ${session.id}  ${session.state}`,
@@ -151,21 +187,9 @@ export function formatSessionTable(view: SessionView, now = Date.now()): string 
   const lines = [...sessionHeader(session), ...formatUsage(view)];
   if (tasks.length === 0) return lines.join('\n');
   lines.push(formatTaskCounts(tasks));
-  const rows = tasks.map((t) => [
-    t.id,
-    taskState(t),
-    String(t.attempts),
-    taskTime(t, now),
-    t.dependencies.join(',') || '-',
-    taskTokens(view, t.id),
-    clip(oneLine(t.title), 60),
-  ]);
   lines.push(
     '',
-    ...renderTable(
-      ['TASK', 'STATE', 'ATTEMPTS', 'TIME', 'DEPENDS ON', 'TOKENS IN/OUT', 'TITLE'],
-      rows,
-    ),
+    ...taskTable(view, tasks, now),
     ...progressLines(view, now),
     ...blockedReasons(tasks),
   );
@@ -298,29 +322,34 @@ export function pickVisibleTasks(tasks: readonly Task[], max: number): Task[] {
   return tasks.filter((t) => chosen.has(t));
 }
 
-export interface LiveViewSize {
+export interface LiveViewOptions {
   /** Terminal rows; the frame never uses more (log-update would cut its top). */
   rows?: number | undefined;
   /** Terminal columns; longer lines are clipped so a redraw erases exactly what it drew. */
   columns?: number | undefined;
+  /**
+   * The last frame, left on screen when following ends: its table has every column of the
+   * status table, as the table `orq run` ends with when stdout is not a terminal.
+   */
+  final?: boolean;
 }
 
 export const LIVE_HISTORY_LINES = 5;
 
 /**
  * The frame `orq watch` redraws in a terminal: the session's state, counts by task state, a
- * table of tasks with state, attempts and time, what running tasks are doing, and the last few
- * history lines.
+ * table of tasks with state, attempts and time (every status column in the final frame), what
+ * running tasks are doing, and the last few history lines.
  */
 export function formatLiveView(
   view: SessionView,
   recent: readonly HistoryEntry[],
-  size: LiveViewSize = {},
+  options: LiveViewOptions = {},
   now = Date.now(),
 ): string {
   const { session, tasks } = view;
-  const rows = Math.max(size.rows || 24, 10);
-  const columns = Math.max(size.columns || 80, 20);
+  const rows = Math.max(options.rows || 24, 10);
+  const columns = Math.max(options.columns || 80, 20);
   const head = sessionHeader(session);
   head.push(formatTaskCounts(tasks));
   const tail = recent.slice(-LIVE_HISTORY_LINES).map(formatHistoryEntry);
@@ -341,16 +370,7 @@ export function formatLiveView(
   let visible = pickVisibleTasks(tasks, room);
   if (visible.length < tasks.length) visible = pickVisibleTasks(tasks, Math.max(room - 1, 0));
   const table = tasks.length
-    ? renderTable(
-        ['TASK', 'STATE', 'ATTEMPTS', 'TIME', 'TITLE'],
-        visible.map((t) => [
-          t.id,
-          taskState(t),
-          String(t.attempts),
-          taskTime(t, now),
-          oneLine(t.title),
-        ]),
-      )
+    ? taskTable(view, visible, now, { following: !options.final })
     : ['(no tasks yet: planning)'];
   if (visible.length < tasks.length) table.push(`… ${tasks.length - visible.length} more`);
 
