@@ -205,7 +205,9 @@ export function createWorkspaceTools(options: WorkspaceToolsOptions): Tool[] {
       // The tool's time limit holds for a search too: a huge tree is cut short, and says so.
       const deadline = Date.now() + options.timeoutMs;
       search: for await (const { path: found, entry } of walk(absolute, true)) {
-        if (Date.now() > deadline) {
+        // At the deadline, not only past it: a walk of a few cached files can fit in the
+        // millisecond a limit of 0 ends in.
+        if (Date.now() >= deadline) {
           matches.push(
             `[... search stopped after ${Math.round(options.timeoutMs / 1000)}s; search a subfolder ...]`,
           );
