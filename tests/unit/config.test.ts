@@ -300,6 +300,9 @@ describe('applyEnvOverrides', () => {
     'redis://',
     'redis://127.0.0.1:6379/abc',
     'redis://127.0.0.1:6379/1/2',
+    // Bare addresses ioredis cannot parse either: they threw `Invalid URL` from inside it.
+    'not a url',
+    'a b:6379',
   ])('refuses REDIS_URL=%s, naming the variable and the form it takes', (url) => {
     const error = configErrorOf(() => loadConfig({ env: { REDIS_URL: url }, cwd: '/' }));
     expect(error.issues).toEqual([
@@ -317,6 +320,9 @@ describe('applyEnvOverrides', () => {
     'redis://h',
     'redis://h:6379/',
     'localhost:6379',
+    '127.0.0.1:6379/2',
+    '6379',
+    '/var/run/redis.sock',
   ])('accepts REDIS_URL=%s', (url) => {
     expect(loadConfig({ env: { REDIS_URL: url }, cwd: '/' }).redis.url).toBe(url);
   });

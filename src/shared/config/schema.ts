@@ -494,11 +494,15 @@ export type SessionConfig = z.infer<typeof SessionConfig>;
 
 /**
  * What ioredis can connect to: a redis:// or rediss:// URL that parses (an unparsable one threw
- * `Invalid URL` from inside ioredis; another scheme was read as a host named after it), or a
- * bare `host:port` or socket path, which ioredis reads itself.
+ * `Invalid URL` from inside ioredis; another scheme was read as a host named after it), a port,
+ * a socket path, or a bare `host:port` that parses once ioredis puts `redis://` before it (one
+ * that does not, `not a url`, threw the same `Invalid URL` from inside ioredis).
  */
 function isRedisAddress(value: string): boolean {
-  if (!value.includes('://')) return true;
+  if (!value.includes('://')) {
+    if (/^\d+$/.test(value) || (value.startsWith('/') && !value.startsWith('//'))) return true;
+    return URL.canParse(value.startsWith('//') ? `redis:${value}` : `redis://${value}`);
+  }
   try {
     const url = new URL(value);
     return (
