@@ -4,12 +4,8 @@ import { applyLegacyKeys, parseConfig, mergeConfig } from '../shared/config/load
 import { overridesOutside } from '../shared/config/override-policy.js';
 import { unsubmittableSettings } from '../shared/config/unworkable.js';
 import { submitDigest } from './submit-digest.js';
-import {
-  RedisConfig,
-  SessionConfig,
-  type OrqConfig,
-  type OrqConfigInput,
-} from '../shared/config/schema.js';
+import { ConnectionOption } from '../shared/connection-option.js';
+import { SessionConfig, type OrqConfig, type OrqConfigInput } from '../shared/config/schema.js';
 import type { HistoryEntry } from '../shared/domain/history.js';
 import type { TaskProgress } from '../shared/domain/progress.js';
 import {
@@ -245,13 +241,11 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     'client options',
   );
   // A URL the config would refuse (http://…) otherwise waits out the connect timeout first.
-  if (typeof options.connection === 'string') {
-    parseOrThrow(
-      z.object({ connection: RedisConfig.shape.url }),
-      { connection: options.connection },
-      'client options',
-    );
-  }
+  parseOrThrow(
+    z.object({ connection: ConnectionOption }),
+    { connection: options.connection },
+    'client options',
+  );
   const redis = createConnection(options.connection, 'producer');
   try {
     await ensureConnected(redis);

@@ -1,9 +1,10 @@
 import { UnrecoverableError, WaitingError, Worker, type Job, type Processor } from 'bullmq';
 import type { OrqConfig } from '../shared/config/schema.js';
-import { OrqError, ValidationError } from '../shared/errors.js';
+import { OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
+import { ConnectionOption } from '../shared/connection-option.js';
 import type { Logger } from '../shared/logger.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
-import type { ZodType } from 'zod';
+import { z, type ZodType } from 'zod';
 import {
   defaultJobOptions,
   jobIds,
@@ -262,6 +263,11 @@ const IDLE_CLOSE_MS = 3_000;
  */
 export async function startRoles(options: StartRolesOptions): Promise<RunningRoles> {
   const { config, logger } = options;
+  parseOrThrow(
+    z.object({ connection: ConnectionOption }),
+    { connection: options.connection },
+    'startRoles options',
+  );
   const redis = createConnection(options.connection, 'consumer', logger);
   try {
     await refuseClusterNode(redis);

@@ -52,6 +52,30 @@ describe('a connection URL that is not a Redis address', () => {
   });
 });
 
+describe('a missing connection', () => {
+  // `process.env.REDIS_URL!` with the variable unset: ioredis would connect to 127.0.0.1:6379.
+  it('is refused at once by createClient and startRoles, naming the option', async () => {
+    const config = parseConfig({ redis: { prefix: `nc${randomUUID().slice(0, 8)}` } });
+    for (const connection of [undefined, null, 6379]) {
+      const refusal = {
+        code: 'VALIDATION_FAILED',
+        message: expect.stringContaining('connection: expected a Redis URL') as string,
+      };
+      await expect(
+        createClient({ connection: connection as unknown as string }),
+      ).rejects.toMatchObject(refusal);
+      await expect(
+        startRoles({
+          roles: ['coordinator'],
+          connection: connection as unknown as string,
+          config,
+          logger: silentLogger,
+        }),
+      ).rejects.toMatchObject(refusal);
+    }
+  });
+});
+
 describe('rediss:// to a Redis without TLS', () => {
   it('is refused with a hint about TLS, and ioredis prints nothing', async () => {
     const errors: unknown[][] = [];
