@@ -101,6 +101,35 @@ export const PruneRequest = z.strictObject({
 });
 export type PruneRequest = z.input<typeof PruneRequest>;
 
+/** A Redis stream id, the cursor of a session's history (`1700000000000-0`). */
+const STREAM_ID = /^\d+-\d+$/;
+const MAX_PART = 2n ** 64n - 1n;
+
+export const StreamId = z
+  .string()
+  .regex(STREAM_ID, 'a history stream id looks like 1700000000000-0')
+  // Redis refuses parts above 64 bits ("Invalid stream ID"): that is bad input, not a 500.
+  .refine((id) => !STREAM_ID.test(id) || id.split('-').every((p) => BigInt(p) <= MAX_PART), {
+    message: 'each part of a history stream id is at most 18446744073709551615',
+  });
+
+/** What `list` takes: a page of the sessions, newest first. */
+export const ListRequest = z.strictObject({
+  limit: z.number().int().min(1).optional(),
+  offset: z.number().int().min(0).optional(),
+});
+export type ListRequest = z.input<typeof ListRequest>;
+
+/** What `history` takes: the entries after a stream id, at most `count` of them. */
+export const HistoryRequest = z.strictObject({
+  after: StreamId.optional(),
+  count: z.number().int().min(1).optional(),
+});
+export type HistoryRequest = z.input<typeof HistoryRequest>;
+
+/** Why a session was cancelled, as its history keeps it. */
+export const CancelReason = z.string().min(1).max(2_000);
+
 export interface SessionView {
   session: Session;
   tasks: Task[];
@@ -138,11 +167,8 @@ export interface OrqClient {
   readonly store: SessionStore;
   submit(request: SubmitRequest, options?: SubmitOptions): Promise<Session>;
   get(sessionId: string): Promise<SessionView>;
-  list(options?: { limit?: number; offset?: number }): Promise<Session[]>;
-  history(
-    sessionId: string,
-    options?: { after?: string; count?: number },
-  ): Promise<StoredHistoryEntry[]>;
+  list(options?: ListRequest): Promise<Session[]>;
+  history(sessionId: string, options?: HistoryRequest): Promise<StoredHistoryEntry[]>;
   historyJsonl(sessionId: string): Promise<string>;
   cancel(sessionId: string, reason?: string): Promise<void>;
   /**
@@ -385,6 +411,8 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     });
     try {
       parseOrThrow(SessionId, sessionId, 'session id');
+      // Redis would refuse a malformed cursor with a bare ReplyError on the first read.
+      parseOrThrow(z.object({ after: StreamId.optional() }), watchOptions, 'watch options');
       await store.requireSession(sessionId);
       for (;;) {
         if (signal?.aborted) return;
@@ -528,7 +556,9 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
 
     list: (listOptions = {}) =>
       guard(async () => {
-        const ids = await store.listSessionIds(listOptions);
+        const ids = await store.listSessionIds(
+          parseOrThrow(ListRequest, listOptions, 'list options'),
+        );
         const sessions = await Promise.all(ids.map((id) => store.loadSession(id)));
         return sessions.flatMap((s) => (s ? [s.session] : []));
       }),
@@ -536,8 +566,9 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     history: (sessionId, historyOptions) =>
       guard(async () => {
         parseOrThrow(SessionId, sessionId, 'session id');
+        const parsed = parseOrThrow(HistoryRequest, historyOptions ?? {}, 'history options');
         await store.requireSession(sessionId);
-        return store.history(sessionId, historyOptions);
+        return store.history(sessionId, parsed);
       }),
 
     historyJsonl: (sessionId) =>
@@ -553,6 +584,8 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     cancel: (sessionId, reason = 'cancelled by user') =>
       guard(async () => {
         parseOrThrow(SessionId, sessionId, 'session id');
+        // The reason goes into the job and the history: bounded as the HTTP API bounds it.
+        parseOrThrow(z.object({ reason: CancelReason }), { reason }, 'cancel request');
         const { session } = await store.requireSession(sessionId);
         if (FINISHED_SESSION_STATES.includes(session.state)) {
           throw new OrqError('INVALID_STATE', `Session ${sessionId} is already ${session.state}`, {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { HistoryEntry } from '../../shared/domain/history.js';
 import { Session, SessionId } from '../../shared/domain/session.js';
+import { CancelReason, StreamId } from '../client.js';
 import { TaskProgress } from '../../shared/domain/progress.js';
 import { Task } from '../../shared/domain/task.js';
 import { SessionUsage } from '../../shared/store/usage-store.js';
@@ -10,19 +11,9 @@ import { SessionUsage } from '../../shared/store/usage-store.js';
  * domain schemas, so validation, the TypeScript types and the OpenAPI document share one source.
  */
 
+export { StreamId };
+
 export const SessionParams = z.object({ id: SessionId });
-
-/** A Redis stream id, the cursor of a session's history (`1700000000000-0`). */
-const STREAM_ID = /^\d+-\d+$/;
-const MAX_PART = 2n ** 64n - 1n;
-
-export const StreamId = z
-  .string()
-  .regex(STREAM_ID, 'a history stream id looks like 1700000000000-0')
-  // Redis refuses parts above 64 bits ("Invalid stream ID"): that is bad input, not a 500.
-  .refine((id) => !STREAM_ID.test(id) || id.split('-').every((p) => BigInt(p) <= MAX_PART), {
-    message: 'each part of a history stream id is at most 18446744073709551615',
-  });
 
 export const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(50),
@@ -56,9 +47,7 @@ export const SessionView = z.object({
 export const StoredHistoryEntry = z.object({ id: StreamId, entry: HistoryEntry });
 
 /** Fastify hands a POST without a body over as null: both cancel and resume accept none. */
-export const CancelRequest = z
-  .strictObject({ reason: z.string().min(1).max(2_000).optional() })
-  .nullish();
+export const CancelRequest = z.strictObject({ reason: CancelReason.optional() }).nullish();
 
 export const Accepted = z.object({
   sessionId: SessionId,

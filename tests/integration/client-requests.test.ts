@@ -1,0 +1,74 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCluster, type TestCluster } from '../support/cluster.js';
+
+// No roles: the sessions stay PLANNING, which is all these requests need.
+let cluster: TestCluster;
+let sessionId: string;
+
+beforeAll(async () => {
+  cluster = await startCluster({ pods: 0 });
+  sessionId = (await cluster.client.submit({ instruction: 'one' })).id;
+  await cluster.client.submit({ instruction: 'two' });
+}, 30_000);
+
+afterAll(async () => {
+  await cluster?.close();
+});
+
+const refusal = (what: string, path: string) => ({
+  code: 'VALIDATION_FAILED',
+  message: expect.stringContaining(`Invalid ${what}: ${path}:`) as string,
+  issues: [expect.objectContaining({ path })],
+});
+
+describe("the client's read and cancel options", () => {
+  it('refuses a list page that is not one, naming the field, rather than a Redis error or another page', async () => {
+    const { client } = cluster;
+    // A limit of 0 read every session; -1 none; an offset of -1 the oldest; 1.5 a Redis error.
+    for (const [options, path] of [
+      [{ limit: 0 }, 'limit'],
+      [{ limit: -1 }, 'limit'],
+      [{ limit: 1.5 }, 'limit'],
+      [{ limit: '2' }, 'limit'],
+      [{ offset: -1 }, 'offset'],
+      [{ limt: 1 }, '(root)'],
+    ] as const) {
+      await expect(client.list(options as never), JSON.stringify(options)).rejects.toMatchObject(
+        refusal('list options', path),
+      );
+    }
+    expect(await client.list({ limit: 1 })).toHaveLength(1);
+  });
+
+  it('refuses a history cursor or count that is not one, naming the field', async () => {
+    const { client } = cluster;
+    // A count of -1 threw a TypeError, 0 read everything; a bad cursor was a Redis ReplyError.
+    for (const [options, path] of [
+      [{ count: -1 }, 'count'],
+      [{ count: 0 }, 'count'],
+      [{ after: 'zz' }, 'after'],
+    ] as const) {
+      await expect(
+        client.history(sessionId, options),
+        JSON.stringify(options),
+      ).rejects.toMatchObject(refusal('history options', path));
+    }
+    expect(await client.history(sessionId, { count: 1 })).toHaveLength(1);
+  });
+
+  it('refuses a watch cursor that is not a stream id, naming it', async () => {
+    const watching = async () => {
+      for await (const _ of cluster.client.watch(sessionId, { after: 'zz' })) break;
+    };
+    await expect(watching()).rejects.toMatchObject(refusal('watch options', 'after'));
+  });
+
+  it('refuses an empty cancel reason or one over 2000 characters, as the HTTP API does', async () => {
+    for (const reason of ['', 'x'.repeat(2_001)]) {
+      await expect(cluster.client.cancel(sessionId, reason)).rejects.toMatchObject(
+        refusal('cancel request', 'reason'),
+      );
+    }
+    expect((await cluster.client.get(sessionId)).session.state).toBe('PLANNING');
+  });
+});
