@@ -163,9 +163,20 @@ export interface SubmitOptions {
   allowedOverrides?: readonly string[];
 }
 
+export interface SubmitOutcome {
+  session: Session;
+  /** True for exactly one of the submits that share an idempotency key. */
+  created: boolean;
+}
+
 export interface OrqClient {
   readonly store: SessionStore;
   submit(request: SubmitRequest, options?: SubmitOptions): Promise<Session>;
+  /**
+   * As submit, and says whether this call created the session: false when its idempotency key
+   * named a session already, even one a concurrent submit with that key was creating.
+   */
+  submitWithOutcome(request: SubmitRequest, options?: SubmitOptions): Promise<SubmitOutcome>;
   get(sessionId: string): Promise<SessionView>;
   list(options?: ListRequest): Promise<Session[]>;
   history(sessionId: string, options?: HistoryRequest): Promise<StoredHistoryEntry[]>;
@@ -446,111 +457,118 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     }
   }
 
+  const submitWithOutcome = (
+    request: SubmitRequest,
+    options: SubmitOptions = {},
+  ): Promise<SubmitOutcome> =>
+    guard(async () => {
+      const parsed = parseOrThrow(SubmitRequest, request, 'submit request');
+      const effective = sessionConfig(config, parsed.config);
+      if (options.allowedOverrides) assertOverridesAllowed(parsed.config, options.allowedOverrides);
+      const sessionId = randomUUID();
+      if (parsed.idempotencyKey) {
+        const existing = await store.claimIdempotencyKey(parsed.idempotencyKey, sessionId);
+        if (existing) {
+          const snapshot = await store.loadSession(existing);
+          if (snapshot) {
+            assertSameRequest(snapshot.session);
+            // The first submit may have died after storing the session, before indexing it
+            // or enqueueing its plan job: both are safe to repeat, and the retry finishes it.
+            await store.indexSession(snapshot.session);
+            await flushOutbox(store, queues, existing);
+            return { session: snapshot.session, created: false };
+          }
+          // The first submit claimed the key but died before storing the session: finish it.
+          return submitSession(existing);
+        }
+      }
+      return submitSession(sessionId);
+
+      /**
+       * A key names one request: the same key with another instruction, config or metadata
+       * is a caller's bug, and handing back the old session would hide it. Sessions stored
+       * before the digest existed carry none: only their instruction is compared.
+       */
+      function assertSameRequest(stored: Session): void {
+        const conflict = (what: string, hint: string) =>
+          new OrqError(
+            'CONFLICT',
+            `idempotency key "${parsed.idempotencyKey}" was used for ${what} (session ${stored.id})`,
+            { hint, details: { idempotencyKey: parsed.idempotencyKey, sessionId: stored.id } },
+          );
+        if (stored.instruction !== parsed.instruction) {
+          throw conflict(
+            'another instruction',
+            'Use a new key for a new request; the same key only for a retry of the same one.',
+          );
+        }
+        const digest = stored.requestDigest;
+        if (digest !== undefined && digest !== submitDigest(parsed)) {
+          throw conflict(
+            'the same instruction with another config or metadata',
+            'A retry sends the same request; use a new key to submit it with other settings.',
+          );
+        }
+      }
+
+      async function submitSession(id: string): Promise<SubmitOutcome> {
+        const now = new Date().toISOString();
+        const requiredTerms = extractRequiredTerms(parsed.instruction, {
+          customTerms: effective.refinement.customRequiredTerms,
+        });
+        const session = Session.parse({
+          id,
+          instruction: parsed.instruction,
+          state: 'PLANNING',
+          createdAt: now,
+          updatedAt: now,
+          requiredTerms,
+          config: effective,
+          planning: {},
+          taskIds: [],
+          metadata: parsed.metadata ?? {},
+          ...(parsed.idempotencyKey
+            ? { idempotencyKey: parsed.idempotencyKey, requestDigest: submitDigest(parsed) }
+            : {}),
+        });
+        // Indexed first: a submit that dies after storing the session leaves it where the
+        // outbox sweeper looks (the newest sessions), so its plan job is enqueued anyway.
+        await store.indexSession(session);
+        const result = await store.apply(id, {
+          eventId: `submit|${id}`,
+          session: { record: session, expectedVersion: 0 },
+          outbox: [outboxJob('plan', 'plan', jobIds.plan(id, 0), { sessionId: id, attempt: 0 })],
+          history: [
+            { type: 'state_change', entity: 'session', to: 'PLANNING', reason: 'submitted' },
+            {
+              type: 'decision',
+              decision: 'terms:extracted',
+              reason: `required terms: ${requiredTerms.terms.join(', ') || '(none)'}`,
+              inputs: { requiredTerms },
+            },
+          ],
+        });
+        if (result.status !== 'OK' && result.status !== 'DUPLICATE') {
+          throw new OrqError('CONFLICT', `session ${id} already exists`, {
+            details: { sessionId: id },
+          });
+        }
+        await flushOutbox(store, queues, id);
+        const stored = (await store.requireSession(id)).session;
+        // Two first submits with one key race for one id: the one whose session was stored
+        // second finds the other's (DUPLICATE) and must not answer with it unchecked.
+        if (parsed.idempotencyKey) assertSameRequest(stored);
+        // DUPLICATE: a concurrent submit with the key stored it first, and answers as its creator.
+        return { session: stored, created: result.status === 'OK' };
+      }
+    });
+
   return {
     store,
 
-    submit: (request, options = {}) =>
-      guard(async () => {
-        const parsed = parseOrThrow(SubmitRequest, request, 'submit request');
-        const effective = sessionConfig(config, parsed.config);
-        if (options.allowedOverrides)
-          assertOverridesAllowed(parsed.config, options.allowedOverrides);
-        const sessionId = randomUUID();
-        if (parsed.idempotencyKey) {
-          const existing = await store.claimIdempotencyKey(parsed.idempotencyKey, sessionId);
-          if (existing) {
-            const snapshot = await store.loadSession(existing);
-            if (snapshot) {
-              assertSameRequest(snapshot.session);
-              // The first submit may have died after storing the session, before indexing it
-              // or enqueueing its plan job: both are safe to repeat, and the retry finishes it.
-              await store.indexSession(snapshot.session);
-              await flushOutbox(store, queues, existing);
-              return snapshot.session;
-            }
-            // The first submit claimed the key but died before storing the session: finish it.
-            return submitSession(existing);
-          }
-        }
-        return submitSession(sessionId);
+    submit: async (request, options) => (await submitWithOutcome(request, options)).session,
 
-        /**
-         * A key names one request: the same key with another instruction, config or metadata
-         * is a caller's bug, and handing back the old session would hide it. Sessions stored
-         * before the digest existed carry none: only their instruction is compared.
-         */
-        function assertSameRequest(stored: Session): void {
-          const conflict = (what: string, hint: string) =>
-            new OrqError(
-              'CONFLICT',
-              `idempotency key "${parsed.idempotencyKey}" was used for ${what} (session ${stored.id})`,
-              { hint, details: { idempotencyKey: parsed.idempotencyKey, sessionId: stored.id } },
-            );
-          if (stored.instruction !== parsed.instruction) {
-            throw conflict(
-              'another instruction',
-              'Use a new key for a new request; the same key only for a retry of the same one.',
-            );
-          }
-          const digest = stored.requestDigest;
-          if (digest !== undefined && digest !== submitDigest(parsed)) {
-            throw conflict(
-              'the same instruction with another config or metadata',
-              'A retry sends the same request; use a new key to submit it with other settings.',
-            );
-          }
-        }
-
-        async function submitSession(id: string): Promise<Session> {
-          const now = new Date().toISOString();
-          const requiredTerms = extractRequiredTerms(parsed.instruction, {
-            customTerms: effective.refinement.customRequiredTerms,
-          });
-          const session = Session.parse({
-            id,
-            instruction: parsed.instruction,
-            state: 'PLANNING',
-            createdAt: now,
-            updatedAt: now,
-            requiredTerms,
-            config: effective,
-            planning: {},
-            taskIds: [],
-            metadata: parsed.metadata ?? {},
-            ...(parsed.idempotencyKey
-              ? { idempotencyKey: parsed.idempotencyKey, requestDigest: submitDigest(parsed) }
-              : {}),
-          });
-          // Indexed first: a submit that dies after storing the session leaves it where the
-          // outbox sweeper looks (the newest sessions), so its plan job is enqueued anyway.
-          await store.indexSession(session);
-          const result = await store.apply(id, {
-            eventId: `submit|${id}`,
-            session: { record: session, expectedVersion: 0 },
-            outbox: [outboxJob('plan', 'plan', jobIds.plan(id, 0), { sessionId: id, attempt: 0 })],
-            history: [
-              { type: 'state_change', entity: 'session', to: 'PLANNING', reason: 'submitted' },
-              {
-                type: 'decision',
-                decision: 'terms:extracted',
-                reason: `required terms: ${requiredTerms.terms.join(', ') || '(none)'}`,
-                inputs: { requiredTerms },
-              },
-            ],
-          });
-          if (result.status !== 'OK' && result.status !== 'DUPLICATE') {
-            throw new OrqError('CONFLICT', `session ${id} already exists`, {
-              details: { sessionId: id },
-            });
-          }
-          await flushOutbox(store, queues, id);
-          const stored = (await store.requireSession(id)).session;
-          // Two first submits with one key race for one id: the one whose session was stored
-          // second finds the other's (DUPLICATE) and must not answer with it unchecked.
-          if (parsed.idempotencyKey) assertSameRequest(stored);
-          return stored;
-        }
-      }),
+    submitWithOutcome,
 
     get,
 

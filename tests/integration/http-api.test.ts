@@ -413,6 +413,21 @@ describe('sessions over HTTP', () => {
     }
   });
 
+  it('answers 201 to exactly one of concurrent first submits with one key, 200 to the others', async () => {
+    for (let i = 0; i < 10; i += 1) {
+      const key = `burst-${Date.now()}-${i}`;
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          const res = await submit({ instruction: 'same request', idempotencyKey: key });
+          return { status: res.status, id: ((await res.json()) as { id: string }).id };
+        }),
+      );
+      expect(new Set(answers.map((a) => a.id)).size, `burst ${i}`).toBe(1);
+      const statuses = answers.map((a) => a.status).sort();
+      expect(statuses, `burst ${i}`).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
+    }
+  });
+
   it('refuses one of two first submits racing with one key and different configs', async () => {
     for (let i = 0; i < 20; i += 1) {
       const key = `race-${Date.now()}-${i}`;

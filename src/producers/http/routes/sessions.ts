@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { Session } from '../../../shared/domain/session.js';
-import { idempotencyKey } from '../../../shared/store/keys.js';
 import { PruneRequest, ResumeRequest, SubmitRequest } from '../../client.js';
 import { DeletedSession, PruneReport } from '../../../shared/store/session-retention.js';
 import { ApiError } from '../errors.js';
@@ -51,16 +50,12 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
       },
     },
     async (request, reply) => {
-      const key = request.body.idempotencyKey;
-      // Concurrent first submits with one key may both answer 201; they still share one session.
-      const existed =
-        key !== undefined &&
-        (await client.store.redis.exists(idempotencyKey(client.store.prefix, key))) === 1;
-      const session = await client.submit(request.body, {
+      // Of concurrent first submits with one key, only the one that stored the session is 201.
+      const { session, created } = await client.submitWithOutcome(request.body, {
         allowedOverrides: ctx.sessionOverrides,
       });
-      metrics.sessionsSubmitted.inc({ outcome: existed ? 'existing' : 'created' });
-      return reply.code(existed ? 200 : 201).send(redactSession(session));
+      metrics.sessionsSubmitted.inc({ outcome: created ? 'created' : 'existing' });
+      return reply.code(created ? 201 : 200).send(redactSession(session));
     },
   );
 
