@@ -337,6 +337,24 @@ describe('sessions over HTTP', () => {
     }
   });
 
+  it('takes an empty body sent as JSON as no body: cancel and resume need none, a submit names it', async () => {
+    const { id } = (await (await submit({ instruction: 'empty bodies' })).json()) as { id: string };
+    await waitForState(id, 'COMPLETED');
+    const post = (path: string) => fetch(url(path), { method: 'POST', headers: json, body: '' });
+    // Past the body, to the session's state: a finished session is neither cancelled nor resumed.
+    for (const action of ['cancel', 'resume']) {
+      const res = await post(`/sessions/${id}/${action}`);
+      expect(res.status, action).toBe(409);
+      expect(((await res.json()) as { error: string }).error, action).toBe('INVALID_STATE');
+    }
+    const res = await post('/sessions');
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({
+      error: 'VALIDATION_FAILED',
+      issues: [{ path: '(root)', message: expect.stringContaining('expected object') as string }],
+    });
+  });
+
   it('refuses a session id over 128 characters naming it, and lets Bull Board take longer job ids', async () => {
     const res = await fetch(url(`/sessions/${'a'.repeat(129)}/history`), { headers: auth });
     expect(res.status).toBe(400);

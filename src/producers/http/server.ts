@@ -99,6 +99,14 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
   // Fastify reads text/plain as a string, which would be refused as "expected object": the API
   // speaks JSON only, and anything else gets its 415 with the hint to send JSON.
   app.removeContentTypeParser('text/plain');
+  // Cancel and resume take no body, and many HTTP clients send an empty one with a JSON content
+  // type: that is no body (null, which their schemas accept and the others refuse by name), not
+  // the invalid JSON Fastify's parser calls it. Anything else is parsed as Fastify parses it.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
+    body === '' ? done(null, null) : parseJson(request, body as string, done),
+  );
   const routeMethods = trackAllowedMethods(app, routerOptions);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
