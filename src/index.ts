@@ -40,9 +40,15 @@ export {
   createClient,
   SubmitRequest,
   ResumeRequest,
+  PruneRequest,
+  ListRequest,
+  HistoryRequest,
   type OrqClient,
   type CreateClientOptions,
   type SessionView,
+  type SubmitOptions,
+  type SubmitOutcome,
+  type WatchOptions,
 } from './producers/client.js';
 
 // HTTP API with Bull Board.

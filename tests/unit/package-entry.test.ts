@@ -32,6 +32,11 @@ describe('the package entry', () => {
       'HistoryEntry',
       'OrqConfig',
       'SubmitRequest',
+      'ResumeRequest',
+      // What prune, list and history take: OrqClient's signatures name them.
+      'PruneRequest',
+      'ListRequest',
+      'HistoryRequest',
     ]) {
       expect(typeof (orq as Record<string, { safeParse?: unknown }>)[name]?.safeParse, name).toBe(
         'function',
