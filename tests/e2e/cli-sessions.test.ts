@@ -414,44 +414,50 @@ describe('errors and exit codes', () => {
     }
   });
 
-  it('without REDIS_URL where no `orq run` kept data, a session command says so and starts no Redis; a submit says how to run its session', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-nothing-here-'));
-    try {
-      const results = await Promise.all(
-        [
-          ['status', 'some-id'],
-          ['history', 'some-id'],
-          ['watch', 'some-id'],
-        ].map((args) => orq(args, { cwd })),
-      );
-      for (const result of results) {
-        expect(result.code, result.stderr).toBe(1);
-        expect(result.stdout).toBe('');
-        expect(result.stderr).toContain('No orq sessions here: REDIS_URL is not set');
-        expect(result.stderr).toContain(join(cwd, '.orq', 'redis'));
-      }
-      expect(existsSync(join(cwd, '.orq'))).toBe(false);
+  // Six CLI processes, three of them starting a private redis-server one after another: on two
+  // cores busy with other test files that took over 30 s once.
+  it(
+    'without REDIS_URL where no `orq run` kept data, a session command says so and starts no Redis; a submit says how to run its session',
+    { timeout: 90_000 },
+    async () => {
+      const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-nothing-here-'));
+      try {
+        const results = await Promise.all(
+          [
+            ['status', 'some-id'],
+            ['history', 'some-id'],
+            ['watch', 'some-id'],
+          ].map((args) => orq(args, { cwd })),
+        );
+        for (const result of results) {
+          expect(result.code, result.stderr).toBe(1);
+          expect(result.stdout).toBe('');
+          expect(result.stderr).toContain('No orq sessions here: REDIS_URL is not set');
+          expect(result.stderr).toContain(join(cwd, '.orq', 'redis'));
+        }
+        expect(existsSync(join(cwd, '.orq'))).toBe(false);
 
-      // A submit there keeps the session in a private Redis, tells how to run it, and the
-      // session commands find it from then on.
-      const submit = await orq(['submit', 'Write the parser'], { cwd });
-      expect(submit.code, submit.stderr).toBe(0);
-      const id = submit.stdout.trim();
-      expect(submit.stderr).toContain(`orq watch ${id} --run`);
-      const status = await orq(['status', id, '--json'], { cwd });
-      expect(status.code, status.stderr).toBe(0);
-      expect(StatusJson.parse(JSON.parse(status.stdout)).session.state).toBe('PLANNING');
-      // Nothing runs roles there: watching would wait for ever, so it says what to run.
-      const watch = await orq(['watch', id], { cwd });
-      expect(watch.code).toBe(1);
-      expect(watch.stderr).toContain(
-        `Session ${id} is PLANNING, and no roles run on the private Redis`,
-      );
-      expect(watch.stderr).toContain(`orq watch ${id} --run`);
-    } finally {
-      rmSync(cwd, { recursive: true, force: true });
-    }
-  });
+        // A submit there keeps the session in a private Redis, tells how to run it, and the
+        // session commands find it from then on.
+        const submit = await orq(['submit', 'Write the parser'], { cwd });
+        expect(submit.code, submit.stderr).toBe(0);
+        const id = submit.stdout.trim();
+        expect(submit.stderr).toContain(`orq watch ${id} --run`);
+        const status = await orq(['status', id, '--json'], { cwd });
+        expect(status.code, status.stderr).toBe(0);
+        expect(StatusJson.parse(JSON.parse(status.stdout)).session.state).toBe('PLANNING');
+        // Nothing runs roles there: watching would wait for ever, so it says what to run.
+        const watch = await orq(['watch', id], { cwd });
+        expect(watch.code).toBe(1);
+        expect(watch.stderr).toContain(
+          `Session ${id} is PLANNING, and no roles run on the private Redis`,
+        );
+        expect(watch.stderr).toContain(`orq watch ${id} --run`);
+      } finally {
+        rmSync(cwd, { recursive: true, force: true });
+      }
+    },
+  );
 
   it('orq run without the API key its roles need refuses before it starts anything', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-no-key-'));
