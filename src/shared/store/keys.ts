@@ -24,6 +24,11 @@ export interface SessionKeys {
    * `<taskId>|<attempt>|<step>` holds each one. Task ids never contain `|`.
    */
   steps: string;
+  /**
+   * Hash: event id → when it was enqueued (ms), of each resume a client asked for. One whose id
+   * is not in `applied` yet waits for the coordinator (pending-resumes.ts).
+   */
+  resumes: string;
 }
 
 export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
@@ -38,6 +43,7 @@ export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
     usage: `${base}:usage`,
     leases: `${base}:leases`,
     steps: `${base}:steps`,
+    resumes: `${base}:resumes`,
   };
 }
 
@@ -52,6 +58,7 @@ export function sessionKeyList(keys: SessionKeys): string[] {
     keys.usage,
     keys.leases,
     keys.steps,
+    keys.resumes,
   ];
 }
 

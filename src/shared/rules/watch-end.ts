@@ -1,0 +1,25 @@
+import {
+  FINISHED_SESSION_STATES,
+  RESUMABLE_SESSION_STATES,
+  type SessionState,
+} from '../domain/session.js';
+
+/** What a watch of a session waits for: its end, or also a stop for a person (BLOCKED). */
+export type WatchUntil = 'finished' | 'settled';
+
+/**
+ * Whether a watch of a session in `state` is over: the session is gone, finished, or (until
+ * `settled`) BLOCKED. Not while a resume waits for the coordinator (`resumePending`) in a state
+ * it moves on from: a watch started right after `orq resume` would otherwise end at the state
+ * from before the resume.
+ */
+export function watchEnds(
+  state: SessionState | undefined,
+  until: WatchUntil,
+  resumePending: boolean,
+): boolean {
+  if (state === undefined) return true;
+  const stopped =
+    FINISHED_SESSION_STATES.includes(state) || (until === 'settled' && state === 'BLOCKED');
+  return stopped && !(resumePending && RESUMABLE_SESSION_STATES.includes(state));
+}

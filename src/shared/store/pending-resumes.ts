@@ -1,0 +1,95 @@
+import type { Result } from 'ioredis';
+import { SessionState } from '../domain/session.js';
+import type { SessionStore } from './session-store.js';
+
+/**
+ * A resume is a coordinator event: between its enqueueing and the coordinator's apply the
+ * session still shows the state from before it (BLOCKED, BUDGET_EXHAUSTED), and a watch started
+ * meanwhile would take that for the end. The client records each resume it enqueues in the
+ * session's `resumes` hash; the apply script adds the event id to `applied` in the same write
+ * that moves the session, so "recorded and not applied" is exact at any moment, with no change
+ * to the coordinator's write path.
+ */
+
+/**
+ * Records a resume event as pending (KEYS meta, resumes, applied; ARGV eventId, enqueued-at ms).
+ * Nothing for a deleted session (no key of it is written again), nor for an event applied
+ * already. Drops the records of events applied since, so the hash holds what still waits.
+ */
+const MARK_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+for _, id in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if redis.call('SISMEMBER', KEYS[3], id) == 1 then redis.call('HDEL', KEYS[2], id) end
+end
+if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 1
+`;
+
+/**
+ * The session's state and the resume events recorded but not applied, read at one moment
+ * (KEYS meta, resumes, applied). Empty for a session that does not exist.
+ */
+const READ_SCRIPT = `
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return {} end
+local reply = {state}
+for _, id in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if redis.call('SISMEMBER', KEYS[3], id) == 0 then reply[#reply + 1] = id end
+end
+return reply
+`;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    orqMarkResume(
+      meta: string,
+      resumes: string,
+      applied: string,
+      eventId: string,
+      at: number,
+    ): Result<number, Context>;
+    orqReadSettling(meta: string, resumes: string, applied: string): Result<string[], Context>;
+  }
+}
+
+function defineScripts(store: SessionStore): void {
+  const commands = store.redis as unknown as Record<string, unknown>;
+  if (typeof commands.orqMarkResume !== 'function') {
+    store.redis.defineCommand('orqMarkResume', { numberOfKeys: 3, lua: MARK_SCRIPT });
+  }
+  if (typeof commands.orqReadSettling !== 'function') {
+    store.redis.defineCommand('orqReadSettling', { numberOfKeys: 3, lua: READ_SCRIPT });
+  }
+}
+
+/** Records an enqueued resume event until the coordinator applies it. */
+export async function markResumePending(
+  store: SessionStore,
+  sessionId: string,
+  eventId: string,
+  now: number = Date.now(),
+): Promise<void> {
+  defineScripts(store);
+  const keys = store.keys(sessionId);
+  await store.redis.orqMarkResume(keys.meta, keys.resumes, keys.applied, eventId, now);
+}
+
+export interface SettlingState {
+  /** Undefined when the session does not exist (or was deleted). */
+  state: SessionState | undefined;
+  /** Event ids of the resumes enqueued and not applied yet. */
+  pendingResumes: string[];
+}
+
+/** The session's state with the resumes still waiting for the coordinator, in one read. */
+export async function readSettling(store: SessionStore, sessionId: string): Promise<SettlingState> {
+  defineScripts(store);
+  const keys = store.keys(sessionId);
+  const [state, ...pendingResumes] = await store.redis.orqReadSettling(
+    keys.meta,
+    keys.resumes,
+    keys.applied,
+  );
+  return { state: state === undefined ? undefined : SessionState.parse(state), pendingResumes };
+}
