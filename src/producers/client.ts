@@ -40,6 +40,8 @@ import {
   type RedisConnection,
 } from '../shared/redis.js';
 import { extractRequiredTerms } from '../shared/rules/terms.js';
+import { watchEnds, type WatchUntil } from '../shared/rules/watch-end.js';
+import { markResumePending, readSettling } from '../shared/store/pending-resumes.js';
 import { unfinishedStates } from '../shared/rules/retention.js';
 import {
   deleteSession,
@@ -143,8 +145,11 @@ export interface SessionView {
 export interface WatchOptions {
   /** Start after this stream id; from the beginning when absent. */
   after?: string;
-  /** Stop once the session is finished (default) or also when it is BLOCKED. */
-  until?: 'finished' | 'settled';
+  /**
+   * Stop once the session is finished (default) or also when it is BLOCKED; not while a resume
+   * of it waits for the coordinator.
+   */
+  until?: WatchUntil;
   /** Longest time one blocking read waits before re-checking the session (ms). */
   blockMs?: number;
   signal?: AbortSignal;
@@ -200,10 +205,20 @@ export interface OrqClient {
     request?: ResumeRequest,
     options?: { waitMs?: number },
   ): Promise<string>;
+  /**
+   * Follows the session's history until it settles (WatchOptions.until). A resume the
+   * coordinator has not applied yet keeps the watch going, so one started right after `resume`
+   * does not end at the state from before it.
+   */
   watch(sessionId: string, options?: WatchOptions): AsyncGenerator<StoredHistoryEntry>;
+  /**
+   * Whether a resume of the session was enqueued and the coordinator has not applied it yet
+   * (its job still waits or runs): the session is about to move although its state says it stopped.
+   */
+  resumePending(sessionId: string): Promise<boolean>;
   wait(
     sessionId: string,
-    options?: { timeoutMs?: number; until?: 'finished' | 'settled' },
+    options?: { timeoutMs?: number; until?: WatchUntil },
   ): Promise<SessionView>;
   /**
    * How many processes consume each role's queue now, as BullMQ counts its workers (CLIENT
@@ -220,6 +235,9 @@ export interface CreateClientOptions {
   /** Defaults for sessions this client submits; validated like a config file. */
   config?: OrqConfigInput | OrqConfig;
 }
+
+/** BullMQ job states from which a job no longer runs ('unknown': removed, or never added). */
+const ENDED_JOB_STATES: readonly string[] = ['completed', 'failed', 'unknown'];
 
 /** Sessions, and tasks in all, whose records one client keeps as get() read them. */
 const TASK_CACHE_SESSIONS = 4;
@@ -388,6 +406,35 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       return { session: snapshot.session, tasks, counters: snapshot.counters, usage, progress };
     });
 
+  /** Those of `eventIds` whose coordinator job may still run (waiting, delayed, active...). */
+  async function stillQueued(eventIds: readonly string[]): Promise<string[]> {
+    const coordinator = queues.get(ROLE_QUEUE.coordinator);
+    const states = await Promise.all(eventIds.map((id) => coordinator.getJobState(id)));
+    return eventIds.filter((_, i) => !ENDED_JOB_STATES.includes(states[i] ?? 'unknown'));
+  }
+
+  /**
+   * Whether a watch of the session ends now (watchEnds). A resume recorded as pending counts
+   * only while its job may still run: one whose job failed for good or was removed will never
+   * be applied, and must not hold every watch of the session open for ever.
+   */
+  async function watchIsOver(sessionId: string, until: WatchUntil): Promise<boolean> {
+    const first = await readSettling(store, sessionId);
+    // Running, or planning: no resume to look at.
+    if (!watchEnds(first.state, until, false)) return false;
+    if (first.pendingResumes.length === 0) return true;
+    if ((await stillQueued(first.pendingResumes)).length > 0) return false;
+    // Those jobs ended without applying their resume. Read again: a resume applied between the
+    // first read and the job's end has moved the session on.
+    const stale = new Set(first.pendingResumes);
+    const again = await readSettling(store, sessionId);
+    return watchEnds(
+      again.state,
+      until,
+      again.pendingResumes.some((id) => !stale.has(id)),
+    );
+  }
+
   async function* watch(
     sessionId: string,
     watchOptions: WatchOptions = {},
@@ -442,10 +489,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
         }
         if (reply && reply.length > 0) continue;
         // Nothing new: stop once the session has settled and every entry was read.
-        const snapshot = await store.loadSession(sessionId);
-        const state = snapshot?.session.state;
-        if (!state || FINISHED_SESSION_STATES.includes(state)) return;
-        if (until === 'settled' && state === 'BLOCKED') return;
+        if (await watchIsOver(sessionId, until)) return;
       }
     } catch (error) {
       // A watcher learns that Redis went away as REDIS_UNAVAILABLE, like every other call.
@@ -681,6 +725,9 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
             ...(parsed.budget ? { budget: parsed.budget } : {}),
           }),
         );
+        // After the add: a recorded resume always has a job (a watch checks it). A watch
+        // started from here on waits for the coordinator to apply it.
+        await markResumePending(store, sessionId, eventId);
         const waitMs = resumeOptions.waitMs ?? 5_000;
         if (waitMs > 0) {
           // Without a running coordinator the request stays queued: that is not an error.
@@ -698,6 +745,13 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       }),
 
     watch,
+
+    resumePending: (sessionId) =>
+      guard(async () => {
+        parseOrThrow(SessionId, sessionId, 'session id');
+        const { pendingResumes } = await readSettling(store, sessionId);
+        return pendingResumes.length > 0 && (await stillQueued(pendingResumes)).length > 0;
+      }),
 
     wait: async (sessionId, waitOptions = {}) => {
       const controller = new AbortController();

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,7 +13,7 @@ import { Session } from '../../src/shared/domain/session.js';
 import { Task } from '../../src/shared/domain/task.js';
 import { orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
-import { bullQueue } from '../support/pods.js';
+import { bullQueue, exited } from '../support/pods.js';
 
 // The CLI as a user runs it: separate processes pointed at the roles (running in this test
 // process) through REDIS_URL and ORQ_PREFIX.
@@ -159,6 +159,41 @@ describe('blocked sessions', () => {
     expect(done.stdout.trim().split('\n').at(-1)).toMatch(/session RUNNING → COMPLETED/);
     const { tasks } = await cluster.client.get(sessionId);
     expect(tasks.find((t) => t.id === 't2')).toMatchObject({ state: 'DONE', attempts: 2 });
+  });
+
+  it('watch after a resume the coordinator applies later follows the session to its end, not the BLOCKED state from before', async () => {
+    // Roles of their own: this test stops the coordinator, which the other tests need.
+    const own = await startCluster({ roles: ['planner', 'judge', 'worker', 'replanner'] });
+    let child: ChildProcess | undefined;
+    try {
+      const coordinator = await own.startPod(['coordinator']);
+      const { id } = await own.client.submit({
+        instruction: 'Deploy the service',
+        config: { llm: { scenario: blockedScenario } },
+      });
+      const blocked = await own.client.wait(id, { timeoutMs: 30_000 });
+      expect(blocked.session.state).toBe('BLOCKED');
+      await coordinator.close(5_000);
+      // As `orq resume` leaves it when its 5 s pass before the coordinator applies the request.
+      await own.client.resume(id, { mode: 'retry' }, { waitMs: 0 });
+
+      const ownEnv = { ...env, ORQ_PREFIX: own.prefix };
+      const watching = spawnOrq(['watch', id], { env: ownEnv });
+      child = watching;
+      let stdout = '';
+      watching.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      // It says who it waits for, and waits.
+      await waitForOutput(watching, 'no process runs the coordinator role');
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect(watching.exitCode).toBeNull();
+
+      await own.startPod(['coordinator']);
+      expect(await exited(watching), stdout).toBe(0);
+      expect(stdout.trim().split('\n').at(-1)).toMatch(/session RUNNING → COMPLETED/);
+    } finally {
+      if (child) await stopProcess(child);
+      await own.close();
+    }
   });
 
   it('a relative scenario path in --session-config is the one where orq submit runs, not where the pods run', async () => {

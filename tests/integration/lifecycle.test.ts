@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import type { HistoryEntry } from '../../src/shared/domain/history.js';
+import { jobIds } from '../../src/shared/queues.js';
+import { settlesWithin } from '../../src/shared/settles-within.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
+import { bullQueue } from '../support/pods.js';
+import { exampleScenario } from '../support/scenarios.js';
 
 let cluster: TestCluster | undefined;
 const startCluster = clusterPerTest();
@@ -40,5 +45,60 @@ describe('resume then wait', () => {
     const view = await cluster.client.wait(session.id, { timeoutMs: 20_000 });
     await back;
     expect(view.session.state).toBe('COMPLETED');
+  });
+});
+
+describe('a resume the coordinator has not applied yet', () => {
+  /** A BLOCKED session of the blocked-task scenario, on roles without a coordinator. */
+  async function blockedWithoutCoordinator() {
+    const c = await startCluster({ roles: ['planner', 'judge', 'worker', 'replanner'] });
+    cluster = c;
+    const coordinator = await c.startPod(['coordinator']);
+    const session = await c.client.submit({
+      instruction: 'blocked then fixed',
+      config: { llm: { scenario: exampleScenario('blocked-task.yaml') } },
+    });
+    const blocked = await c.client.wait(session.id, { timeoutMs: 20_000 });
+    expect(blocked.session.state).toBe('BLOCKED');
+    await coordinator.close(5_000);
+    return { c, sessionId: session.id };
+  }
+
+  it('keeps watch and wait going at BLOCKED until the coordinator applies it, then ends with the session', async () => {
+    const { c, sessionId } = await blockedWithoutCoordinator();
+    // The resume returns before the coordinator applies it (as after its 5 s wait).
+    await c.client.resume(sessionId, { mode: 'retry' }, { waitMs: 0 });
+
+    const waited = c.client.wait(sessionId, { timeoutMs: 30_000 });
+    const watched = (async () => {
+      const entries: HistoryEntry[] = [];
+      for await (const { entry } of c.client.watch(sessionId, { until: 'settled', blockMs: 200 })) {
+        entries.push(entry);
+      }
+      return entries;
+    })();
+    // Several re-checks of the session: each sees it BLOCKED, with the resume pending.
+    expect(await settlesWithin(waited, 1_500)).toBe(false);
+    expect(await settlesWithin(watched, 100)).toBe(false);
+
+    await c.startPod(['coordinator']);
+    const view = await waited;
+    expect(view.session.state).toBe('COMPLETED');
+    expect((await watched).at(-1)).toMatchObject({ type: 'state_change', to: 'COMPLETED' });
+  });
+
+  it('ends watch and wait at BLOCKED when its job is gone, since nothing will apply it', async () => {
+    const { c, sessionId } = await blockedWithoutCoordinator();
+    const requestId = await c.client.resume(sessionId, { mode: 'retry' }, { waitMs: 0 });
+    expect(await c.client.resumePending(sessionId)).toBe(true);
+    const queue = bullQueue(c.client.store.redis, c.prefix, 'coordinator');
+    try {
+      await queue.remove(jobIds.resume(sessionId, requestId));
+    } finally {
+      await queue.close();
+    }
+    expect(await c.client.resumePending(sessionId)).toBe(false);
+    const view = await c.client.wait(sessionId, { timeoutMs: 5_000 });
+    expect(view.session.state).toBe('BLOCKED');
   });
 });

@@ -211,19 +211,22 @@ export function registerSessionCommands(program: Command): void {
               withSessions(options, async (client, config, redis) => {
                 const waiting = await client.get(sessionId);
                 const { state } = waiting.session;
+                // A blocked (or budget-stopped) session with a resume not applied yet moves on
+                // once the coordinator applies it: the watch waits for the roles then too.
+                const resuming = !waitsForRoles(state) && (await client.resumePending(sessionId));
                 // This command started the private Redis: no process runs roles on it, and the
                 // session would never move. Finished and blocked ones are still shown.
-                if (redis.owned && waitsForRoles(state)) {
+                if (redis.owned && (waitsForRoles(state) || resuming)) {
                   throw new OrqError(
                     'INVALID_STATE',
-                    `Session ${sessionId} is ${state}, and no roles run on the private Redis in ${privateRedisDir()} (REDIS_URL is not set)`,
+                    `Session ${sessionId} is ${state}${resuming ? ' with a resume not applied yet' : ''}, and no roles run on the private Redis in ${privateRedisDir()} (REDIS_URL is not set)`,
                     {
                       hint: `Run it here with \`orq watch ${sessionId} --run\`, or set REDIS_URL to your roles' Redis.`,
                       details: { sessionId, state },
                     },
                   );
                 }
-                if (waitsForRoles(state)) {
+                if (waitsForRoles(state) || resuming) {
                   await warnOfMissingRoles(client, sessionId, config.redis.prefix);
                 }
                 const stop = stopOnSignals();

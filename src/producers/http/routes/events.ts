@@ -79,7 +79,9 @@ export function registerEventRoutes(app: FastifyInstance, ctx: RouteContext): vo
       const after = request.headers['last-event-id'] ?? request.query.after;
       // Answer 404/503 as JSON before the stream starts; after that errors become an `error` event.
       const { session: atStart } = await ctx.client.store.requireSession(id);
-      const finished = FINISHED_SESSION_STATES.includes(atStart.state);
+      // A session stopped by its budget with a resume not applied yet is about to go on.
+      const finished =
+        FINISHED_SESSION_STATES.includes(atStart.state) && !(await ctx.client.resumePending(id));
 
       reply.hijack();
       const res = reply.raw;
