@@ -34,11 +34,14 @@ import {
   createConnection,
   ensureConnected,
   isTransportError,
+  OutageLog,
   refuseClusterNode,
   refuseMissingDatabase,
+  reportOutages,
   type ConnectionInput,
   type RedisConnection,
 } from '../shared/redis.js';
+import type { Logger } from '../shared/logger.js';
 import { extractRequiredTerms } from '../shared/rules/terms.js';
 import { watchEnds, type WatchUntil } from '../shared/rules/watch-end.js';
 import { markResumePending, readSettling } from '../shared/store/pending-resumes.js';
@@ -234,6 +237,12 @@ export interface CreateClientOptions {
   prefix?: string;
   /** Defaults for sessions this client submits; validated like a config file. */
   config?: OrqConfigInput | OrqConfig;
+  /**
+   * Where a Redis outage of the client's connection is told: once when it starts (again every
+   * 30 s while it lasts) and once when Redis is back, as the roles tell theirs. Without one the
+   * client says nothing: its calls reject with REDIS_UNAVAILABLE meanwhile.
+   */
+  logger?: Logger;
 }
 
 /** BullMQ job states from which a job no longer runs ('unknown': removed, or never added). */
@@ -309,6 +318,10 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
   } catch (error) {
     redis.disconnect();
     throw error;
+  }
+  // From here on: a Redis that cannot be reached at the start is the error thrown above.
+  if (options.logger) {
+    reportOutages(redis, new OutageLog(options.logger.child({ kind: 'producer' })));
   }
   const prefix = config.redis.prefix;
   const store = new SessionStore(redis, prefix, config.queues.historyMaxLength);

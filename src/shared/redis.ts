@@ -61,14 +61,19 @@ export function createConnection(
       ? new Redis(input, { ...common, lazyConnect: false })
       : new Redis({ ...input, ...common });
   if (outage) {
-    redis.on('error', (error: Error) => outage.error(error));
-    redis.on('ready', () => outage.ready());
+    reportOutages(redis, outage);
   } else {
     // No log to tell: the commands reject with the error (ensureConnected says it first), and
     // ioredis would print each retry's as an "Unhandled error event" with its stack besides.
     redis.on('error', () => undefined);
   }
   return redis;
+}
+
+/** Tells `outage` of the connection's errors and of its being ready again. */
+export function reportOutages(redis: RedisConnection, outage: OutageLog): void {
+  redis.on('error', (error: Error) => outage.error(error));
+  redis.on('ready', () => outage.ready());
 }
 
 /** How often an outage that goes on is reported again. */

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { freePort } from '../../src/shared/redis-server.js';
+import { afterEach, describe, expect, inject, it, vi } from 'vitest';
+import { freePort, startPrivateRedis } from '../../src/shared/redis-server.js';
 import { orq, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 
 const children: ChildProcess[] = [];
@@ -55,6 +55,44 @@ describe('orq dashboard', () => {
       expect(await stopProcess(child)).toBe(0);
     } finally {
       rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+
+  it('logs a Redis outage once when it starts and once when Redis is back, not per reconnect', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orq-dashboard-outage-'));
+    let redis = await startPrivateRedis({ dir, appendonly: false });
+    try {
+      const child = spawnOrq(['dashboard', '--port', '0'], {
+        env: { REDIS_URL: redis.url, ORQ_PREFIX: `d${randomUUID().slice(0, 8)}` },
+      });
+      children.push(child);
+      let stderr = '';
+      child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      await waitForOutput(child, 'OpenAPI at', 30_000);
+
+      const port = Number(new URL(redis.url).port);
+      await redis.stop();
+      const logged = (text: string) =>
+        vi.waitFor(() => expect(stderr).toContain(text), { timeout: 20_000, interval: 100 });
+      await logged('redis unreachable; reconnecting');
+      // A few failed reconnects (every 200, 400 ... 2000 ms), none of them logged.
+      await new Promise((r) => setTimeout(r, 3_000));
+      redis = await startPrivateRedis({ dir, port, appendonly: false });
+      await logged('redis connection restored');
+
+      const lines = stderr.trim().split('\n');
+      expect(
+        lines.filter((l) => l.includes('redis unreachable')),
+        stderr,
+      ).toHaveLength(1);
+      expect(
+        lines.filter((l) => l.includes('redis connection restored')),
+        stderr,
+      ).toHaveLength(1);
+      expect(await stopProcess(child)).toBe(0);
+    } finally {
+      await redis.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { createClient } from '../../src/producers/client.js';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { createLogger } from '../../src/shared/logger.js';
 import { startPrivateRedis } from '../../src/shared/redis-server.js';
@@ -59,6 +60,46 @@ describe('a pod through a Redis outage', () => {
       expect(loud).toEqual([]);
     } finally {
       await pod.close(5_000);
+      await redis.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a client through a Redis outage', () => {
+  it('logs the outage once through the logger it was given, not once per failed reconnect, and its end', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orq-client-outage-'));
+    let redis = await startPrivateRedis({ dir, appendonly: false });
+    const lines: Line[] = [];
+    const logger = createLogger({
+      level: 'info',
+      destination: { write: (line: string) => void lines.push(JSON.parse(line) as Line) },
+    });
+    const client = await createClient({ connection: redis.url, logger });
+    try {
+      const port = Number(new URL(redis.url).port);
+      await redis.stop();
+      // The producer connection retries every 200, 400 ... 2000 ms: a few failed reconnects.
+      await new Promise((r) => setTimeout(r, 3_000));
+      redis = await startPrivateRedis({ dir, port, appendonly: false });
+      const restored = await eventually(
+        () => {
+          const done = lines.filter((l) => l.msg === 'redis connection restored');
+          return done.length > 0 ? done : undefined;
+        },
+        'the client to log its restore',
+        20_000,
+      );
+      // Its requests go through again, and nothing more is logged of the outage.
+      await client.list();
+      const lost = lines.filter((l) => l.msg === 'redis unreachable; reconnecting');
+      expect(lost).toHaveLength(1);
+      expect(restored).toHaveLength(1);
+      expect(lost[0]?.kind).toBe('producer');
+      expect(restored[0]?.errors).toBeGreaterThan(1);
+      expect(lines.filter((l) => l.level >= 40 && l !== lost[0])).toEqual([]);
+    } finally {
+      await client.close();
       await redis.stop();
       rmSync(dir, { recursive: true, force: true });
     }

@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import { loadConfig, parseConfigText } from '../../shared/config/load.js';
 import type { OrqConfig, SessionConfig } from '../../shared/config/schema.js';
 import { TaskId } from '../../shared/domain/task.js';
+import type { Logger } from '../../shared/logger.js';
 import {
   ConfigError,
   OrqError,
@@ -44,18 +45,24 @@ export function cliConfig(
 export interface WithClientOptions extends RedisForCliOptions {
   /** The configuration the command loaded already (to check it before Redis starts). */
   config?: OrqConfig;
+  /** Where the client tells a Redis outage (a command that runs until stopped: the dashboard). */
+  logger?: Logger;
 }
 
 /** Runs `fn` with a client on the CLI's Redis, and always releases both. */
 export async function withClient<T>(
   options: GlobalOptions,
   fn: (client: OrqClient, config: OrqConfig, redis: CliRedis) => Promise<T>,
-  { config: loaded, ...redisOptions }: WithClientOptions = {},
+  { config: loaded, logger, ...redisOptions }: WithClientOptions = {},
 ): Promise<T> {
   const config = loaded ?? cliConfig(options);
   const redis = await redisForCli(config, redisOptions);
   try {
-    const client = await createClient({ connection: redis.connection, config });
+    const client = await createClient({
+      connection: redis.connection,
+      config,
+      ...(logger ? { logger } : {}),
+    });
     try {
       return await fn(client, config, redis);
     } finally {

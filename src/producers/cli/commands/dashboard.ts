@@ -45,10 +45,10 @@ export function registerDashboardCommand(program: Command): void {
       const loaded = cliConfig(options);
       // A bad address or token is a usage error (exit 2), whether or not Redis answers.
       assertSafeToListen(options.host ?? loaded.http.host, token);
+      const logger = createLogger({ level: loaded.logLevel, fd: 2 });
       return withClient(
         options,
         async (client, config, redis) => {
-          const logger = createLogger({ level: config.logLevel, fd: 2 });
           await checkEvictionPolicy(client.store.redis, logger);
           const server = await startHttpServer({
             client,
@@ -76,7 +76,9 @@ export function registerDashboardCommand(program: Command): void {
           });
           await server.close();
         },
-        { config: loaded },
+        // The dashboard runs until stopped: a Redis outage meanwhile is logged when it starts
+        // and ends, not only when a request fails.
+        { config: loaded, logger },
       );
     });
 }
