@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
+import { startHttpServer } from '../../src/producers/http/server.js';
+import { parseSseStream } from '../../src/producers/http/sse.js';
 import { jobIds } from '../../src/shared/queues.js';
 import { settlesWithin } from '../../src/shared/settles-within.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
@@ -85,6 +87,42 @@ describe('a resume the coordinator has not applied yet', () => {
     const view = await waited;
     expect(view.session.state).toBe('COMPLETED');
     expect((await watched).at(-1)).toMatchObject({ type: 'state_change', to: 'COMPLETED' });
+  });
+
+  it('keeps wait and the event stream of a budget-stopped session going until its resume is applied', async () => {
+    const c = await startCluster({ roles: ['planner', 'judge', 'worker', 'replanner'] });
+    cluster = c;
+    const coordinator = await c.startPod(['coordinator']);
+    const session = await c.client.submit({
+      instruction: 'Run the four steps',
+      config: {
+        llm: { scenario: exampleScenario('budget-stop.yaml') },
+        budget: { maxTokens: 2500, reserveTokensPerCall: 600 },
+      },
+    });
+    const stopped = await c.client.wait(session.id, { timeoutMs: 20_000 });
+    expect(stopped.session.state).toBe('BUDGET_EXHAUSTED');
+    await coordinator.close(5_000);
+    await c.client.resume(session.id, { budget: { maxTokens: 100_000 } }, { waitMs: 0 });
+
+    const server = await startHttpServer({ client: c.client, host: '127.0.0.1', port: 0 });
+    try {
+      // BUDGET_EXHAUSTED is a finished state: `until: 'finished'` ended there at once.
+      const waited = c.client.wait(session.id, { until: 'finished', timeoutMs: 30_000 });
+      const streamed = fetch(`${server.url}/sessions/${session.id}/events`).then(async (res) =>
+        parseSseStream(await res.text()),
+      );
+      expect(await settlesWithin(waited, 1_500)).toBe(false);
+      expect(await settlesWithin(streamed, 100)).toBe(false);
+
+      await c.startPod(['coordinator']);
+      expect((await waited).session.state).toBe('COMPLETED');
+      const end = (await streamed).at(-1);
+      expect(end?.event).toBe('end');
+      expect(JSON.parse(end?.data ?? '{}')).toMatchObject({ state: 'COMPLETED' });
+    } finally {
+      await server.close();
+    }
   });
 
   it('ends watch and wait at BLOCKED when its job is gone, since nothing will apply it', async () => {
