@@ -495,56 +495,61 @@ describe('errors and exit codes', () => {
     },
   );
 
-  it('without REDIS_URL, watch of a blocked session whose resume no coordinator applied says to run it here, and watch --run does', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-resume-pending-'));
-    let dashboard: ChildProcess | undefined;
-    try {
-      const submit = await orq(
-        [
-          'submit',
-          'Deploy the service',
-          '--session-config',
-          JSON.stringify({ llm: { scenario: blockedScenario } }),
-        ],
-        { cwd },
-      );
-      expect(submit.code, submit.stderr).toBe(0);
-      const id = submit.stdout.trim();
-      const blocked = await orq(['watch', id, '--run'], { cwd });
-      expect(blocked.code, blocked.stderr).toBe(1);
-      expect(blocked.stderr).toContain(`session ${id} is BLOCKED`);
-
-      // A resume queued while no coordinator runs (an `orq resume --run` stopped before its
-      // coordinator applied it): enqueued here through the private Redis a dashboard keeps up.
-      dashboard = spawnOrq(['dashboard', '--port', '0'], { cwd });
-      let stdout = '';
-      dashboard.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-      await waitForOutput(dashboard, 'Set REDIS_URL', 30_000);
-      const redisUrl = /at (redis:\/\/127\.0\.0\.1:\d+)/.exec(stdout)?.[1];
-      expect(redisUrl, stdout).toBeDefined();
-      const client = await createClient({ connection: redisUrl! });
+  // Six CLI processes in turn, each starting the private redis-server: more than 30 s on two busy cores.
+  it(
+    'without REDIS_URL, watch of a blocked session whose resume no coordinator applied says to run it here, and watch --run does',
+    { timeout: 120_000 },
+    async () => {
+      const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-resume-pending-'));
+      let dashboard: ChildProcess | undefined;
       try {
-        await client.resume(id, { mode: 'retry' }, { waitMs: 0 });
-      } finally {
-        await client.close();
-      }
-      expect(await stopProcess(dashboard)).toBe(0);
+        const submit = await orq(
+          [
+            'submit',
+            'Deploy the service',
+            '--session-config',
+            JSON.stringify({ llm: { scenario: blockedScenario } }),
+          ],
+          { cwd },
+        );
+        expect(submit.code, submit.stderr).toBe(0);
+        const id = submit.stdout.trim();
+        const blocked = await orq(['watch', id, '--run'], { cwd });
+        expect(blocked.code, blocked.stderr).toBe(1);
+        expect(blocked.stderr).toContain(`session ${id} is BLOCKED`);
 
-      // No roles run on the private Redis this watch starts: it would wait for ever.
-      const watch = await orq(['watch', id], { cwd });
-      expect(watch.code).toBe(1);
-      expect(watch.stderr).toContain(
-        `Session ${id} is BLOCKED with a resume not applied yet, and no roles run on the private Redis`,
-      );
-      expect(watch.stderr).toContain(`orq watch ${id} --run`);
-      const run = await orq(['watch', id, '--run'], { cwd });
-      expect(run.code, run.stderr).toBe(0);
-      expect(run.stdout.trim().split('\n').at(-1)).toMatch(/session RUNNING → COMPLETED/);
-    } finally {
-      if (dashboard) await stopProcess(dashboard);
-      rmSync(cwd, { recursive: true, force: true });
-    }
-  });
+        // A resume queued while no coordinator runs (an `orq resume --run` stopped before its
+        // coordinator applied it): enqueued here through the private Redis a dashboard keeps up.
+        dashboard = spawnOrq(['dashboard', '--port', '0'], { cwd });
+        let stdout = '';
+        dashboard.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+        await waitForOutput(dashboard, 'Set REDIS_URL', 30_000);
+        const redisUrl = /at (redis:\/\/127\.0\.0\.1:\d+)/.exec(stdout)?.[1];
+        expect(redisUrl, stdout).toBeDefined();
+        const client = await createClient({ connection: redisUrl! });
+        try {
+          await client.resume(id, { mode: 'retry' }, { waitMs: 0 });
+        } finally {
+          await client.close();
+        }
+        expect(await stopProcess(dashboard)).toBe(0);
+
+        // No roles run on the private Redis this watch starts: it would wait for ever.
+        const watch = await orq(['watch', id], { cwd });
+        expect(watch.code).toBe(1);
+        expect(watch.stderr).toContain(
+          `Session ${id} is BLOCKED with a resume not applied yet, and no roles run on the private Redis`,
+        );
+        expect(watch.stderr).toContain(`orq watch ${id} --run`);
+        const run = await orq(['watch', id, '--run'], { cwd });
+        expect(run.code, run.stderr).toBe(0);
+        expect(run.stdout.trim().split('\n').at(-1)).toMatch(/session RUNNING → COMPLETED/);
+      } finally {
+        if (dashboard) await stopProcess(dashboard);
+        rmSync(cwd, { recursive: true, force: true });
+      }
+    },
+  );
 
   it('orq run without the API key its roles need refuses before it starts anything', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-no-key-'));
