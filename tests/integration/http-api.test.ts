@@ -281,6 +281,34 @@ describe('sessions over HTTP', () => {
     }
   });
 
+  it('refuses a query parameter given twice, naming it, on every route that takes a query', async () => {
+    const res = await fetch(url('/sessions'), {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ instruction: 'Write a haiku' }),
+    });
+    const { id } = (await res.json()) as { id: string };
+    const paths = [
+      '/sessions?limit=1&limit=2',
+      `/sessions/${id}/history?format=json&format=jsonl`,
+      `/sessions/${id}/events?after=1-0&after=2-0`,
+    ];
+    for (const path of paths) {
+      const answer = await fetch(url(path), { headers: auth });
+      expect(answer.status, path).toBe(400);
+      const body = (await answer.json()) as { error: string; issues: unknown[] };
+      expect(body.error, path).toBe('VALIDATION_FAILED');
+      expect(body.issues, path).toEqual([
+        {
+          path: expect.stringMatching(/^(limit|format|after)$/),
+          message: 'given 2 times; give it once',
+        },
+      ]);
+    }
+    // Once is fine, and a route without a query schema of orq's is left alone.
+    expect((await fetch(url('/sessions?limit=1'), { headers: auth })).status).toBe(200);
+  });
+
   it('answers 405 with Allow for a method a path does not take, 404 for a path that is not there', async () => {
     const cases: [string, string, string][] = [
       ['PATCH', '/sessions/some-id', 'DELETE, GET, HEAD'],

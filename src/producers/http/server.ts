@@ -12,6 +12,7 @@ import { QueueSet } from '../../shared/queue-set.js';
 import { createConnection, type ConnectionInput } from '../../shared/redis.js';
 import { ORQ_VERSION } from '../../shared/version.js';
 import type { OrqClient } from '../client.js';
+import { refuseRepeatedQueryParameters } from './repeated-query.js';
 import { trackAllowedMethods } from './allowed-methods.js';
 import { assertSafeToListen, installAuth } from './auth.js';
 import { frameworkErrorHandler, installErrorHandler, MAX_PATH_PARAM_LENGTH } from './errors.js';
@@ -161,6 +162,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
     transformObject: createJsonSchemaTransformObject({ schemaRegistry }),
   });
 
+  refuseRepeatedQueryParameters(app);
   registerHealthRoutes(app, ctx);
   registerSessionRoutes(app, ctx);
   registerEventRoutes(app, ctx);
