@@ -480,6 +480,19 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
         signal: listening.signal,
       });
     });
+    /** The entries of one XREAD reply, moving the cursor past each. */
+    function* entriesOf(
+      reply: [string, [string, string[]][]][] | null,
+    ): Generator<StoredHistoryEntry> {
+      for (const [, entries] of reply ?? []) {
+        for (const [id, fields] of entries) {
+          cursor = id;
+          const index = fields.indexOf('e');
+          const entry = JSON.parse(fields[index + 1] ?? '{}') as HistoryEntry;
+          yield { id, entry };
+        }
+      }
+    }
     try {
       parseOrThrow(SessionId, sessionId, 'session id');
       // Redis would refuse a malformed cursor with a bare ReplyError on the first read.
@@ -492,17 +505,18 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
           aborted,
         ]);
         if (reply === 'aborted') return;
-        for (const [, entries] of reply ?? []) {
-          for (const [id, fields] of entries) {
-            cursor = id;
-            const index = fields.indexOf('e');
-            const entry = JSON.parse(fields[index + 1] ?? '{}') as HistoryEntry;
-            yield { id, entry };
-          }
-        }
+        yield* entriesOf(reply);
         if (reply && reply.length > 0) continue;
         // Nothing new: stop once the session has settled and every entry was read.
-        if (await watchIsOver(sessionId, until)) return;
+        if (await watchIsOver(sessionId, until)) {
+          // The write that settled it may have come after the read above, with its entries
+          // (the state change to COMPLETED): read on to the end once more, without waiting.
+          for (;;) {
+            const rest = await reader.xread('COUNT', 500, 'STREAMS', key, cursor);
+            if (!rest || rest.length === 0) return;
+            yield* entriesOf(rest);
+          }
+        }
       }
     } catch (error) {
       // A watcher learns that Redis went away as REDIS_UNAVAILABLE, like every other call.
