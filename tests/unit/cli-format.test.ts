@@ -91,6 +91,13 @@ describe('the live view of orq watch', () => {
     expect(frame).toContain('…');
   });
 
+  it('shows a long title whole while following in a terminal wide enough, as the status table does not', () => {
+    const title = `Write the parser ${'and its error messages '.repeat(4)}`.trim();
+    const running = view('RUNNING', [['t1', 'RUNNING', title]]);
+    expect(formatLiveView(running, [], { rows: 40, columns: 200 })).toContain(title);
+    expect(formatSessionTable(running)).not.toContain(title);
+  });
+
   it('says where planning stands while the session plans', () => {
     const planning = view('PLANNING', []);
     expect(formatLiveView(planning, [])).toContain(

@@ -127,7 +127,7 @@ function taskTime(t: Task, now: number): string {
 
 interface TaskColumn {
   header: string;
-  cell: (task: Task, view: SessionView, now: number) => string;
+  cell: (task: Task, view: SessionView, now: number, following: boolean) => string;
   /**
    * Shown in the live view while it follows a session too. The others appear only in full
    * tables (`orq status`, and the live view's final frame, which is what `orq run` and
@@ -144,7 +144,13 @@ const TASK_COLUMNS: readonly TaskColumn[] = [
   { header: 'TIME', cell: (t, _view, now) => taskTime(t, now), following: true },
   { header: 'DEPENDS ON', cell: (t) => t.dependencies.join(',') || '-', following: false },
   { header: 'TOKENS IN/OUT', cell: (t, view) => taskTokens(view, t.id), following: false },
-  { header: 'TITLE', cell: (t) => clip(oneLine(t.title), 60), following: true },
+  // While following, the frame's lines are clipped to the terminal: a wide one shows it all.
+  {
+    header: 'TITLE',
+    cell: (t, _view, _now, following) =>
+      following ? oneLine(t.title) : clip(oneLine(t.title), 60),
+    following: true,
+  },
 ];
 
 /** The table of `tasks` (some of the view's), with every column or those shown while following. */
@@ -157,7 +163,7 @@ function taskTable(
   const columns = following ? TASK_COLUMNS.filter((c) => c.following) : TASK_COLUMNS;
   return renderTable(
     columns.map((c) => c.header),
-    tasks.map((t) => columns.map((c) => c.cell(t, view, now))),
+    tasks.map((t) => columns.map((c) => c.cell(t, view, now, following))),
   );
 }
 
