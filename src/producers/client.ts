@@ -776,7 +776,9 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     resumePending: (sessionId) =>
       guard(async () => {
         parseOrThrow(SessionId, sessionId, 'session id');
-        const { pendingResumes } = await readSettling(store, sessionId);
+        const { state, pendingResumes } = await readSettling(store, sessionId);
+        // As every call about one session: a wrong id is not a session with nothing pending.
+        if (state === undefined) throw sessionNotFound(sessionId);
         return pendingResumes.length > 0 && (await stillQueued(pendingResumes)).length > 0;
       }),
 

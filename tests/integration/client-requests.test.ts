@@ -72,3 +72,12 @@ describe("the client's read and cancel options", () => {
     expect((await cluster.client.get(sessionId)).session.state).toBe('PLANNING');
   });
 });
+
+describe('resumePending', () => {
+  it('says NOT_FOUND of a session that does not exist, as the other calls about one session do', async () => {
+    await expect(cluster.client.resumePending('no-such-session')).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+    });
+    expect(await cluster.client.resumePending(sessionId)).toBe(false);
+  });
+});
