@@ -637,6 +637,30 @@ describe('errors and exit codes', () => {
     expect(resume.stderr).toContain(`session ${id} is PLANNING`);
   });
 
+  it('watch --run checks the API keys of a stopped session whose resume it would apply before its roles start', async () => {
+    // No roles of its own: the resume stays queued, as when its coordinator stopped.
+    const own = await startCluster({ pods: 0 });
+    try {
+      const llm = { default: { provider: 'openai', model: 'gpt-4o-mini' } };
+      const { id } = await own.client.submit({ instruction: 'Write the parser', config: { llm } });
+      const { session, version } = await own.client.store.requireSession(id);
+      await own.client.store.apply(id, {
+        eventId: `test-budget-stop|${id}`,
+        session: { record: { ...session, state: 'BUDGET_EXHAUSTED' }, expectedVersion: version },
+      });
+      await own.client.resume(id, { budget: { maxTokens: 100_000 } }, { waitMs: 0 });
+      expect(await own.client.resumePending(id)).toBe(true);
+
+      const watch = await orq(['watch', id, '--run'], { env: { ...env, ORQ_PREFIX: own.prefix } });
+      expect(watch.code, watch.stderr).toBe(2);
+      expect(watch.stderr).toMatch(/^orq: No API key for the planner model \(openai\)/);
+      // Refused before any role ran: the resume still waits for a coordinator.
+      expect(await own.client.resumePending(id)).toBe(true);
+    } finally {
+      await own.close();
+    }
+  });
+
   it('an unreachable Redis exits 3 with a message naming Redis, orq run too', async () => {
     const port = await closedPort();
     const unreachable = { ...env, REDIS_URL: `redis://127.0.0.1:${port}` };

@@ -47,10 +47,13 @@ async function warnOfMissingRoles(client: OrqClient, sessionId: string, prefix: 
  * A `--run` command's check before its roles start: the session's own config, when the session
  * is in a state the roles would run it from (any other is left to the command to report).
  */
-function runnableWhen(sessionId: string, runs: (state: SessionState) => boolean) {
+function runnableWhen(
+  sessionId: string,
+  runs: (state: SessionState, client: OrqClient) => boolean | Promise<boolean>,
+) {
   return async (client: OrqClient): Promise<void> => {
     const { session } = await client.get(sessionId);
-    if (runs(session.state)) checkRunnable(session.config);
+    if (await runs(session.state, client)) checkRunnable(session.config);
   };
 }
 
@@ -205,7 +208,13 @@ export function registerSessionCommands(program: Command): void {
         options.run
           ? runHere(options, async () => ({ sessionId }), {
               output: 'history',
-              beforeRoles: runnableWhen(sessionId, waitsForRoles),
+              // A stopped session with a resume not applied yet runs too, once the coordinator
+              // here applies it (what a plain `orq watch` of it says to run).
+              beforeRoles: runnableWhen(
+                sessionId,
+                async (state, client) =>
+                  waitsForRoles(state) || (await client.resumePending(sessionId)),
+              ),
             })
           : withStdoutHeld(() =>
               withSessions(options, async (client, config, redis) => {
