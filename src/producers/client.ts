@@ -216,7 +216,8 @@ export interface OrqClient {
   watch(sessionId: string, options?: WatchOptions): AsyncGenerator<StoredHistoryEntry>;
   /**
    * Whether a resume of the session was enqueued and the coordinator has not applied it yet
-   * (its job still waits or runs): the session is about to move although its state says it stopped.
+   * (its job still waits or runs), in a state a resume moves on from (BLOCKED, BUDGET_EXHAUSTED):
+   * the session is about to move although its state says it stopped.
    */
   resumePending(sessionId: string): Promise<boolean>;
   wait(
@@ -779,6 +780,8 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
         const { state, pendingResumes } = await readSettling(store, sessionId);
         // As every call about one session: a wrong id is not a session with nothing pending.
         if (state === undefined) throw sessionNotFound(sessionId);
+        // A resume queued before a cancel or a completion is ignored when it is applied.
+        if (!RESUMABLE_SESSION_STATES.includes(state)) return false;
         return pendingResumes.length > 0 && (await stillQueued(pendingResumes)).length > 0;
       }),
 

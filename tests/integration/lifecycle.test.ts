@@ -125,6 +125,16 @@ describe('a resume the coordinator has not applied yet', () => {
     }
   });
 
+  it('does not count a resume queued before the session ended another way: nothing moves it on', async () => {
+    const { c, sessionId } = await blockedWithoutCoordinator();
+    await c.client.resume(sessionId, { mode: 'retry' }, { waitMs: 0 });
+    expect(await c.client.resumePending(sessionId)).toBe(true);
+    // As if a cancel was applied first (its job ran before the resume's): the coordinator
+    // ignores a resume of a CANCELLED session, so a watch must not wait for it.
+    await c.client.store.redis.hset(c.client.store.keys(sessionId).meta, 'state', 'CANCELLED');
+    expect(await c.client.resumePending(sessionId)).toBe(false);
+  });
+
   it('ends watch and wait at BLOCKED when its job is gone, since nothing will apply it', async () => {
     const { c, sessionId } = await blockedWithoutCoordinator();
     const requestId = await c.client.resume(sessionId, { mode: 'retry' }, { waitMs: 0 });
