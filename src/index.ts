@@ -43,6 +43,7 @@ export {
   PruneRequest,
   ListRequest,
   HistoryRequest,
+  WaitOptions,
   type OrqClient,
   type CreateClientOptions,
   type SessionView,

@@ -132,6 +132,14 @@ export const HistoryRequest = z.strictObject({
 });
 export type HistoryRequest = z.input<typeof HistoryRequest>;
 
+/** What `wait` takes: how long to wait at most, and for what (WatchOptions.until). */
+export const WaitOptions = z.strictObject({
+  /** Milliseconds; without it the wait lasts until the session gets there. */
+  timeoutMs: z.number().positive().finite().optional(),
+  until: z.enum(['finished', 'settled']).optional() satisfies z.ZodType<WatchUntil | undefined>,
+});
+export type WaitOptions = z.input<typeof WaitOptions>;
+
 /** Why a session was cancelled, as its history keeps it. */
 export const CancelReason = z.string().min(1).max(2_000);
 
@@ -220,10 +228,11 @@ export interface OrqClient {
    * the session is about to move although its state says it stopped.
    */
   resumePending(sessionId: string): Promise<boolean>;
-  wait(
-    sessionId: string,
-    options?: { timeoutMs?: number; until?: WatchUntil },
-  ): Promise<SessionView>;
+  /**
+   * Follows the session until it settles (`until`, default 'settled': finished or BLOCKED) and
+   * returns its view. Throws TIMEOUT when `timeoutMs` passes first, saying which roles run.
+   */
+  wait(sessionId: string, options?: WaitOptions): Promise<SessionView>;
   /**
    * How many processes consume each role's queue now, as BullMQ counts its workers (CLIENT
    * LIST); empty when the server does not answer that (some managed Redis refuse CLIENT LIST).
@@ -635,6 +644,51 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       }
     });
 
+  function consumers(): Promise<Partial<Record<Role, number>>> {
+    return guard(async () => {
+      const counts = await Promise.all(
+        Role.options.map(async (role) => {
+          const count = await queues
+            .get(ROLE_QUEUE[role])
+            .getWorkersCount()
+            .catch((error: unknown) => {
+              // A server that refuses CLIENT LIST cannot tell; a lost one is REDIS_UNAVAILABLE.
+              if (isTransportError(error)) throw error;
+              return undefined;
+            });
+          return [role, count] as const;
+        }),
+      );
+      return Object.fromEntries(counts.filter(([, count]) => count !== undefined));
+    });
+  }
+
+  /**
+   * A wait that ran out of time: TIMEOUT, not INVALID_STATE (nothing is wrong with the session),
+   * with whether its roles run here, the usual reason a session does not move.
+   */
+  async function waitTimedOut(session: Session, timeoutMs: number): Promise<OrqError> {
+    const counts = await consumers().catch(() => ({}) as Partial<Record<Role, number>>);
+    const missing = Role.options.filter((role) => counts[role] === 0);
+    const where = `on this Redis under prefix "${prefix}"`;
+    const hint =
+      Object.keys(counts).length === 0
+        ? `Check that roles run ${where} (client.consumers() counts them), or wait longer (a higher timeoutMs).`
+        : missing.length === Role.options.length
+          ? `No roles run ${where} (client.consumers() counts none): start them (orq start, or startRoles) with the same Redis and prefix.`
+          : missing.length > 0
+            ? `No process runs the ${missing.join(', ')} role${missing.length > 1 ? 's' : ''} ${where} (client.consumers()): start ${missing.length > 1 ? 'them' : 'it'} with the same Redis and prefix.`
+            : 'Its roles run: wait longer (a higher timeoutMs), or check the pods and their logs.';
+    return new OrqError(
+      'TIMEOUT',
+      `wait for session ${session.id} timed out after ${timeoutMs} ms: it is still ${session.state}`,
+      {
+        hint,
+        details: { sessionId: session.id, state: session.state, timeoutMs, consumers: counts },
+      },
+    );
+  }
+
   return {
     store,
 
@@ -786,13 +840,16 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       }),
 
     wait: async (sessionId, waitOptions = {}) => {
+      const { timeoutMs, until = 'settled' } = parseOrThrow(
+        WaitOptions,
+        waitOptions,
+        'wait options',
+      );
       const controller = new AbortController();
-      const timer = waitOptions.timeoutMs
-        ? setTimeout(() => controller.abort(), waitOptions.timeoutMs)
-        : undefined;
+      const timer = timeoutMs ? setTimeout(() => controller.abort(), timeoutMs) : undefined;
       try {
         for await (const _ of watch(sessionId, {
-          until: waitOptions.until ?? 'settled',
+          until,
           signal: controller.signal,
           blockMs: 500,
         })) {
@@ -803,34 +860,12 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       }
       const view = await get(sessionId);
       if (controller.signal.aborted && !FINISHED_SESSION_STATES.includes(view.session.state)) {
-        throw new OrqError(
-          'INVALID_STATE',
-          `session ${sessionId} still ${view.session.state} after ${waitOptions.timeoutMs}ms`,
-          {
-            details: { sessionId, state: view.session.state },
-          },
-        );
+        throw await waitTimedOut(view.session, timeoutMs ?? 0);
       }
       return view;
     },
 
-    consumers: () =>
-      guard(async () => {
-        const counts = await Promise.all(
-          Role.options.map(async (role) => {
-            const count = await queues
-              .get(ROLE_QUEUE[role])
-              .getWorkersCount()
-              .catch((error: unknown) => {
-                // A server that refuses CLIENT LIST cannot tell; a lost one is REDIS_UNAVAILABLE.
-                if (isTransportError(error)) throw error;
-                return undefined;
-              });
-            return [role, count] as const;
-          }),
-        );
-        return Object.fromEntries(counts.filter(([, count]) => count !== undefined));
-      }),
+    consumers,
 
     async close() {
       for (const c of blockingConnections) c.disconnect();

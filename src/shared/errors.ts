@@ -13,6 +13,8 @@ export type OrqErrorCode =
   | 'LLM_CALL_FAILED'
   | 'SCENARIO_INVALID'
   | 'INVALID_STATE'
+  /** A wait ran out of time before the session got where it was waited for (client.wait). */
+  | 'TIMEOUT'
   /** A server (HTTP API, a pod's metrics and probes) could not listen on its address. */
   | 'LISTEN_FAILED'
   /** A model call could not reserve its estimate within the session's budget (issue 4). */

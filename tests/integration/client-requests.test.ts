@@ -71,6 +71,35 @@ describe("the client's read and cancel options", () => {
     }
     expect((await cluster.client.get(sessionId)).session.state).toBe('PLANNING');
   });
+
+  it('refuses wait options that are not a positive timeout or a known end, naming the field', async () => {
+    // -5 gave up at once, NaN (or 0) waited for ever; an unknown key was ignored.
+    for (const [options, path] of [
+      [{ timeoutMs: -5 }, 'timeoutMs'],
+      [{ timeoutMs: 0 }, 'timeoutMs'],
+      [{ timeoutMs: Number.NaN }, 'timeoutMs'],
+      [{ timeoutMs: Number.POSITIVE_INFINITY }, 'timeoutMs'],
+      [{ until: 'done' }, 'until'],
+      [{ timeout: 5 }, '(root)'],
+    ] as const) {
+      await expect(
+        cluster.client.wait(sessionId, options as never),
+        String(Object.entries(options)),
+      ).rejects.toMatchObject(refusal('wait options', path));
+    }
+  });
+});
+
+describe('a wait that runs out of time', () => {
+  it('throws TIMEOUT, not INVALID_STATE, saying the state and that no roles run', async () => {
+    const error = await cluster.client.wait(sessionId, { timeoutMs: 1 }).catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      code: 'TIMEOUT',
+      message: expect.stringContaining(`timed out after 1 ms: it is still PLANNING`) as string,
+      hint: expect.stringContaining('No roles run on this Redis under prefix') as string,
+      details: { sessionId, state: 'PLANNING', timeoutMs: 1 },
+    });
+  });
 });
 
 describe('resumePending', () => {

@@ -35,6 +35,7 @@ const EXIT_CODE_BY_ERROR: Partial<Record<OrqErrorCode, ExitCode>> = {
   SCENARIO_INVALID: ExitCode.USAGE,
   NOT_FOUND: ExitCode.NOT_COMPLETED,
   INVALID_STATE: ExitCode.NOT_COMPLETED,
+  TIMEOUT: ExitCode.NOT_COMPLETED,
   CONFLICT: ExitCode.NOT_COMPLETED,
 };
 
