@@ -38,6 +38,7 @@ import {
   refuseClusterNode,
   refuseMissingDatabase,
   reportOutages,
+  type AddressSetting,
   type ConnectionInput,
   type RedisConnection,
 } from '../shared/redis.js';
@@ -309,7 +310,18 @@ export function sessionConfig(
 }
 
 /** The typed producer API other systems use to submit and follow work. */
-export async function createClient(options: CreateClientOptions): Promise<OrqClient> {
+export function createClient(options: CreateClientOptions): Promise<OrqClient> {
+  return openClient(options, 'connection');
+}
+
+/**
+ * createClient for orq's own commands: `addressSetting` says where their user set the Redis
+ * address (REDIS_URL for the CLI), so a connection error's hint names that, not the option.
+ */
+export async function openClient(
+  options: CreateClientOptions,
+  addressSetting: AddressSetting,
+): Promise<OrqClient> {
   const config = parseConfig(
     mergeConfig(options.config ?? {}, options.prefix ? { redis: { prefix: options.prefix } } : {}),
     'client options',
@@ -322,7 +334,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
   );
   const redis = createConnection(options.connection, 'producer');
   try {
-    await ensureConnected(redis);
+    await ensureConnected(redis, addressSetting);
     await refuseClusterNode(redis);
     await refuseMissingDatabase(redis);
   } catch (error) {
@@ -408,7 +420,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
     try {
       return await fn();
     } catch (error) {
-      throw asRedisUnavailable(error);
+      throw asRedisUnavailable(error, addressSetting);
     }
   };
 
@@ -530,7 +542,7 @@ export async function createClient(options: CreateClientOptions): Promise<OrqCli
       }
     } catch (error) {
       // A watcher learns that Redis went away as REDIS_UNAVAILABLE, like every other call.
-      throw asRedisUnavailable(error);
+      throw asRedisUnavailable(error, addressSetting);
     } finally {
       listening.abort();
       blockingConnections.delete(reader);

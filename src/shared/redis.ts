@@ -150,15 +150,46 @@ function createCluster(input: ClusterInput, common: RedisOptions): Cluster {
 /** Redis's answers to a missing or wrong password (AUTH or HELLO on connect). */
 const AUTH_REFUSED = /^(NOAUTH|WRONGPASS|ERR invalid password)/;
 
-function credentialsRefused(redis: RedisConnection, error: Error, where: unknown): OrqError {
+/**
+ * Where the caller's user set the Redis address, so a connection error's hint names what to
+ * change: the CLI and the pods read REDIS_URL (or redis.url); a program using the library
+ * passes createClient's `connection` option, and no environment variable is read.
+ */
+export type AddressSetting = 'REDIS_URL' | 'connection';
+
+const ADDRESS_HINTS: Record<
+  AddressSetting,
+  { unreachable: string; noPassword: string; badCredentials: string }
+> = {
+  REDIS_URL: {
+    unreachable: 'Start Redis or set REDIS_URL to a reachable server.',
+    noPassword:
+      'Put it in REDIS_URL: redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port.',
+    badCredentials:
+      'Check the user name and password in REDIS_URL (redis://USER:PASSWORD@host:port).',
+  },
+  connection: {
+    unreachable:
+      'Check the `connection` option of createClient: a Redis server must run at that address.',
+    noPassword:
+      'Give it in the `connection` option: redis://:PASSWORD@host:port or redis://USER:PASSWORD@host:port (ioredis options: `password`, `username`).',
+    badCredentials:
+      'Check the user name and password in the `connection` option (redis://USER:PASSWORD@host:port, or ioredis options `username` and `password`).',
+  },
+};
+
+function credentialsRefused(
+  redis: RedisConnection,
+  error: Error,
+  where: unknown,
+  setting: AddressSetting,
+): OrqError {
   const missing = error.message.startsWith('NOAUTH');
   return new OrqError(
     'CONFIG_INVALID',
     `${describeConnection(redis)} ${missing ? 'requires a password' : "refused orq's user name or password"} (${error.message.replace(/\.$/, '')})`,
     {
-      hint: missing
-        ? 'Put it in REDIS_URL: redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port.'
-        : 'Check the user name and password in REDIS_URL (redis://USER:PASSWORD@host:port).',
+      hint: missing ? ADDRESS_HINTS[setting].noPassword : ADDRESS_HINTS[setting].badCredentials,
       details: { address: where },
       cause: error,
     },
@@ -168,17 +199,35 @@ function credentialsRefused(redis: RedisConnection, error: Error, where: unknown
 const TLS_HINT = 'The URL asks for TLS (rediss://): if the server has no TLS, use redis://.';
 
 /**
- * Waits until the connection is ready, or throws REDIS_UNAVAILABLE with the address
- * (CONFIG_INVALID when the server refuses the credentials).
+ * Connect errors no retry within the timeout helps with: nothing listens, the name does not
+ * resolve, the socket file is missing or not ours. With why, in words, where the code is terse.
  */
-export async function ensureConnected(redis: RedisConnection, timeoutMs = 5_000): Promise<void> {
+const HOPELESS_CONNECT_ERRORS: Record<string, string> = {
+  ECONNREFUSED: 'ECONNREFUSED',
+  ENOTFOUND: 'ENOTFOUND',
+  EAI_AGAIN: 'EAI_AGAIN',
+  EHOSTUNREACH: 'EHOSTUNREACH',
+  ENOENT: 'ENOENT: no such socket file',
+  EACCES: 'EACCES: permission denied',
+};
+
+/**
+ * Waits until the connection is ready, or throws REDIS_UNAVAILABLE with the address
+ * (CONFIG_INVALID when the server refuses the credentials). `setting`: where the address was
+ * set, for the hint.
+ */
+export async function ensureConnected(
+  redis: RedisConnection,
+  setting: AddressSetting,
+  timeoutMs = 5_000,
+): Promise<void> {
   if (redis.status === 'ready') return;
   const where = addressOf(redis);
   // A server without TLS often just waits on a TLS client's handshake: a timeout, not an error.
   const tls = !(redis instanceof Cluster) && Boolean(redis.options.tls);
   const unavailable = (reason: string) =>
     new OrqError('REDIS_UNAVAILABLE', `${describeConnection(redis)} is unreachable (${reason})`, {
-      hint: `Start Redis or set REDIS_URL to a reachable server.${tls ? ` ${TLS_HINT}` : ''}`,
+      hint: `${ADDRESS_HINTS[setting].unreachable}${tls ? ` ${TLS_HINT}` : ''}`,
       details: { address: where },
     });
   await new Promise<void>((resolve, reject) => {
@@ -194,15 +243,13 @@ export async function ensureConnected(redis: RedisConnection, timeoutMs = 5_000)
       // The server answered but refused the credentials: it is up, and retrying cannot help.
       if (AUTH_REFUSED.test(error.message)) {
         cleanup();
-        reject(credentialsRefused(redis, error, where));
+        reject(credentialsRefused(redis, error, where, setting));
         return;
       }
-      // Nothing listens or the name does not resolve: no retry will help within the timeout.
-      if (!['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'].includes(error.code ?? '')) {
-        return;
-      }
+      const reason = HOPELESS_CONNECT_ERRORS[error.code ?? ''];
+      if (reason === undefined) return; // A reset or a timeout: the next retry may connect.
       cleanup();
-      reject(unavailable(error.code ?? error.message));
+      reject(unavailable(reason));
     };
     const cleanup = () => {
       clearTimeout(timer);
@@ -260,9 +307,13 @@ export function blockingTwin(redis: RedisConnection): RedisConnection {
   return redis.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true });
 }
 
-/** host:port of a single server; `cluster` for a Cluster (its nodes change). */
+/**
+ * host:port of a single server, or its socket path (ioredis keeps its default host and port
+ * beside a path, unused); `cluster` for a Cluster (its nodes change).
+ */
 function addressOf(redis: RedisConnection): string {
   if (redis instanceof Cluster) return 'cluster';
+  if (redis.options.path) return redis.options.path;
   return `${redis.options.host ?? '?'}:${redis.options.port ?? '?'}`;
 }
 
@@ -368,13 +419,16 @@ export function isTransportError(error: unknown): boolean {
   );
 }
 
-/** Turns a transport error from ioredis into REDIS_UNAVAILABLE, leaving other errors alone. */
-export function asRedisUnavailable(error: unknown): unknown {
+/**
+ * Turns a transport error from ioredis into REDIS_UNAVAILABLE, leaving other errors alone.
+ * `setting`: where the address was set, for the hint.
+ */
+export function asRedisUnavailable(error: unknown, setting: AddressSetting = 'REDIS_URL'): unknown {
   if (error instanceof OrqError) return error;
   if (isTransportError(error)) {
     const message = error instanceof Error ? error.message : String(error);
     return new OrqError('REDIS_UNAVAILABLE', `Redis is unreachable (${message})`, {
-      hint: 'Start Redis or set REDIS_URL to a reachable server.',
+      hint: ADDRESS_HINTS[setting].unreachable,
       cause: error,
     });
   }

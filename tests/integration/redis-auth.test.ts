@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createClient } from '../../src/producers/client.js';
+import { createClient, openClient } from '../../src/producers/client.js';
 import { freePort, redisAnswers } from '../../src/shared/redis-server.js';
 import { eventually } from '../support/scenarios.js';
 
@@ -20,7 +20,7 @@ describe('credentials Redis refuses', () => {
     admin.disconnect();
   });
 
-  it('a wrong password is CONFIG_INVALID, naming the server and REDIS_URL', async () => {
+  it("a wrong password is CONFIG_INVALID, naming the server and createClient's connection option", async () => {
     const wrong = new URL(url);
     wrong.username = user;
     wrong.password = 'wrong-password';
@@ -28,10 +28,14 @@ describe('credentials Redis refuses', () => {
     expect(error).toMatchObject({
       code: 'CONFIG_INVALID',
       message: expect.stringMatching(
-        /^Redis at .+ refused orq's user name or password \(WRONGPASS .+\)\. Check the user name and password in REDIS_URL/,
+        /^Redis at .+ refused orq's user name or password \(WRONGPASS .+\)\. Check the user name and password in the `connection` option/,
       ),
     });
     expect(String((error as Error).message)).not.toContain('wrong-password');
+    // The CLI reads REDIS_URL, and says so.
+    await expect(openClient({ connection: wrong.toString() }, 'REDIS_URL')).rejects.toMatchObject({
+      hint: expect.stringContaining('Check the user name and password in REDIS_URL') as string,
+    });
 
     const right = new URL(wrong);
     right.password = 'right-password';
@@ -62,7 +66,7 @@ describe('credentials Redis refuses', () => {
         {
           code: 'CONFIG_INVALID',
           message: expect.stringMatching(
-            /requires a password \(NOAUTH Authentication required\)\. Put it in REDIS_URL: redis:\/\/:PASSWORD@host:port/,
+            /requires a password \(NOAUTH Authentication required\)\. Give it in the `connection` option: redis:\/\/:PASSWORD@host:port/,
           ),
         },
       );

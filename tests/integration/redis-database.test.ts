@@ -1,9 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, inject, it } from 'vitest';
-import { createClient } from '../../src/producers/client.js';
+import { createClient, openClient } from '../../src/producers/client.js';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { silentLogger } from '../../src/shared/logger.js';
+import { freePort } from '../../src/shared/redis-server.js';
 import { sessionKeys } from '../../src/shared/store/keys.js';
 import { startRoles } from '../../src/workers/registry.js';
 
@@ -95,5 +98,47 @@ describe('rediss:// to a Redis without TLS', () => {
     } finally {
       console.error = original;
     }
+  });
+});
+
+describe('an address no Redis answers at', () => {
+  it('a socket path with no socket file is refused at once, naming the path, not localhost:6379', async () => {
+    const path = join(tmpdir(), `orq-no-such-${randomUUID().slice(0, 8)}.sock`);
+    // The path as a string (ioredis reads one starting with / as a socket) and as ioredis options.
+    for (const connection of [path, { path }]) {
+      const started = Date.now();
+      await expect(createClient({ connection }), JSON.stringify(connection)).rejects.toMatchObject({
+        code: 'REDIS_UNAVAILABLE',
+        message: expect.stringContaining(
+          `Redis at ${path} is unreachable (ENOENT: no such socket file)`,
+        ) as string,
+        details: { address: path },
+      });
+      // It waited out the 5 s connect timeout before, the ENOENT being known at once.
+      expect(Date.now() - started).toBeLessThan(2_000);
+    }
+  });
+
+  it("names createClient's connection option in its hint, not REDIS_URL, which it does not read", async () => {
+    const port = await freePort();
+    const error = await createClient({ connection: { host: '127.0.0.1', port } }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({
+      code: 'REDIS_UNAVAILABLE',
+      message: expect.stringContaining(`Redis at 127.0.0.1:${port} is unreachable`) as string,
+      hint: expect.stringContaining('Check the `connection` option of createClient') as string,
+    });
+    expect((error as Error).message).not.toContain('REDIS_URL');
+  });
+
+  it('names REDIS_URL in the hint of the CLI, which reads it', async () => {
+    const port = await freePort();
+    await expect(
+      openClient({ connection: `redis://127.0.0.1:${port}` }, 'REDIS_URL'),
+    ).rejects.toMatchObject({
+      code: 'REDIS_UNAVAILABLE',
+      hint: 'Start Redis or set REDIS_URL to a reachable server.',
+    });
   });
 });

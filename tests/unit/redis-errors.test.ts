@@ -26,6 +26,16 @@ describe('asRedisUnavailable', () => {
     expect(mapped).toMatchObject({ code: 'REDIS_UNAVAILABLE', cause: error });
   });
 
+  it("names REDIS_URL in its hint, or createClient's connection option for the client's calls", () => {
+    const refused = new Error('connect ECONNREFUSED 127.0.0.1:6380');
+    expect(asRedisUnavailable(refused)).toMatchObject({
+      hint: 'Start Redis or set REDIS_URL to a reachable server.',
+    });
+    expect(asRedisUnavailable(refused, 'connection')).toMatchObject({
+      hint: expect.stringContaining('Check the `connection` option of createClient') as string,
+    });
+  });
+
   it('leaves other errors, and orq errors, as they are', () => {
     const other = new Error('WRONGTYPE Operation against a key holding the wrong kind of value');
     expect(asRedisUnavailable(other)).toBe(other);

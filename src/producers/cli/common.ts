@@ -15,7 +15,7 @@ import {
   type FieldIssue,
 } from '../../shared/errors.js';
 import { isPlainObject, type PlainObject } from '../../shared/plain-object.js';
-import { createClient, sessionConfig, SubmitRequest, type OrqClient } from '../client.js';
+import { openClient, sessionConfig, SubmitRequest, type OrqClient } from '../client.js';
 import { resolveSessionPaths } from './session-paths.js';
 import { redisForCli, type CliRedis, type RedisForCliOptions } from './redis-for-cli.js';
 
@@ -58,11 +58,11 @@ export async function withClient<T>(
   const config = loaded ?? cliConfig(options);
   const redis = await redisForCli(config, redisOptions);
   try {
-    const client = await createClient({
-      connection: redis.connection,
-      config,
-      ...(logger ? { logger } : {}),
-    });
+    // The CLI's user names Redis with REDIS_URL: the hints of connection errors say so.
+    const client = await openClient(
+      { connection: redis.connection, config, ...(logger ? { logger } : {}) },
+      'REDIS_URL',
+    );
     try {
       return await fn(client, config, redis);
     } finally {

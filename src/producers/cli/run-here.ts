@@ -4,7 +4,7 @@ import { createLogger } from '../../shared/logger.js';
 import type { Role } from '../../shared/queues.js';
 import { requireApiKeys } from '../../workers/models.js';
 import { startRoles } from '../../workers/registry.js';
-import { createClient, type OrqClient } from '../client.js';
+import { openClient, type OrqClient } from '../client.js';
 import { cliConfig, printJson } from './common.js';
 import { followMode, followSession, reportOutcome, stopOnSignals } from './follow.js';
 import { formatSessionTable } from './format.js';
@@ -93,7 +93,7 @@ export async function runHere(
       if (notice) out.write(notice);
       // The client first: it says at once that Redis does not answer, where the roles' consumers
       // would wait for it for ever.
-      const client = await createClient({ connection: redis.connection, config });
+      const client = await openClient({ connection: redis.connection, config }, 'REDIS_URL');
       try {
         await beforeRoles?.(client);
         const pod = await startRoles({
