@@ -42,7 +42,7 @@ import {
   type ConnectionInput,
   type RedisConnection,
 } from '../shared/redis.js';
-import type { Logger } from '../shared/logger.js';
+import { LoggerOption, type Logger } from '../shared/logger.js';
 import { extractRequiredTerms } from '../shared/rules/terms.js';
 import { watchEnds, type WatchUntil } from '../shared/rules/watch-end.js';
 import { markResumePending, readSettling } from '../shared/store/pending-resumes.js';
@@ -256,6 +256,18 @@ export interface CreateClientOptions {
   logger?: Logger;
 }
 
+/**
+ * The keys createClient takes, checked before anything connects: an unknown one (`prefx`) was
+ * ignored, and the client worked under the default prefix, beside the roles it was meant for.
+ * The prefix and config are checked by parseConfig, as a config file's.
+ */
+const ClientOptions = z.strictObject({
+  connection: ConnectionOption,
+  prefix: z.unknown().optional(),
+  config: z.unknown().optional(),
+  logger: LoggerOption.optional(),
+} satisfies Record<keyof CreateClientOptions, z.ZodType>);
+
 /** BullMQ job states from which a job no longer runs ('unknown': removed, or never added). */
 const ENDED_JOB_STATES: readonly string[] = ['completed', 'failed', 'unknown'];
 
@@ -322,14 +334,10 @@ export async function openClient(
   options: CreateClientOptions,
   addressSetting: AddressSetting,
 ): Promise<OrqClient> {
+  // A URL the config would refuse (http://…) otherwise waits out the connect timeout first.
+  parseOrThrow(ClientOptions, options, 'client options');
   const config = parseConfig(
     mergeConfig(options.config ?? {}, options.prefix ? { redis: { prefix: options.prefix } } : {}),
-    'client options',
-  );
-  // A URL the config would refuse (http://…) otherwise waits out the connect timeout first.
-  parseOrThrow(
-    z.object({ connection: ConnectionOption }),
-    { connection: options.connection },
     'client options',
   );
   const redis = createConnection(options.connection, 'producer');

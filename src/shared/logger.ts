@@ -1,4 +1,5 @@
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import { z } from 'zod';
 
 export type { Logger };
 
@@ -33,3 +34,17 @@ export function createLogger(
 
 /** A logger that writes nothing, for library users who pass none and for tests. */
 export const silentLogger: Logger = pino({ level: 'silent' });
+
+/**
+ * A `logger` option (createClient, startRoles): a pino logger, or anything with its level
+ * methods and `child`, which orq calls on it.
+ */
+export const LoggerOption = z.custom<Logger>(
+  (value) =>
+    typeof value === 'object' &&
+    value !== null &&
+    ['child', 'info', 'warn', 'error'].every(
+      (method) => typeof (value as Record<string, unknown>)[method] === 'function',
+    ),
+  { error: 'expected a pino logger (with child, info, warn and error methods)' },
+);

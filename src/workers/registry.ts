@@ -2,7 +2,7 @@ import { UnrecoverableError, WaitingError, Worker, type Job, type Processor } fr
 import type { OrqConfig } from '../shared/config/schema.js';
 import { OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
 import { ConnectionOption } from '../shared/connection-option.js';
-import type { Logger } from '../shared/logger.js';
+import { LoggerOption, type Logger } from '../shared/logger.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
 import { z, type ZodType } from 'zod';
 import {
@@ -12,8 +12,8 @@ import {
   JobSchemas,
   outboxJob,
   queuePrefix,
+  Role,
   ROLE_QUEUE,
-  type Role,
 } from '../shared/queues.js';
 import {
   checkEvictionPolicy,
@@ -63,6 +63,24 @@ export interface StartRolesOptions {
   /** Job durations per role are observed here (`orq start --metrics-port`). */
   metrics?: RoleMetrics;
 }
+
+/**
+ * The keys startRoles takes, checked before anything connects: an unknown one (`concurency`)
+ * was ignored, and the pod ran with what it did not ask for. The config is a parsed OrqConfig
+ * (parseConfig or loadConfig), the rest is typed.
+ */
+const RolesOptions = z.strictObject({
+  roles: z.array(Role),
+  connection: ConnectionOption,
+  config: z.looseObject({}),
+  logger: LoggerOption,
+  concurrency: z.unknown().optional(),
+  latencyMs: z.unknown().optional(),
+  outboxSweepIntervalMs: z.unknown().optional(),
+  cancelPollMs: z.unknown().optional(),
+  models: z.unknown().optional(),
+  metrics: z.unknown().optional(),
+} satisfies Record<keyof StartRolesOptions, z.ZodType>);
 
 export interface RunningRoles {
   workers: Worker[];
@@ -263,11 +281,7 @@ const IDLE_CLOSE_MS = 3_000;
  */
 export async function startRoles(options: StartRolesOptions): Promise<RunningRoles> {
   const { config, logger } = options;
-  parseOrThrow(
-    z.object({ connection: ConnectionOption }),
-    { connection: options.connection },
-    'startRoles options',
-  );
+  parseOrThrow(RolesOptions, options, 'startRoles options');
   const redis = createConnection(options.connection, 'consumer', logger);
   try {
     await refuseClusterNode(redis);

@@ -5,9 +5,9 @@ import { Redis } from 'ioredis';
 import { describe, expect, inject, it } from 'vitest';
 import { createClient, openClient } from '../../src/producers/client.js';
 import { parseConfig } from '../../src/shared/config/load.js';
-import { silentLogger } from '../../src/shared/logger.js';
+import { createLogger, silentLogger } from '../../src/shared/logger.js';
 import { freePort } from '../../src/shared/redis-server.js';
-import { sessionKeys } from '../../src/shared/store/keys.js';
+import { sessionIndexKey, sessionKeys } from '../../src/shared/store/keys.js';
 import { startRoles } from '../../src/workers/registry.js';
 
 const base = inject('redisUrl').replace(/\/\d*$/, '');
@@ -75,6 +75,46 @@ describe('a missing connection', () => {
           logger: silentLogger,
         }),
       ).rejects.toMatchObject(refusal);
+    }
+  });
+});
+
+describe('options createClient and startRoles do not have', () => {
+  it('are refused, naming the key, rather than ignored (prefx left the client on prefix orq)', async () => {
+    const connection = inject('redisUrl');
+    await expect(createClient({ connection, prefx: 'walk' } as never)).rejects.toMatchObject({
+      code: 'VALIDATION_FAILED',
+      message: 'Invalid client options: (root): unknown key "prefx"',
+    });
+    const config = parseConfig({ redis: { prefix: `uk${randomUUID().slice(0, 8)}` } });
+    await expect(
+      startRoles({
+        roles: ['coordinator'],
+        connection,
+        config,
+        logger: silentLogger,
+        concurency: 2,
+      } as never),
+    ).rejects.toMatchObject({
+      code: 'VALIDATION_FAILED',
+      message: 'Invalid startRoles options: (root): unknown key "concurency"',
+    });
+  });
+
+  it('leaves every option they have accepted: ioredis options, a prefix, a config, a pino logger', async () => {
+    const url = new URL(inject('redisUrl'));
+    const prefix = `ok${randomUUID().slice(0, 8)}`;
+    const client = await createClient({
+      connection: { host: url.hostname, port: Number(url.port) },
+      prefix,
+      config: { queues: { historyMaxLength: 500 } },
+      logger: createLogger({ level: 'silent' }),
+    });
+    try {
+      expect((await client.submit({ instruction: 'under its prefix' })).state).toBe('PLANNING');
+      expect(await client.store.redis.exists(sessionIndexKey(prefix))).toBe(1);
+    } finally {
+      await client.close();
     }
   });
 });
