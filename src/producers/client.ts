@@ -465,7 +465,8 @@ export async function openClient(
     const first = await readSettling(store, sessionId);
     // Running, or planning: no resume to look at.
     if (!watchEnds(first.state, until, false)) return false;
-    if (first.pendingResumes.length === 0) return true;
+    // No resume, or a state no resume moves on from (one queued before a cancel is ignored).
+    if (first.pendingResumes.length === 0 || watchEnds(first.state, until, true)) return true;
     if ((await stillQueued(first.pendingResumes)).length > 0) return false;
     // Those jobs ended without applying their resume. Read again: a resume applied between the
     // first read and the job's end has moved the session on.

@@ -133,6 +133,10 @@ describe('a resume the coordinator has not applied yet', () => {
     // ignores a resume of a CANCELLED session, so a watch must not wait for it.
     await c.client.store.redis.hset(c.client.store.keys(sessionId).meta, 'state', 'CANCELLED');
     expect(await c.client.resumePending(sessionId)).toBe(false);
+    // No coordinator runs to take the resume's job off the queue: a wait must end anyway.
+    const waited = c.client.wait(sessionId, { until: 'finished', timeoutMs: 10_000 });
+    expect(await settlesWithin(waited, 5_000)).toBe(true);
+    await waited;
   });
 
   it('ends watch and wait at BLOCKED when its job is gone, since nothing will apply it', async () => {
