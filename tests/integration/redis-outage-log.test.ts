@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { createClient } from '../../src/producers/client.js';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { createLogger } from '../../src/shared/logger.js';
-import { startPrivateRedis } from '../../src/shared/redis-server.js';
+import { startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
 import { startRoles } from '../../src/workers/registry.js';
 import { eventually } from '../support/scenarios.js';
 
@@ -18,15 +18,32 @@ interface Line {
   errors?: number;
 }
 
+/** A logger whose lines are kept, parsed, in `lines`. */
+function keptLogger() {
+  const lines: Line[] = [];
+  const logger = createLogger({
+    level: 'info',
+    destination: { write: (line: string) => void lines.push(JSON.parse(line) as Line) },
+  });
+  return { lines, logger };
+}
+
+/**
+ * Stops `redis` for 3 s, long enough for many failed reconnects, and starts it again on its
+ * port: the server the connections find when they get through.
+ */
+async function outage(redis: PrivateRedis, dir: string): Promise<PrivateRedis> {
+  const port = Number(new URL(redis.url).port);
+  await redis.stop();
+  await new Promise((r) => setTimeout(r, 3_000));
+  return startPrivateRedis({ dir, port, appendonly: false });
+}
+
 describe('a pod through a Redis outage', () => {
   it('logs the outage once per connection, not once per failed reconnect, and its end', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'orq-outage-log-'));
     let redis = await startPrivateRedis({ dir, appendonly: false });
-    const lines: Line[] = [];
-    const logger = createLogger({
-      level: 'info',
-      destination: { write: (line: string) => void lines.push(JSON.parse(line) as Line) },
-    });
+    const { lines, logger } = keptLogger();
     const pod = await startRoles({
       roles: ['worker', 'judge'],
       connection: redis.url,
@@ -34,11 +51,8 @@ describe('a pod through a Redis outage', () => {
       logger,
     });
     try {
-      const port = Number(new URL(redis.url).port);
-      await redis.stop();
       // ioredis retries after 50, 100, 150 ... ms: a few seconds are many failed reconnects.
-      await new Promise((r) => setTimeout(r, 3_000));
-      redis = await startPrivateRedis({ dir, port, appendonly: false });
+      redis = await outage(redis, dir);
       // One log per connection: the pod's shared one and each role's (with BullMQ's own).
       const restored = await eventually(
         () => {
@@ -70,18 +84,11 @@ describe('a client through a Redis outage', () => {
   it('logs the outage once through the logger it was given, not once per failed reconnect, and its end', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'orq-client-outage-'));
     let redis = await startPrivateRedis({ dir, appendonly: false });
-    const lines: Line[] = [];
-    const logger = createLogger({
-      level: 'info',
-      destination: { write: (line: string) => void lines.push(JSON.parse(line) as Line) },
-    });
+    const { lines, logger } = keptLogger();
     const client = await createClient({ connection: redis.url, logger });
     try {
-      const port = Number(new URL(redis.url).port);
-      await redis.stop();
       // The producer connection retries every 200, 400 ... 2000 ms: a few failed reconnects.
-      await new Promise((r) => setTimeout(r, 3_000));
-      redis = await startPrivateRedis({ dir, port, appendonly: false });
+      redis = await outage(redis, dir);
       const restored = await eventually(
         () => {
           const done = lines.filter((l) => l.msg === 'redis connection restored');
