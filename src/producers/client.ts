@@ -343,8 +343,8 @@ export async function openClient(
   const redis = createConnection(options.connection, 'producer');
   try {
     await ensureConnected(redis, addressSetting);
-    await refuseClusterNode(redis);
-    await refuseMissingDatabase(redis);
+    await refuseClusterNode(redis, addressSetting);
+    await refuseMissingDatabase(redis, addressSetting);
   } catch (error) {
     redis.disconnect();
     throw error;

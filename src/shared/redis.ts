@@ -159,7 +159,13 @@ export type AddressSetting = 'REDIS_URL' | 'connection';
 
 const ADDRESS_HINTS: Record<
   AddressSetting,
-  { unreachable: string; noPassword: string; badCredentials: string }
+  {
+    unreachable: string;
+    noPassword: string;
+    badCredentials: string;
+    clusterNode: string;
+    noDatabase: string;
+  }
 > = {
   REDIS_URL: {
     unreachable: 'Start Redis or set REDIS_URL to a reachable server.',
@@ -167,6 +173,9 @@ const ADDRESS_HINTS: Record<
       'Put it in REDIS_URL: redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port.',
     badCredentials:
       'Check the user name and password in REDIS_URL (redis://USER:PASSWORD@host:port).',
+    clusterNode: 'Set redis.cluster: true in the config file, or ORQ__redis__cluster=true.',
+    noDatabase:
+      'Name a database the server has in REDIS_URL (0 to 15 by default: its `databases` setting), or none for 0.',
   },
   connection: {
     unreachable:
@@ -175,6 +184,10 @@ const ADDRESS_HINTS: Record<
       'Give it in the `connection` option: redis://:PASSWORD@host:port or redis://USER:PASSWORD@host:port (ioredis options: `password`, `username`).',
     badCredentials:
       'Check the user name and password in the `connection` option (redis://USER:PASSWORD@host:port, or ioredis options `username` and `password`).',
+    clusterNode:
+      'Give the `connection` option the cluster\'s nodes: { cluster: ["redis://node-1:7000"] }.',
+    noDatabase:
+      'Name a database the server has in the `connection` option (redis://host:port/DB, or the ioredis option `db`; 0 to 15 by default: its `databases` setting), or none for 0.',
   },
 };
 
@@ -325,7 +338,10 @@ const describeConnection = (redis: RedisConnection): string =>
  * A single-server connection to a node of a Redis Cluster would get MOVED for most keys, and
  * the roles would fail job after job: refuse it at once, naming the setting.
  */
-export async function refuseClusterNode(redis: RedisConnection): Promise<void> {
+export async function refuseClusterNode(
+  redis: RedisConnection,
+  setting: AddressSetting,
+): Promise<void> {
   if (redis instanceof Cluster) return;
   let info: string;
   try {
@@ -337,7 +353,7 @@ export async function refuseClusterNode(redis: RedisConnection): Promise<void> {
     throw new OrqError(
       'CONFIG_INVALID',
       `${describeConnection(redis)} is a node of a Redis Cluster, but orq was not told to connect to a cluster`,
-      { hint: 'Set redis.cluster: true in the config file, or ORQ__redis__cluster=true.' },
+      { hint: ADDRESS_HINTS[setting].clusterNode },
     );
   }
 }
@@ -346,7 +362,10 @@ export async function refuseClusterNode(redis: RedisConnection): Promise<void> {
  * A database the server does not have (REDIS_URL ending /99 where Redis has 16): ioredis only
  * emits the SELECT's error and goes on in database 0, among other data. Refuse it instead.
  */
-export async function refuseMissingDatabase(redis: RedisConnection): Promise<void> {
+export async function refuseMissingDatabase(
+  redis: RedisConnection,
+  setting: AddressSetting,
+): Promise<void> {
   if (redis instanceof Cluster) return;
   const db = redis.options.db ?? 0;
   if (db === 0) return;
@@ -357,7 +376,7 @@ export async function refuseMissingDatabase(redis: RedisConnection): Promise<voi
       'CONFIG_INVALID',
       `${describeConnection(redis)} has no database ${db} (${error instanceof Error ? error.message : String(error)})`,
       {
-        hint: 'Name a database the server has in REDIS_URL (0 to 15 by default: its `databases` setting), or none for 0.',
+        hint: ADDRESS_HINTS[setting].noDatabase,
         details: { db },
       },
     );

@@ -16,6 +16,7 @@ import {
   ROLE_QUEUE,
 } from '../shared/queues.js';
 import {
+  type AddressSetting,
   checkEvictionPolicy,
   createConnection,
   isTransportError,
@@ -279,13 +280,24 @@ const IDLE_CLOSE_MS = 3_000;
  * lose jobs it logs one warning and drops BullMQ's console.warn of the same (once per
  * connection) for the rest of the process: only that message (bullmq-warnings.ts).
  */
-export async function startRoles(options: StartRolesOptions): Promise<RunningRoles> {
+export function startRoles(options: StartRolesOptions): Promise<RunningRoles> {
+  return launchRoles(options, 'connection');
+}
+
+/**
+ * startRoles for orq's own commands: `addressSetting` says where their user set the Redis
+ * address (REDIS_URL for the CLI), so a refusal's hint names that, not the option.
+ */
+export async function launchRoles(
+  options: StartRolesOptions,
+  addressSetting: AddressSetting,
+): Promise<RunningRoles> {
   const { config, logger } = options;
   parseOrThrow(RolesOptions, options, 'startRoles options');
   const redis = createConnection(options.connection, 'consumer', logger);
   try {
-    await refuseClusterNode(redis);
-    await refuseMissingDatabase(redis);
+    await refuseClusterNode(redis, addressSetting);
+    await refuseMissingDatabase(redis, addressSetting);
   } catch (error) {
     redis.disconnect();
     throw error;

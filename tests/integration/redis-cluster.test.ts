@@ -11,10 +11,10 @@ import {
   type RedisConnection,
 } from '../../src/shared/redis.js';
 import { sessionKeys } from '../../src/shared/store/keys.js';
-import { createClient, type OrqClient } from '../../src/producers/client.js';
+import { createClient, openClient, type OrqClient } from '../../src/producers/client.js';
 import { createHttpServer } from '../../src/producers/http/server.js';
 import { sweepOutboxes } from '../../src/workers/coordinator/outbox-sweeper.js';
-import { startRoles, type RunningRoles } from '../../src/workers/registry.js';
+import { launchRoles, startRoles, type RunningRoles } from '../../src/workers/registry.js';
 import { followSessionEnds } from '../../src/workers/session-ends.js';
 import { ALL_ROLES } from '../support/cluster.js';
 import {
@@ -133,14 +133,29 @@ describe('orq on a Redis Cluster of three nodes', () => {
   it('refuses a single-server connection to a cluster node, naming the setting', async () => {
     const single = { ...config, redis: { ...config.redis, cluster: false } };
     const url = redisCluster.urls[0]!;
-    await expect(createClient({ connection: url, config: single })).rejects.toMatchObject({
+    // A library caller gives the cluster's nodes in the `connection` option.
+    const library = {
       code: 'CONFIG_INVALID',
       message: expect.stringContaining('is a node of a Redis Cluster') as unknown,
-      hint: expect.stringContaining('ORQ__redis__cluster=true') as unknown,
-    });
+      hint: expect.stringContaining("`connection` option the cluster's nodes") as unknown,
+    };
+    await expect(createClient({ connection: url, config: single })).rejects.toMatchObject(library);
+    const options = {
+      roles: ['worker' as const],
+      connection: url,
+      config: single,
+      logger: silentLogger,
+    };
+    await expect(startRoles(options)).rejects.toMatchObject(library);
+    // The CLI's user sets redis.cluster.
+    const cli = {
+      code: 'CONFIG_INVALID',
+      hint: expect.stringContaining('ORQ__redis__cluster=true'),
+    };
     await expect(
-      startRoles({ roles: ['worker'], connection: url, config: single, logger: silentLogger }),
-    ).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+      openClient({ connection: url, config: single }, 'REDIS_URL'),
+    ).rejects.toMatchObject(cli);
+    await expect(launchRoles(options, 'REDIS_URL')).rejects.toMatchObject(cli);
   });
 
   it('serves the HTTP API, Bull Board and metrics from the cluster', async () => {

@@ -4,25 +4,41 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, inject, it } from 'vitest';
 import { createClient, openClient } from '../../src/producers/client.js';
+import type { OrqError } from '../../src/shared/errors.js';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { createLogger, silentLogger } from '../../src/shared/logger.js';
 import { freePort } from '../../src/shared/redis-server.js';
 import { sessionIndexKey, sessionKeys } from '../../src/shared/store/keys.js';
-import { startRoles } from '../../src/workers/registry.js';
+import { launchRoles, startRoles } from '../../src/workers/registry.js';
 
 const base = inject('redisUrl').replace(/\/\d*$/, '');
 
 describe('the database a REDIS_URL names', () => {
   it('is refused, naming it, when the server does not have it: no silent fallback to 0', async () => {
     const url = `${base}/99`;
-    await expect(createClient({ connection: url })).rejects.toMatchObject({
+    // A library caller set the `connection` option: the hint names it, not REDIS_URL.
+    const refusal = {
       code: 'CONFIG_INVALID',
-      message: expect.stringContaining('has no database 99'),
-    });
+      message: expect.stringContaining('has no database 99') as string,
+      hint: expect.stringContaining('in the `connection` option') as string,
+    };
+    const clientError = await createClient({ connection: url }).catch((e: unknown) => e);
+    expect(clientError).toMatchObject(refusal);
+    expect((clientError as OrqError).hint).not.toContain('REDIS_URL');
     const config = parseConfig({ redis: { prefix: `db${randomUUID().slice(0, 8)}` } });
-    await expect(
-      startRoles({ roles: ['coordinator'], connection: url, config, logger: silentLogger }),
-    ).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    const options = {
+      roles: ['coordinator' as const],
+      connection: url,
+      config,
+      logger: silentLogger,
+    };
+    const rolesError = await startRoles(options).catch((e: unknown) => e);
+    expect(rolesError).toMatchObject(refusal);
+    expect((rolesError as OrqError).hint).not.toContain('REDIS_URL');
+    // The CLI's user set REDIS_URL.
+    const cli = { code: 'CONFIG_INVALID', hint: expect.stringContaining('in REDIS_URL') as string };
+    await expect(openClient({ connection: url }, 'REDIS_URL')).rejects.toMatchObject(cli);
+    await expect(launchRoles(options, 'REDIS_URL')).rejects.toMatchObject(cli);
   });
 
   it('is where the sessions go when the server has it', async () => {

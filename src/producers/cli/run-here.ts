@@ -3,7 +3,7 @@ import { loadScenarioFile } from '../../shared/llm/scenario.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Role } from '../../shared/queues.js';
 import { requireApiKeys } from '../../workers/models.js';
-import { startRoles } from '../../workers/registry.js';
+import { launchRoles } from '../../workers/registry.js';
 import { openClient, type OrqClient } from '../client.js';
 import { cliConfig, printJson } from './common.js';
 import { followMode, followSession, reportOutcome, stopOnSignals } from './follow.js';
@@ -96,14 +96,17 @@ export async function runHere(
       const client = await openClient({ connection: redis.connection, config }, 'REDIS_URL');
       try {
         await beforeRoles?.(client);
-        const pod = await startRoles({
-          roles: ALL_ROLES,
-          connection: redis.connection,
-          config,
-          logger,
-          ...(options.concurrency ? { concurrency: options.concurrency } : {}),
-          ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
-        });
+        const pod = await launchRoles(
+          {
+            roles: ALL_ROLES,
+            connection: redis.connection,
+            config,
+            logger,
+            ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+            ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
+          },
+          'REDIS_URL',
+        );
         const stop = stopOnSignals();
         try {
           const { sessionId, after } = await start(client, out);

@@ -4,7 +4,7 @@ import { Role } from '../../../shared/queues.js';
 import { OrqError } from '../../../shared/errors.js';
 import { configuredConnection } from '../../../shared/redis.js';
 import { startPodServer } from '../../../workers/pod-server.js';
-import { startRoles } from '../../../workers/registry.js';
+import { launchRoles } from '../../../workers/registry.js';
 import { settlesWithin } from '../../../shared/settles-within.js';
 import {
   cliConfig,
@@ -109,15 +109,18 @@ export function registerStartCommand(program: Command): void {
         const served = options.metricsPort
           ? await serveMetrics(options.metricsHost, options.metricsPort)
           : undefined;
-        const starting = startRoles({
-          roles,
-          connection,
-          config,
-          logger,
-          ...(options.concurrency ? { concurrency: options.concurrency } : {}),
-          ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
-          ...(served ? { metrics: served.metrics } : {}),
-        });
+        const starting = launchRoles(
+          {
+            roles,
+            connection,
+            config,
+            logger,
+            ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+            ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
+            ...(served ? { metrics: served.metrics } : {}),
+          },
+          'REDIS_URL',
+        );
         // The roles start only once Redis answers, which may be never: a stop signal meanwhile
         // must still stop the pod (Kubernetes sends one SIGTERM, then waits for its grace period).
         const started = await Promise.race([
