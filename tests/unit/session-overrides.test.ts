@@ -1,8 +1,9 @@
-import { homedir } from 'node:os';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sessionOverrides, submittedSessionConfig } from '../../src/producers/cli/common.js';
-import { parseConfig } from '../../src/shared/config/load.js';
+import { loadConfig, parseConfig } from '../../src/shared/config/load.js';
 import {
   resolveSessionPaths,
   SESSION_PATH_SETTINGS,
@@ -157,6 +158,9 @@ describe('sessionOverrides (--session-config)', () => {
 
 describe('submittedSessionConfig', () => {
   const openai = { llm: { default: { provider: 'openai', model: 'gpt-4o-mini' } } };
+  const unexpected = () => {
+    throw new Error('the configuration alone was not to be checked');
+  };
   const errorOf = (run: () => unknown) => {
     try {
       run();
@@ -167,29 +171,55 @@ describe('submittedSessionConfig', () => {
   };
 
   it('merges the overrides over the configuration', () => {
-    const config = submittedSessionConfig(parseConfig({}), { budget: { maxTokens: 50_000 } }, '{}');
+    const config = submittedSessionConfig(
+      parseConfig({}),
+      { budget: { maxTokens: 50_000 } },
+      '{}',
+      unexpected,
+    );
     expect(config.budget.maxTokens).toBe(50_000);
   });
 
   it("blames a problem only the overrides bring on --session-config, with the overrides' paths", () => {
     const error = errorOf(() =>
-      submittedSessionConfig(parseConfig(openai), { budget: { maxUsd: 1 } }, 'session.yaml'),
+      submittedSessionConfig(
+        parseConfig(openai),
+        { budget: { maxUsd: 1 } },
+        'session.yaml',
+        unexpected,
+      ),
     );
     expect(error.message).toMatch(/^Invalid --session-config session\.yaml: budget\.prices: /);
     expect(error.issues).toEqual([
       expect.objectContaining({ path: 'budget.prices', settings: ['budget.maxUsd'] }),
     ]);
     const inline = errorOf(() =>
-      submittedSessionConfig(parseConfig({}), { budget: { maxTokens: -1 } }, '{"budget":{}}'),
+      submittedSessionConfig(
+        parseConfig({}),
+        { budget: { maxTokens: -1 } },
+        '{"budget":{}}',
+        unexpected,
+      ),
     );
     expect(inline.message).toMatch(/^Invalid --session-config: budget\.maxTokens: /);
   });
 
-  it("leaves a problem the configuration has on its own to the submit's error", () => {
-    const base = parseConfig({ ...openai, budget: { maxUsd: 1 } });
-    const error = errorOf(() =>
-      submittedSessionConfig(base, { budget: { maxTokens: 50_000 } }, 'session.yaml'),
-    );
-    expect(error.message).toMatch(/^Invalid submit request: config\.budget\.prices: /);
+  it('blames a problem the configuration has on its own on the configuration, naming its file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orq-overrides-'));
+    const file = join(dir, 'orq.yaml');
+    writeFileSync(file, JSON.stringify({ ...openai, budget: { maxUsd: 1 } }));
+    try {
+      const base = loadConfig({ file, env: {} });
+      const error = errorOf(() =>
+        submittedSessionConfig(base, { budget: { maxTokens: 50_000 } }, 'session.yaml', () =>
+          loadConfig({ file, env: {}, submitChecks: true }),
+        ),
+      );
+      expect(error.message).toMatch(
+        `Invalid configuration in ${file}: budget.prices: maxUsd needs a price for every model the roles use; none for gpt-4o-mini`,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

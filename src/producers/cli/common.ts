@@ -206,12 +206,14 @@ const overridesLabel = (value: string) =>
  * The session config a submit of `overrides` (from `--session-config value`) over `config`
  * gets, checked before any Redis starts. A problem only the overrides bring is theirs: it
  * names --session-config and the settings as written there. One the configuration has on its
- * own stays the submit's error.
+ * own is the configuration's: `checkConfig` loads it with the submit's checks, and throws
+ * the loader's error, which names the file or the variable that set it.
  */
 export function submittedSessionConfig(
   config: OrqConfig,
   overrides: PlainObject | undefined,
   value: string | undefined,
+  checkConfig: () => unknown,
 ): SessionConfig {
   try {
     return sessionConfig(config, overrides);
@@ -220,6 +222,7 @@ export function submittedSessionConfig(
     try {
       sessionConfig(config, undefined);
     } catch {
+      checkConfig();
       throw error;
     }
     throw new ValidationError(overridesLabel(value), error.issues.map(asWrittenInOverrides), {

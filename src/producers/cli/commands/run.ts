@@ -1,5 +1,6 @@
 import { Option, type Command } from 'commander';
 import {
+  cliConfig,
   configOption,
   parseConcurrency,
   readInstruction,
@@ -43,7 +44,11 @@ export function registerRunCommand(program: Command): void {
         // Without --session-config it is the configuration's, and so are its errors.
         {
           preflight: (config) =>
-            checkRunnable(submittedSessionConfig(config, overrides, options.sessionConfig)),
+            checkRunnable(
+              submittedSessionConfig(config, overrides, options.sessionConfig, () =>
+                cliConfig(options, { submitChecks: true }),
+              ),
+            ),
           submitChecks: overrides === undefined,
         },
       );
