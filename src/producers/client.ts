@@ -879,10 +879,11 @@ export async function openClient(
       } finally {
         if (timer) clearTimeout(timer);
       }
+      // The time may run out just as the session gets where the wait was going (BLOCKED, until
+      // settled): the watch's own rule says whether it did, not the timer.
+      const over = !controller.signal.aborted || (await watchIsOver(sessionId, until));
       const view = await get(sessionId);
-      if (controller.signal.aborted && !FINISHED_SESSION_STATES.includes(view.session.state)) {
-        throw await waitTimedOut(view.session, timeoutMs ?? 0);
-      }
+      if (!over) throw await waitTimedOut(view.session, timeoutMs ?? 0);
       return view;
     },
 

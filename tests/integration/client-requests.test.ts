@@ -102,6 +102,31 @@ describe('a wait that runs out of time', () => {
   });
 });
 
+describe('a wait whose time runs out as the session settles', () => {
+  it('returns the session that reached what the wait waited for, rather than TIMEOUT', async () => {
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'stops for a person' });
+    const snapshot = await client.store.requireSession(id);
+    await client.store.apply(id, {
+      eventId: `test-block|${id}`,
+      session: {
+        record: { ...snapshot.session, state: 'BLOCKED' },
+        expectedVersion: snapshot.version,
+      },
+      history: [{ type: 'state_change', entity: 'session', from: 'PLANNING', to: 'BLOCKED' }],
+    });
+    // 1 ms runs out before the watch reads the state: the session is settled (what a wait waits
+    // for by default) all the same.
+    const view = await client.wait(id, { timeoutMs: 1 });
+    expect(view.session.state).toBe('BLOCKED');
+    // BLOCKED is not what a wait until finished waits for.
+    await expect(client.wait(id, { timeoutMs: 1, until: 'finished' })).rejects.toMatchObject({
+      code: 'TIMEOUT',
+      details: { sessionId: id, state: 'BLOCKED' },
+    });
+  });
+});
+
 describe('resumePending', () => {
   it('says NOT_FOUND of a session that does not exist, as the other calls about one session do', async () => {
     await expect(cluster.client.resumePending('no-such-session')).rejects.toMatchObject({
