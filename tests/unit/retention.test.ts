@@ -31,9 +31,43 @@ describe('pruneVerdict', () => {
     expect(pruneVerdict({ state: 'BLOCKED', lastActivityMs: 0 }, rule)).toBe('keep');
   });
 
+  it.each(ALL_STATES)(
+    'counts a resume of %s enqueued since the cutoff and not applied yet as activity',
+    (state) => {
+      const finished = FINISHED_SESSION_STATES.includes(state);
+      const rule = { cutoffMs: CUTOFF };
+      const idle = { state, lastActivityMs: CUTOFF - 10 };
+      // A resume writes no history until it is applied: its enqueueing is the activity.
+      expect(pruneVerdict({ ...idle, pendingResumeMs: CUTOFF }, rule)).toBe('keep');
+      expect(pruneVerdict({ ...idle, pendingResumeMs: CUTOFF + 1 }, rule)).toBe('keep');
+      // One enqueued before the cutoff (its job long gone, say) keeps nothing.
+      const stale = finished ? 'delete' : 'keep';
+      expect(pruneVerdict({ ...idle, pendingResumeMs: CUTOFF - 1 }, rule)).toBe(stale);
+      expect(pruneVerdict({ ...idle, pendingResumeMs: 0 }, rule)).toBe(stale);
+      // Older than the last history entry: the history decides.
+      expect(pruneVerdict({ state, lastActivityMs: CUTOFF, pendingResumeMs: 0 }, rule)).toBe(
+        'keep',
+      );
+      // Without a history entry to date the session, nothing is known: kept as before.
+      expect(pruneVerdict({ state, pendingResumeMs: 0 }, rule)).toBe('keep');
+      expect(pruneVerdict({ state, pendingResumeMs: CUTOFF }, rule)).toBe('keep');
+    },
+  );
+
+  it('lets a rule that names the state decide before any resume is looked at', () => {
+    const exhausted = { state: 'BUDGET_EXHAUSTED' as const, lastActivityMs: 0 };
+    const others = { cutoffMs: CUTOFF, states: ['COMPLETED'] as SessionState[] };
+    expect(pruneVerdict({ ...exhausted, pendingResumeMs: CUTOFF }, others)).toBe('keep');
+    expect(pruneVerdict({ ...exhausted, pendingResumeMs: 0 }, others)).toBe('keep');
+    const named = { cutoffMs: CUTOFF, states: ['BUDGET_EXHAUSTED'] as SessionState[] };
+    expect(pruneVerdict({ ...exhausted, pendingResumeMs: CUTOFF }, named)).toBe('keep');
+    expect(pruneVerdict({ ...exhausted, pendingResumeMs: CUTOFF - 1 }, named)).toBe('delete');
+  });
+
   it('drops the index entry of a session whose record is gone', () => {
     expect(pruneVerdict({}, { cutoffMs: CUTOFF })).toBe('unindex');
     expect(pruneVerdict({ lastActivityMs: 0 }, { cutoffMs: CUTOFF })).toBe('unindex');
+    expect(pruneVerdict({ pendingResumeMs: CUTOFF }, { cutoffMs: CUTOFF })).toBe('unindex');
   });
 });
 
