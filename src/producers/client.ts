@@ -92,7 +92,10 @@ export const ResumeRequest = z.strictObject({
 export type ResumeRequest = z.input<typeof ResumeRequest>;
 
 export const PruneRequest = z.strictObject({
-  /** Sessions idle (no history entry) for longer than this go. */
+  /**
+   * Sessions idle (no history entry, and no resume asked for and not applied yet) for longer
+   * than this go.
+   */
   olderThanSeconds: z.number().int().min(0),
   /** Only sessions in these finished states (default: every finished state). */
   states: z

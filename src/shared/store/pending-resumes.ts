@@ -27,6 +27,26 @@ return 1
 `;
 
 /**
+ * Lua: when the newest resume recorded and not applied yet was enqueued (ms; 0: none), from the
+ * resumes hash and the applied set named. Retention reads it (NEWEST_SCRIPT) and its delete
+ * script checks it again, so both mean the same by "pending".
+ */
+export function newestPendingResumeLua(resumes: string, applied: string): string {
+  return `(function()
+  local newest = 0
+  local records = redis.call('HGETALL', ${resumes})
+  for i = 1, #records, 2 do
+    local at = tonumber(records[i + 1]) or 0
+    if at > newest and redis.call('SISMEMBER', ${applied}, records[i]) == 0 then newest = at end
+  end
+  return newest
+end)()`;
+}
+
+/** When the newest pending resume was enqueued (KEYS resumes, applied); 0 when there is none. */
+const NEWEST_SCRIPT = `return ${newestPendingResumeLua('KEYS[1]', 'KEYS[2]')}`;
+
+/**
  * The session's state and the resume events recorded but not applied, read at one moment
  * (KEYS meta, resumes, applied). Empty for a session that does not exist.
  */
@@ -50,16 +70,21 @@ declare module 'ioredis' {
       at: number,
     ): Result<number, Context>;
     orqReadSettling(meta: string, resumes: string, applied: string): Result<string[], Context>;
+    orqNewestPendingResume(resumes: string, applied: string): Result<number, Context>;
   }
 }
 
-function defineScripts(store: SessionStore): void {
+/** Defines this module's scripts on the store's connection (so pipelines may call them). */
+export function definePendingResumeScripts(store: SessionStore): void {
   const commands = store.redis as unknown as Record<string, unknown>;
   if (typeof commands.orqMarkResume !== 'function') {
     store.redis.defineCommand('orqMarkResume', { numberOfKeys: 3, lua: MARK_SCRIPT });
   }
   if (typeof commands.orqReadSettling !== 'function') {
     store.redis.defineCommand('orqReadSettling', { numberOfKeys: 3, lua: READ_SCRIPT });
+  }
+  if (typeof commands.orqNewestPendingResume !== 'function') {
+    store.redis.defineCommand('orqNewestPendingResume', { numberOfKeys: 2, lua: NEWEST_SCRIPT });
   }
 }
 
@@ -70,7 +95,7 @@ export async function markResumePending(
   eventId: string,
   now: number = Date.now(),
 ): Promise<void> {
-  defineScripts(store);
+  definePendingResumeScripts(store);
   const keys = store.keys(sessionId);
   await store.redis.orqMarkResume(keys.meta, keys.resumes, keys.applied, eventId, now);
 }
@@ -84,7 +109,7 @@ export interface SettlingState {
 
 /** The session's state with the resumes still waiting for the coordinator, in one read. */
 export async function readSettling(store: SessionStore, sessionId: string): Promise<SettlingState> {
-  defineScripts(store);
+  definePendingResumeScripts(store);
   const keys = store.keys(sessionId);
   const [state, ...pendingResumes] = await store.redis.orqReadSettling(
     keys.meta,

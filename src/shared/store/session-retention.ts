@@ -5,24 +5,40 @@ import { FINISHED_SESSION_STATES, SessionId, SessionState } from '../domain/sess
 import { pipelineEach } from '../redis.js';
 import { pruneVerdict, type PruneRule } from '../rules/retention.js';
 import { idempotencyKey, sessionIndexKey, sessionKeyList } from './keys.js';
+import { definePendingResumeScripts, newestPendingResumeLua } from './pending-resumes.js';
 import type { SessionStore } from './session-store.js';
 
 /**
  * Deletes a finished session's keys in one step, so no reader sees half a session: the record
- * (KEYS[1]) names the state, and only a state in ARGV[1] (comma-separated) lets it go. Returns
- * {status, state, record JSON}; the record tells the caller which idempotency key to release.
+ * (KEYS[1]) names the state, and only a state in ARGV[1] (comma-separated) lets it go. With a
+ * cutoff (ARGV[2], ms; '' for a person's delete, which goes regardless), a prune's delete also
+ * keeps a session active since then: a history entry (KEYS[2]), or a resume recorded (KEYS[3])
+ * and not applied (KEYS[4]) since, which writes no history until the coordinator applies it.
+ * Checked here, not only in the prune's read: a resume may be asked for in between.
+ * Returns {status, state, record JSON}; the record tells the caller which idempotency key to
+ * release.
  */
 const DELETE_SCRIPT = `
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {'NOT_FOUND', '', ''} end
+local finished = false
 for s in string.gmatch(ARGV[1], '[^,]+') do
-  if s == state then
-    local data = redis.call('HGET', KEYS[1], 'data') or ''
-    redis.call('DEL', unpack(KEYS))
-    return {'DELETED', state, data}
+  if s == state then finished = true end
+end
+if not finished then return {'UNFINISHED', state, ''} end
+if ARGV[2] ~= '' then
+  local cutoff = tonumber(ARGV[2])
+  local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
+  if last and tonumber(string.match(last[1], '^%d+')) >= cutoff then
+    return {'ACTIVE', state, ''}
+  end
+  if ${newestPendingResumeLua('KEYS[3]', 'KEYS[4]')} >= cutoff then
+    return {'ACTIVE', state, ''}
   end
 end
-return {'UNFINISHED', state, ''}
+local data = redis.call('HGET', KEYS[1], 'data') or ''
+redis.call('DEL', unpack(KEYS))
+return {'DELETED', state, data}
 `;
 
 /** Deletes an idempotency key only while it still names the session (KEYS[1], ARGV[1]). */
@@ -44,6 +60,19 @@ export type DeleteOutcome =
   /** Not finished: a running session's pods would still write to it. */
   | { status: 'UNFINISHED'; state: SessionState };
 
+/** What a prune's delete (deleteSession with idleBeforeMs) may also answer. */
+export type IdleDeleteOutcome =
+  | DeleteOutcome
+  /** Active since the cutoff (a history entry, or a resume not applied yet): kept. */
+  | { status: 'ACTIVE'; state: SessionState };
+
+/** The session's keys, those the delete script reads first (its KEYS[1..4]). */
+function deleteKeys(store: SessionStore, sessionId: string): string[] {
+  const keys = store.keys(sessionId);
+  const read = [keys.meta, keys.history, keys.resumes, keys.applied];
+  return [...read, ...sessionKeyList(keys).filter((key) => !read.includes(key))];
+}
+
 function defineScripts(store: SessionStore): void {
   const redis = store.redis;
   const commands = redis as unknown as Record<string, unknown>;
@@ -61,19 +90,30 @@ function defineScripts(store: SessionStore): void {
  * its entry in the session index and the idempotency key that named it. The session's keys go
  * at once; the index entry and the key live elsewhere (another Redis Cluster slot) and follow.
  * A crash in between leaves an index entry that lists skip and the next prune drops.
+ * With `idleBeforeMs` (a prune's cutoff) a session active since then is kept (ACTIVE).
  */
+export async function deleteSession(store: SessionStore, sessionId: string): Promise<DeleteOutcome>;
 export async function deleteSession(
   store: SessionStore,
   sessionId: string,
-): Promise<DeleteOutcome> {
+  options: { idleBeforeMs: number },
+): Promise<IdleDeleteOutcome>;
+export async function deleteSession(
+  store: SessionStore,
+  sessionId: string,
+  options?: { idleBeforeMs: number },
+): Promise<IdleDeleteOutcome> {
   defineScripts(store);
-  const keys = sessionKeyList(store.keys(sessionId));
+  const keys = deleteKeys(store, sessionId);
   const [status, state, data] = await store.redis.orqDeleteSession(
     String(keys.length),
     ...keys,
     FINISHED_SESSION_STATES.join(','),
+    options ? String(options.idleBeforeMs) : '',
   );
-  if (status === 'UNFINISHED') return { status, state: SessionState.parse(state) };
+  if (status === 'UNFINISHED' || status === 'ACTIVE') {
+    return { status, state: SessionState.parse(state) };
+  }
   if (status === 'DELETED') {
     const key = idempotencyKeyOf(data);
     if (key !== undefined) {
@@ -117,18 +157,22 @@ export type PruneReport = z.infer<typeof PruneReport>;
 
 /** Sessions looked at per round trip. */
 const PRUNE_BATCH = 200;
+/** Replies per session in a prune's pipeline: state, last history entry, newest resume. */
+const READS = 3;
 
 /**
  * Deletes the finished sessions that have been idle since before `cutoffMs` (retention.ts
  * decides). Only sessions created before the cutoff can qualify, so only those are read: one
- * pipelined round trip per batch for their states and last history entries. A session that a
- * resume moves on between the read and its delete is kept: the delete checks its state again.
+ * pipelined round trip per batch for their states, last history entries and newest resumes not
+ * applied yet. A session a resume is asked for, or moves on, between the read and its delete is
+ * kept (not reported): the delete checks its state and activity again, at once with the delete.
  */
 export async function pruneSessions(
   store: SessionStore,
   options: PruneOptions,
 ): Promise<PruneReport> {
   const report: PruneReport = { dryRun: options.dryRun === true, deleted: [], unindexed: 0 };
+  definePendingResumeScripts(store);
   const candidates = await store.redis.zrangebyscore(
     sessionIndexKey(store.prefix),
     '-inf',
@@ -139,12 +183,14 @@ export async function pruneSessions(
       const keys = store.keys(id);
       pipeline.hget(keys.meta, 'state');
       pipeline.xrevrange(keys.history, '+', '-', 'COUNT', 1);
+      pipeline.orqNewestPendingResume(keys.resumes, keys.applied);
     });
     const unindex: string[] = [];
     for (const [i, id] of batch.entries()) {
-      const [stateError, state] = replies[2 * i] ?? [null, null];
-      const [historyError, last] = replies[2 * i + 1] ?? [null, []];
-      if (stateError || historyError) continue;
+      const [stateError, state] = replies[READS * i] ?? [null, null];
+      const [historyError, last] = replies[READS * i + 1] ?? [null, []];
+      const [resumeError, pendingResumeMs] = replies[READS * i + 2] ?? [null, 0];
+      if (stateError || historyError || resumeError) continue;
       const parsedState = SessionState.safeParse(state);
       // A state this version does not know is kept: deleting what it cannot read is not its call.
       if (state !== null && !parsedState.success) continue;
@@ -153,6 +199,8 @@ export async function pruneSessions(
         {
           ...(parsedState.success ? { state: parsedState.data } : {}),
           ...(lastId ? { lastActivityMs: Number(lastId.split('-')[0]) } : {}),
+          // 0: no resume waits for the coordinator.
+          ...(Number(pendingResumeMs) > 0 ? { pendingResumeMs: Number(pendingResumeMs) } : {}),
         },
         options,
       );
@@ -162,7 +210,7 @@ export async function pruneSessions(
         report.deleted.push(id);
         continue;
       }
-      const outcome = await deleteSession(store, id);
+      const outcome = await deleteSession(store, id, { idleBeforeMs: options.cutoffMs });
       if (outcome.status === 'DELETED') report.deleted.push(id);
     }
     report.unindexed += unindex.length;

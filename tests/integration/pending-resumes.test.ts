@@ -1,0 +1,150 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { markResumePending } from '../../src/shared/store/pending-resumes.js';
+import { deleteSession, pruneSessions } from '../../src/shared/store/session-retention.js';
+import { startCluster, type TestCluster } from '../support/cluster.js';
+
+// No roles: no coordinator takes a resume's job off the queue, and the tests move sessions.
+// A prefix per test: a prune looks at every session of its prefix.
+let cluster: TestCluster;
+
+beforeEach(async () => {
+  cluster = await startCluster({ pods: 0 });
+}, 30_000);
+
+afterEach(async () => {
+  await cluster?.close();
+});
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const RAISE = { budget: { maxTokens: 1_000_000 } };
+
+/** A session stopped by its budget, as the coordinator leaves one. */
+async function budgetExhausted(): Promise<string> {
+  const { client } = cluster;
+  const { id } = await client.submit({ instruction: 'stopped by its budget' });
+  const snapshot = await client.store.requireSession(id);
+  await client.store.apply(id, {
+    eventId: `test-exhaust|${id}`,
+    session: {
+      record: { ...snapshot.session, state: 'BUDGET_EXHAUSTED' },
+      expectedVersion: snapshot.version,
+    },
+    history: [
+      { type: 'state_change', entity: 'session', from: 'PLANNING', to: 'BUDGET_EXHAUSTED' },
+    ],
+  });
+  return id;
+}
+
+const keysOf = (sessionId: string) =>
+  cluster.client.store.redis.keys(`${cluster.prefix}:s:{${sessionId}}:*`);
+
+type Commands = Record<string, (...args: unknown[]) => Promise<unknown>>;
+
+describe('retention and a resume not applied yet', () => {
+  it('keeps a BUDGET_EXHAUSTED session whose resume was enqueued since the cutoff, and not an older one', async () => {
+    const { client } = cluster;
+    const [resumed, idle] = [await budgetExhausted(), await budgetExhausted()];
+    await pause(5);
+    const cutoffMs = Date.now();
+    await pause(5);
+    // Its history is older than the cutoff; the resume asked for since wrote none.
+    await client.resume(resumed, RAISE, { waitMs: 0 });
+    expect(await client.resumePending(resumed)).toBe(true);
+
+    const dry = await pruneSessions(client.store, { cutoffMs, dryRun: true });
+    expect(dry.deleted).toEqual([idle]);
+    expect(await pruneSessions(client.store, { cutoffMs })).toEqual({
+      dryRun: false,
+      deleted: [idle],
+      unindexed: 0,
+    });
+    expect((await client.get(resumed)).session.state).toBe('BUDGET_EXHAUSTED');
+    expect(await client.resumePending(resumed)).toBe(true);
+
+    // A cutoff past the resume: a record whose job never runs does not keep it for ever.
+    await pause(5);
+    expect(await pruneSessions(client.store, { cutoffMs: Date.now() })).toMatchObject({
+      deleted: [resumed],
+    });
+    expect(await keysOf(resumed)).toEqual([]);
+  });
+
+  it('does not count a resume the coordinator applied already', async () => {
+    const { client } = cluster;
+    const id = await budgetExhausted();
+    await pause(5);
+    const cutoffMs = Date.now();
+    await pause(5);
+    const keys = client.store.keys(id);
+    await markResumePending(client.store, id, `resume|${id}|applied`);
+    await client.store.redis.sadd(keys.applied, `resume|${id}|applied`);
+    expect(await pruneSessions(client.store, { cutoffMs })).toMatchObject({ deleted: [id] });
+    expect(await keysOf(id)).toEqual([]);
+  });
+
+  it("checks again in the prune's delete: keeps a session resumed between the prune's read and its delete", async () => {
+    const { client } = cluster;
+    const id = await budgetExhausted();
+    await pause(5);
+    const cutoffMs = Date.now();
+    await pause(5);
+    // Defines the delete script, which the prune below then finds wrapped.
+    expect(await deleteSession(client.store, 'no-such-session')).toEqual({ status: 'NOT_FOUND' });
+    const redis = client.store.redis as unknown as Commands;
+    const remove = redis.orqDeleteSession!;
+    let resumed = false;
+    redis.orqDeleteSession = async (...args: unknown[]) => {
+      if (!resumed) {
+        resumed = true;
+        await client.resume(id, RAISE, { waitMs: 0 });
+      }
+      return remove.apply(client.store.redis, args);
+    };
+    try {
+      const report = await pruneSessions(client.store, { cutoffMs, states: ['BUDGET_EXHAUSTED'] });
+      expect(resumed).toBe(true);
+      // Kept, and simply not reported: it is no longer idle.
+      expect(report).toEqual({ dryRun: false, deleted: [], unindexed: 0 });
+    } finally {
+      redis.orqDeleteSession = remove;
+    }
+    expect((await client.get(id)).session.state).toBe('BUDGET_EXHAUSTED');
+    expect(await client.resumePending(id)).toBe(true);
+    expect((await client.list()).map((s) => s.id)).toContain(id);
+
+    // A person's delete goes regardless: they asked for it.
+    expect(await client.delete(id)).toEqual({ sessionId: id, state: 'BUDGET_EXHAUSTED' });
+    expect(await keysOf(id)).toEqual([]);
+  });
+
+  it("also keeps a session whose history moved between the prune's read and its delete", async () => {
+    const { client } = cluster;
+    const id = await budgetExhausted();
+    await pause(5);
+    const cutoffMs = Date.now();
+    await pause(5);
+    expect(await deleteSession(client.store, 'no-such-session')).toEqual({ status: 'NOT_FOUND' });
+    const redis = client.store.redis as unknown as Commands;
+    const remove = redis.orqDeleteSession!;
+    let moved = false;
+    redis.orqDeleteSession = async (...args: unknown[]) => {
+      if (!moved) {
+        moved = true;
+        // As a resume applied, and the session stopped by its budget again, in between.
+        await client.store.apply(id, {
+          eventId: `test-moved|${id}`,
+          history: [{ type: 'decision', decision: 'resume:budget', reason: 'test', inputs: {} }],
+        });
+      }
+      return remove.apply(client.store.redis, args);
+    };
+    try {
+      expect(await pruneSessions(client.store, { cutoffMs })).toMatchObject({ deleted: [] });
+    } finally {
+      redis.orqDeleteSession = remove;
+    }
+    expect(moved).toBe(true);
+    expect((await client.get(id)).session.state).toBe('BUDGET_EXHAUSTED');
+  });
+});
