@@ -45,7 +45,11 @@ import {
 import { LoggerOption, type Logger } from '../shared/logger.js';
 import { extractRequiredTerms } from '../shared/rules/terms.js';
 import { watchEnds, type WatchUntil } from '../shared/rules/watch-end.js';
-import { markResumePending, readSettling } from '../shared/store/pending-resumes.js';
+import {
+  dropPendingResumes,
+  markResumePending,
+  readSettling,
+} from '../shared/store/pending-resumes.js';
 import { unfinishedStates } from '../shared/rules/retention.js';
 import {
   deleteSession,
@@ -452,11 +456,18 @@ export async function openClient(
       return { session: snapshot.session, tasks, counters: snapshot.counters, usage, progress };
     });
 
-  /** Those of `eventIds` whose coordinator job may still run (waiting, delayed, active...). */
-  async function stillQueued(eventIds: readonly string[]): Promise<string[]> {
+  /**
+   * Those of the session's pending `eventIds` whose coordinator job may still run (waiting,
+   * delayed, active...). The records of the others are dropped: their jobs ended (failed for
+   * good, removed, or completed without applying), so their resumes never will be applied, and
+   * each idle poll of a watch would look them up again until the session is deleted.
+   */
+  async function stillQueued(sessionId: string, eventIds: readonly string[]): Promise<string[]> {
     const coordinator = queues.get(ROLE_QUEUE.coordinator);
     const states = await Promise.all(eventIds.map((id) => coordinator.getJobState(id)));
-    return eventIds.filter((_, i) => !ENDED_JOB_STATES.includes(states[i] ?? 'unknown'));
+    const ended = (_: string, i: number) => ENDED_JOB_STATES.includes(states[i] ?? 'unknown');
+    await dropPendingResumes(store, sessionId, eventIds.filter(ended));
+    return eventIds.filter((id, i) => !ended(id, i));
   }
 
   /**
@@ -470,7 +481,7 @@ export async function openClient(
     if (!watchEnds(first.state, until, false)) return false;
     // No resume, or a state no resume moves on from (one queued before a cancel is ignored).
     if (first.pendingResumes.length === 0 || watchEnds(first.state, until, true)) return true;
-    if ((await stillQueued(first.pendingResumes)).length > 0) return false;
+    if ((await stillQueued(sessionId, first.pendingResumes)).length > 0) return false;
     // Those jobs ended without applying their resume. Read again: a resume applied between the
     // first read and the job's end has moved the session on.
     const stale = new Set(first.pendingResumes);
@@ -831,8 +842,9 @@ export async function openClient(
             ...(parsed.budget ? { budget: parsed.budget } : {}),
           }),
         );
-        // After the add: a recorded resume always has a job (a watch checks it). A watch
-        // started from here on waits for the coordinator to apply it.
+        // After the add: a recorded resume always has a job (a watch checks it, and drops a
+        // record whose job it cannot find). A watch started from here on waits for the
+        // coordinator to apply it.
         await markResumePending(store, sessionId, eventId);
         const waitMs = resumeOptions.waitMs ?? 5_000;
         if (waitMs > 0) {
@@ -860,7 +872,9 @@ export async function openClient(
         if (state === undefined) throw sessionNotFound(sessionId);
         // A resume queued before a cancel or a completion is ignored when it is applied.
         if (!RESUMABLE_SESSION_STATES.includes(state)) return false;
-        return pendingResumes.length > 0 && (await stillQueued(pendingResumes)).length > 0;
+        return (
+          pendingResumes.length > 0 && (await stillQueued(sessionId, pendingResumes)).length > 0
+        );
       }),
 
     wait: async (sessionId, waitOptions = {}) => {

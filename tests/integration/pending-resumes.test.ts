@@ -1,17 +1,23 @@
+import type { Queue } from 'bullmq';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { settlesWithin } from '../../src/shared/settles-within.js';
 import { markResumePending } from '../../src/shared/store/pending-resumes.js';
 import { deleteSession, pruneSessions } from '../../src/shared/store/session-retention.js';
+import { bullQueue } from '../support/pods.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 
 // No roles: no coordinator takes a resume's job off the queue, and the tests move sessions.
 // A prefix per test: a prune looks at every session of its prefix.
 let cluster: TestCluster;
+let coordinatorQueue: Queue;
 
 beforeEach(async () => {
   cluster = await startCluster({ pods: 0 });
+  coordinatorQueue = bullQueue(cluster.client.store.redis, cluster.prefix, 'coordinator');
 }, 30_000);
 
 afterEach(async () => {
+  await coordinatorQueue?.close();
   await cluster?.close();
 });
 
@@ -38,6 +44,18 @@ async function budgetExhausted(): Promise<string> {
 
 const keysOf = (sessionId: string) =>
   cluster.client.store.redis.keys(`${cluster.prefix}:s:{${sessionId}}:*`);
+
+/** The resume records of the session: event id → enqueued-at ms. */
+const recordsOf = (sessionId: string) =>
+  cluster.client.store.redis.hgetall(cluster.client.store.keys(sessionId).resumes);
+
+/** The event ids of the resume jobs of the session on the coordinator's queue. */
+async function resumeJobsOf(sessionId: string): Promise<string[]> {
+  const jobs = await coordinatorQueue.getJobs(['waiting', 'delayed', 'prioritized']);
+  return jobs
+    .filter((job) => job.name === 'resume' && job.data.sessionId === sessionId)
+    .map((job) => job.id ?? '');
+}
 
 type Commands = Record<string, (...args: unknown[]) => Promise<unknown>>;
 
@@ -146,5 +164,46 @@ describe('retention and a resume not applied yet', () => {
     }
     expect(moved).toBe(true);
     expect((await client.get(id)).session.state).toBe('BUDGET_EXHAUSTED');
+  });
+});
+
+describe('records of resumes whose jobs are gone', () => {
+  it('resumePending and watch drop the record of a removed job, and keep the one of a queued job', async () => {
+    const { client } = cluster;
+    const id = await budgetExhausted();
+    await client.resume(id, RAISE, { waitMs: 0 });
+    await client.resume(id, RAISE, { waitMs: 0 });
+    const [gone, queued] = await resumeJobsOf(id);
+    expect(Object.keys(await recordsOf(id)).sort()).toEqual([gone, queued].sort());
+    await coordinatorQueue.remove(gone!);
+
+    expect(await client.resumePending(id)).toBe(true);
+    expect(Object.keys(await recordsOf(id))).toEqual([queued]);
+
+    // The watch's polls look up what is left: a job that is still queued keeps its record.
+    const waited = client.wait(id, { until: 'finished', timeoutMs: 1_000 });
+    expect(await settlesWithin(waited, 700)).toBe(false);
+    // A finished session is answered with, not refused with TIMEOUT, once the time is out.
+    await waited;
+    expect(Object.keys(await recordsOf(id))).toEqual([queued]);
+
+    await coordinatorQueue.remove(queued!);
+    expect((await client.wait(id, { until: 'finished', timeoutMs: 5_000 })).session.state).toBe(
+      'BUDGET_EXHAUSTED',
+    );
+    expect(await recordsOf(id)).toEqual({});
+    expect(await client.resumePending(id)).toBe(false);
+  });
+
+  it('a watch drops the record of a job that is gone', async () => {
+    const { client } = cluster;
+    const id = await budgetExhausted();
+    await client.resume(id, RAISE, { waitMs: 0 });
+    const [gone] = await resumeJobsOf(id);
+    await coordinatorQueue.remove(gone!);
+    expect((await client.wait(id, { until: 'finished', timeoutMs: 5_000 })).session.state).toBe(
+      'BUDGET_EXHAUSTED',
+    );
+    expect(await recordsOf(id)).toEqual({});
   });
 });

@@ -118,3 +118,19 @@ export async function readSettling(store: SessionStore, sessionId: string): Prom
   );
   return { state: state === undefined ? undefined : SessionState.parse(state), pendingResumes };
 }
+
+/**
+ * Forgets resumes whose jobs ended without applying them (failed for good, or removed): they
+ * never will be, and every idle poll of a watch would look each one's job up again. Only for
+ * records read after their job was added (markResumePending runs after the add), so a job
+ * BullMQ does not know is gone, not about to be added. HDEL writes nothing when the record
+ * or the session is gone already.
+ */
+export async function dropPendingResumes(
+  store: SessionStore,
+  sessionId: string,
+  eventIds: readonly string[],
+): Promise<void> {
+  if (eventIds.length === 0) return;
+  await store.redis.hdel(store.keys(sessionId).resumes, ...eventIds);
+}
