@@ -277,6 +277,13 @@ const ClientOptions = z.strictObject({
 
 /** BullMQ job states from which a job no longer runs ('unknown': removed, or never added). */
 const ENDED_JOB_STATES: readonly string[] = ['completed', 'failed', 'unknown'];
+/** BullMQ job states of a job no worker has taken yet: removing one means it never runs. */
+const UNTAKEN_JOB_STATES: readonly string[] = [
+  'waiting',
+  'delayed',
+  'prioritized',
+  'waiting-children',
+];
 
 /** Sessions, and tasks in all, whose records one client keeps as get() read them. */
 const TASK_CACHE_SESSIONS = 4;
@@ -430,6 +437,25 @@ export async function openClient(
 
   const queues = new QueueSet(redis, prefix, defaultJobOptions(config.queues));
   const blockingConnections = new Set<RedisConnection>();
+
+  /**
+   * A resume whose call fails after its job was queued (recording it as pending failed) is
+   * taken back while no coordinator has taken it, so the caller's retry does not queue a
+   * second one. BullMQ removes no job a worker holds; one taken already, or a Redis that does
+   * not answer, leaves the job as it is. A retry then queues another resume, which the
+   * coordinator applies to the session as it then is: a budget resume of a session no longer
+   * BUDGET_EXHAUSTED, or a retry with no task blocked any more, is ignored.
+   */
+  async function withdrawResume(eventId: string): Promise<void> {
+    const coordinator = queues.get(ROLE_QUEUE.coordinator);
+    try {
+      if (UNTAKEN_JOB_STATES.includes(await coordinator.getJobState(eventId))) {
+        await coordinator.remove(eventId);
+      }
+    } catch {
+      // The call fails with the mark's error; this one says nothing more.
+    }
+  }
 
   const guard = async <T>(fn: () => Promise<T>): Promise<T> => {
     try {
@@ -845,7 +871,12 @@ export async function openClient(
         // After the add: a recorded resume always has a job (a watch checks it, and drops a
         // record whose job it cannot find). A watch started from here on waits for the
         // coordinator to apply it.
-        await markResumePending(store, sessionId, eventId);
+        try {
+          await markResumePending(store, sessionId, eventId);
+        } catch (error) {
+          await withdrawResume(eventId);
+          throw error;
+        }
         const waitMs = resumeOptions.waitMs ?? 5_000;
         if (waitMs > 0) {
           // Without a running coordinator the request stays queued: that is not an error.

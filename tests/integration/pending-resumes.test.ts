@@ -207,3 +207,27 @@ describe('records of resumes whose jobs are gone', () => {
     expect(await recordsOf(id)).toEqual({});
   });
 });
+
+describe('a resume whose record could not be written', () => {
+  it('takes its queued job back, so a retry of the call does not queue a second resume', async () => {
+    const { client } = cluster;
+    const id = await budgetExhausted();
+    // Defines the mark script, which the resume below then finds failing once.
+    await markResumePending(client.store, id, `resume|${id}|defined`);
+    await client.store.redis.del(client.store.keys(id).resumes);
+    const redis = client.store.redis as unknown as Commands;
+    const mark = redis.orqMarkResume!;
+    redis.orqMarkResume = () => Promise.reject(new Error('lost the mark'));
+    try {
+      await expect(client.resume(id, RAISE, { waitMs: 0 })).rejects.toThrow('lost the mark');
+    } finally {
+      redis.orqMarkResume = mark;
+    }
+    expect(await resumeJobsOf(id)).toEqual([]);
+
+    await client.resume(id, RAISE, { waitMs: 0 });
+    const jobs = await resumeJobsOf(id);
+    expect(jobs).toHaveLength(1);
+    expect(Object.keys(await recordsOf(id))).toEqual(jobs);
+  });
+});
