@@ -183,8 +183,8 @@ describe('records of resumes whose jobs are gone', () => {
     // The watch's polls look up what is left: a job that is still queued keeps its record.
     const waited = client.wait(id, { until: 'finished', timeoutMs: 1_000 });
     expect(await settlesWithin(waited, 700)).toBe(false);
-    // A finished session is answered with, not refused with TIMEOUT, once the time is out.
-    await waited;
+    // Its resume waits for a coordinator: the session is not over, and the wait times out.
+    await expect(waited).rejects.toMatchObject({ code: 'TIMEOUT' });
     expect(Object.keys(await recordsOf(id))).toEqual([queued]);
 
     await coordinatorQueue.remove(queued!);
