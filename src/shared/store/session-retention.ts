@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { FINISHED_SESSION_STATES, SessionId, SessionState } from '../domain/session.js';
 import { pipelineEach } from '../redis.js';
 import { pruneVerdict, type PruneRule } from '../rules/retention.js';
-import { idempotencyKey, sessionIndexKey, sessionKeyList } from './keys.js';
+import { sessionIndexKey, sessionKeyList } from './keys.js';
 import { definePendingResumeScripts, newestPendingResumeLua } from './pending-resumes.js';
 import type { SessionStore } from './session-store.js';
 
@@ -41,16 +41,9 @@ redis.call('DEL', unpack(KEYS))
 return {'DELETED', state, data}
 `;
 
-/** Deletes an idempotency key only while it still names the session (KEYS[1], ARGV[1]). */
-const RELEASE_KEY_SCRIPT = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`;
-
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     orqDeleteSession(...keysThenStates: string[]): Result<[string, string, string], Context>;
-    orqReleaseIdempotencyKey(key: string, sessionId: string): Result<number, Context>;
   }
 }
 
@@ -79,9 +72,6 @@ function defineScripts(store: SessionStore): void {
   if (typeof commands.orqDeleteSession !== 'function') {
     // Variadic: the key count is the first argument of each call.
     redis.defineCommand('orqDeleteSession', { lua: DELETE_SCRIPT });
-  }
-  if (typeof commands.orqReleaseIdempotencyKey !== 'function') {
-    redis.defineCommand('orqReleaseIdempotencyKey', { numberOfKeys: 1, lua: RELEASE_KEY_SCRIPT });
   }
 }
 
@@ -116,11 +106,9 @@ export async function deleteSession(
   }
   if (status === 'DELETED') {
     const key = idempotencyKeyOf(data);
-    if (key !== undefined) {
-      await store.redis.orqReleaseIdempotencyKey(idempotencyKey(store.prefix, key), sessionId);
-    }
+    if (key !== undefined) await store.releaseIdempotencyKey(key, sessionId);
   }
-  await store.redis.zrem(sessionIndexKey(store.prefix), sessionId);
+  await store.unindexSession(sessionId);
   return status === 'DELETED'
     ? { status, state: SessionState.parse(state) }
     : { status: 'NOT_FOUND' };

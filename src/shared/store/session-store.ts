@@ -107,6 +107,7 @@ declare module 'ioredis' {
       entry: string,
       historyMaxLength: number,
     ): Result<string, Context>;
+    orqReleaseIdempotencyKey(key: string, sessionId: string): Result<number, Context>;
   }
 }
 
@@ -137,6 +138,11 @@ export class SessionStore {
     }
     if (typeof (redis as unknown as Record<string, unknown>).orqAppendStep !== 'function') {
       redis.defineCommand('orqAppendStep', { numberOfKeys: 3, lua: APPEND_STEP_SCRIPT });
+    }
+    if (
+      typeof (redis as unknown as Record<string, unknown>).orqReleaseIdempotencyKey !== 'function'
+    ) {
+      redis.defineCommand('orqReleaseIdempotencyKey', { numberOfKeys: 1, lua: RELEASE_KEY_SCRIPT });
     }
   }
 
@@ -446,6 +452,10 @@ export class SessionStore {
     await this.redis.zadd(sessionIndexKey(this.prefix), Date.parse(session.createdAt), session.id);
   }
 
+  async unindexSession(sessionId: string): Promise<void> {
+    await this.redis.zrem(sessionIndexKey(this.prefix), sessionId);
+  }
+
   async listSessionIds(options: { limit?: number; offset?: number } = {}): Promise<string[]> {
     const offset = options.offset ?? 0;
     const limit = options.limit ?? 50;
@@ -458,6 +468,15 @@ export class SessionStore {
     const set = await this.redis.set(redisKey, sessionId, 'NX');
     if (set === 'OK') return undefined;
     return (await this.redis.get(redisKey)) ?? undefined;
+  }
+
+  /**
+   * Frees an idempotency key, but only while it still names the session: once another submit
+   * has claimed it again, the key is that submit's. Returns whether it was freed.
+   */
+  async releaseIdempotencyKey(key: string, sessionId: string): Promise<boolean> {
+    const redisKey = idempotencyKey(this.prefix, key);
+    return (await this.redis.orqReleaseIdempotencyKey(redisKey, sessionId)) === 1;
   }
 
   /**
@@ -665,6 +684,12 @@ export interface TaskStepRecord {
 }
 
 const stepCountField = (taskId: string, attempt: number) => `${taskId}|${attempt}`;
+
+/** Deletes an idempotency key only while it still names the session (KEYS[1], ARGV[1]). */
+const RELEASE_KEY_SCRIPT = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`;
 
 /**
  * KEYS: the steps hash, the session history stream. ARGV: count field, step, step field,
