@@ -11,9 +11,15 @@ const scenarios = scenarioDir();
 afterAll(() => scenarios.cleanup());
 const aThenB = scenarios.write('a-then-b', A_THEN_B);
 
-/** Every Redis key of the session (they all carry its hash tag). */
-const keysOf = (client: OrqClient, sessionId: string) =>
-  client.store.redis.keys(`${client.store.prefix}:s:{${sessionId}}:*`);
+/** Every Redis key of the session (they all carry its hash tag) but the mark its delete leaves. */
+const keysOf = async (client: OrqClient, sessionId: string) =>
+  (await client.store.redis.keys(`${client.store.prefix}:s:{${sessionId}}:*`)).filter(
+    (key) => key !== client.store.keys(sessionId).deleted,
+  );
+
+/** Seconds until the mark of the session's delete expires (-2: there is none). */
+const markTtl = (client: OrqClient, sessionId: string) =>
+  client.store.redis.ttl(client.store.keys(sessionId).deleted);
 
 async function completed(client: OrqClient, extra: { idempotencyKey?: string } = {}) {
   const { id } = await client.submit({
@@ -44,6 +50,9 @@ describe('deleting a session', () => {
     expect(await client.delete(id)).toEqual({ sessionId: id, state: 'COMPLETED' });
 
     expect(await keysOf(client, id)).toEqual([]);
+    // Only a mark is left, which refuses a create of the id for a day (see below), then goes.
+    expect(await markTtl(client, id)).toBeGreaterThan(86_400 - 60);
+    expect(await markTtl(client, kept)).toBe(-2);
     const redis = client.store.redis;
     expect(await redis.zscore(sessionIndexKey(client.store.prefix), id)).toBeNull();
     expect(await redis.exists(idempotencyKey(client.store.prefix, 'nightly-1'))).toBe(0);

@@ -9,6 +9,7 @@ import { QueueSet } from '../../src/shared/queue-set.js';
 import { bullPrefix, outboxJob } from '../../src/shared/queues.js';
 import { CommandTally } from '../../bench/lib/command-counter.js';
 import { applyArgs, SessionStore, type Changeset } from '../../src/shared/store/session-store.js';
+import { deleteSession } from '../../src/shared/store/session-retention.js';
 
 const prefix = `ss${randomUUID().slice(0, 8)}`;
 let redis: Redis;
@@ -272,6 +273,34 @@ describe('SessionStore.apply', () => {
     ).toBe('OK');
     expect((await store.loadTask(id, 'a'))?.task.title).toBe(title);
     expect((await store.history(id)).at(-1)?.entry).toMatchObject({ reason: title });
+  });
+});
+
+describe('a deleted session', () => {
+  const create = (id: string) =>
+    store.apply(id, {
+      eventId: `submit|${id}`,
+      session: { record: { ...sessionRecord(id), state: 'COMPLETED' }, expectedVersion: 0 },
+    });
+  const keysOf = (id: string) => admin.keys(`${prefix}:s:{${id}}:*`);
+
+  it('is not created again under its id: the create answers GONE and writes nothing', async () => {
+    const id = randomUUID();
+    expect((await create(id)).status).toBe('OK');
+    expect(await deleteSession(store, id)).toEqual({ status: 'DELETED', state: 'COMPLETED' });
+    // All that is left is a marker in the session's own slot, and it expires after a day.
+    const marker = store.keys(id).deleted;
+    expect(await keysOf(id)).toEqual([marker]);
+    expect(await admin.ttl(marker)).toBeGreaterThan(86_400 - 60);
+    expect(await admin.ttl(marker)).toBeLessThanOrEqual(86_400);
+
+    // The very create of its first submit, as a submit that read the id before the delete sends.
+    expect(await create(id)).toEqual({ status: 'GONE', counters: { open: 0, active: 0 } });
+    expect(await store.loadSession(id)).toBeUndefined();
+    expect(await keysOf(id)).toEqual([marker]);
+    // Deleting it again finds nothing, marker or not.
+    expect(await deleteSession(store, id)).toEqual({ status: 'NOT_FOUND' });
+    expect(await keysOf(id)).toEqual([marker]);
   });
 });
 

@@ -7,7 +7,7 @@
  * The changeset comes as flat arguments, not one JSON document: records and history entries
  * are JSON already, and passing them as they are spares Node an escaping pass and Lua a decode.
  *
- * KEYS: meta, tasks, taskVersions, outbox, applied, history, usage.
+ * KEYS: meta, tasks, taskVersions, outbox, applied, history, usage, deleted.
  * ARGV (built by applyArgs in session-store.ts):
  *   1 eventId              2 required states, comma-separated ('' = any)
  *   3 expected session version ('' = no session write)
@@ -21,6 +21,8 @@
  * Returns {status, open, active}; status is OK, DUPLICATE, STATE, CONFLICT, COUNTERS or GONE.
  * GONE: the session was deleted (or never created); only its creation (expected version 0) may
  * write to a session without a record, so a late event cannot bring a deleted one's keys back.
+ * Its creation is GONE too while the delete's mark (KEYS[8]) lasts: a submit that read the id
+ * before the delete must not bring it back either. Only creations look (one EXISTS).
  */
 export const APPLY_SCRIPT = `
 local function counters()
@@ -34,6 +36,7 @@ end
 
 if redis.call('SISMEMBER', KEYS[5], ARGV[1]) == 1 then return reply('DUPLICATE') end
 if ARGV[3] ~= '0' and redis.call('EXISTS', KEYS[1]) == 0 then return {'GONE', 0, 0} end
+if ARGV[3] == '0' and redis.call('EXISTS', KEYS[8]) == 1 then return {'GONE', 0, 0} end
 
 if ARGV[2] ~= '' then
   local state = redis.call('HGET', KEYS[1], 'state')

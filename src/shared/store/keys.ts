@@ -29,6 +29,13 @@ export interface SessionKeys {
    * is not in `applied` yet waits for the coordinator (pending-resumes.ts).
    */
   resumes: string;
+  /**
+   * String left by the session's delete, for a day (DELETED_MARK_TTL_SECONDS): while it is there
+   * no create of this id is applied (GONE), so a submit that read the id before the delete
+   * cannot bring the session back. Not in sessionKeyList: it is no part of the session's state,
+   * and outlives it.
+   */
+  deleted: string;
 }
 
 export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
@@ -44,9 +51,11 @@ export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
     leases: `${base}:leases`,
     steps: `${base}:steps`,
     resumes: `${base}:resumes`,
+    deleted: `${base}:deleted`,
   };
 }
 
+/** The keys that hold the session's state: all of them but the `deleted` mark. */
 export function sessionKeyList(keys: SessionKeys): string[] {
   return [
     keys.meta,
@@ -64,6 +73,13 @@ export function sessionKeyList(keys: SessionKeys): string[] {
 
 /** Sorted set of all session ids by creation time. */
 export const sessionIndexKey = (prefix: string) => `${prefix}:sessions`;
+/**
+ * How long a delete's mark refuses a create of the session's id. A submit reads the id and
+ * creates the session milliseconds apart; a day covers one stalled in between by far, and lets
+ * the marks of a busy installation's deletes go.
+ */
+export const DELETED_MARK_TTL_SECONDS = 86_400;
+
 /** Session id by idempotency key. */
 export const idempotencyKey = (prefix: string, key: string) => `${prefix}:idem:${key}`;
 

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { FINISHED_SESSION_STATES, SessionId, SessionState } from '../domain/session.js';
 import { pipelineEach } from '../redis.js';
 import { pruneVerdict, type PruneRule } from '../rules/retention.js';
-import { sessionIndexKey, sessionKeyList } from './keys.js';
+import { DELETED_MARK_TTL_SECONDS, sessionIndexKey, sessionKeyList } from './keys.js';
 import { definePendingResumeScripts, newestPendingResumeLua } from './pending-resumes.js';
 import type { SessionStore } from './session-store.js';
 
@@ -14,9 +14,12 @@ import type { SessionStore } from './session-store.js';
  * cutoff (ARGV[2], ms; '' for a person's delete, which goes regardless), a prune's delete also
  * keeps a session active since then: a history entry (KEYS[2]), or a resume recorded (KEYS[3])
  * and not applied (KEYS[4]) since, which writes no history until the coordinator applies it.
- * Checked here, not only in the prune's read: a resume may be asked for in between.
- * Returns {status, state, record JSON}; the record tells the caller which idempotency key to
- * release.
+ * Checked here, not only in the prune's read: a resume may be asked for in between. The last
+ * key is the session's `deleted` mark, set for ARGV[3] seconds in the same step: a submit that
+ * read the id before the delete finds it and creates a new session instead (apply-script.ts).
+ * A session already gone sets no mark (there is nothing to bring back), and answers NOT_FOUND
+ * with one left by its delete or without. Returns {status, state, record JSON}; the record tells
+ * the caller which idempotency key to release.
  */
 const DELETE_SCRIPT = `
 local state = redis.call('HGET', KEYS[1], 'state')
@@ -38,12 +41,13 @@ if ARGV[2] ~= '' then
 end
 local data = redis.call('HGET', KEYS[1], 'data') or ''
 redis.call('DEL', unpack(KEYS))
+redis.call('SET', KEYS[#KEYS], '1', 'EX', ARGV[3])
 return {'DELETED', state, data}
 `;
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    orqDeleteSession(...keysThenStates: string[]): Result<[string, string, string], Context>;
+    orqDeleteSession(...keysThenArgs: string[]): Result<[string, string, string], Context>;
   }
 }
 
@@ -78,8 +82,10 @@ function defineScripts(store: SessionStore): void {
 /**
  * Deletes a finished session: its record, tasks, history, outbox, usage and agent steps, then
  * its entry in the session index and the idempotency key that named it. The session's keys go
- * at once; the index entry and the key live elsewhere (another Redis Cluster slot) and follow.
- * A crash in between leaves an index entry that lists skip and the next prune drops.
+ * at once, leaving a mark that refuses a create of its id for a day; the index entry and the
+ * key live elsewhere (another Redis Cluster slot) and follow. A crash in between leaves an index
+ * entry that lists skip and the next prune drops, and a key that still names the session: the
+ * next submit with it finds no session and starts a new one (client.ts, submitWithOutcome).
  * With `idleBeforeMs` (a prune's cutoff) a session active since then is kept (ACTIVE).
  */
 export async function deleteSession(store: SessionStore, sessionId: string): Promise<DeleteOutcome>;
@@ -94,12 +100,13 @@ export async function deleteSession(
   options?: { idleBeforeMs: number },
 ): Promise<IdleDeleteOutcome> {
   defineScripts(store);
-  const keys = deleteKeys(store, sessionId);
+  const keys = [...deleteKeys(store, sessionId), store.keys(sessionId).deleted];
   const [status, state, data] = await store.redis.orqDeleteSession(
     String(keys.length),
     ...keys,
     FINISHED_SESSION_STATES.join(','),
     options ? String(options.idleBeforeMs) : '',
+    String(DELETED_MARK_TTL_SECONDS),
   );
   if (status === 'UNFINISHED' || status === 'ACTIVE') {
     return { status, state: SessionState.parse(state) };

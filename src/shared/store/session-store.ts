@@ -79,9 +79,9 @@ export interface StoredHistoryEntry {
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     /**
-     * One array (ioredis flattens it): the seven keys (meta, tasks, taskVersions, outbox, applied,
-     * history, usage), then applyArgs. A spread would put every argument on the call stack, and
-     * a plan of 20,000 tasks has more than it holds.
+     * One array (ioredis flattens it): the eight keys (meta, tasks, taskVersions, outbox, applied,
+     * history, usage, deleted), then applyArgs. A spread would put every argument on the call
+     * stack, and a plan of 20,000 tasks has more than it holds.
      */
     orqApply(keysThenArgs: (string | number)[]): Result<[string, number, number], Context>;
     orqReadTasks(
@@ -125,7 +125,7 @@ export class SessionStore {
     private readonly now: () => Date = () => new Date(),
   ) {
     if (typeof (redis as unknown as Record<string, unknown>).orqApply !== 'function') {
-      redis.defineCommand('orqApply', { numberOfKeys: 7, lua: APPLY_SCRIPT });
+      redis.defineCommand('orqApply', { numberOfKeys: 8, lua: APPLY_SCRIPT });
     }
     if (typeof (redis as unknown as Record<string, unknown>).orqReadTasks !== 'function') {
       redis.defineCommand('orqReadTasks', { numberOfKeys: 3, lua: READ_TASKS_SCRIPT });
@@ -366,6 +366,7 @@ export class SessionStore {
       keys.applied,
       keys.history,
       keys.usage,
+      keys.deleted,
     );
     const [status, open, active] = await this.redis.orqApply(args);
     const ended = changeset.session?.record.state;
