@@ -208,7 +208,8 @@ export interface OrqClient {
   cancel(sessionId: string, reason?: string): Promise<void>;
   /**
    * Deletes a finished session and every key kept of it (record, tasks, history, usage, leases,
-   * agent steps, outbox), then its index entry and its idempotency key.
+   * agent steps, outbox), then its index entry and its idempotency key. A submit with that key,
+   * even one racing the delete, starts a new session under a new id.
    * Refuses a session still planning, running or blocked: cancel it first.
    */
   delete(sessionId: string): Promise<DeletedSession>;
@@ -284,6 +285,13 @@ const UNTAKEN_JOB_STATES: readonly string[] = [
   'prioritized',
   'waiting-children',
 ];
+
+/**
+ * Tries of an idempotent submit. A try fails when the session its key names is deleted while it
+ * reads it; the next claims the key afresh, and fails again only if yet another session under
+ * that key was created and deleted meanwhile.
+ */
+const SUBMIT_TRIES = 3;
 
 /** Sessions, and tasks in all, whose records one client keeps as get() read them. */
 const TASK_CACHE_SESSIONS = 4;
@@ -607,24 +615,45 @@ export async function openClient(
       const parsed = parseOrThrow(SubmitRequest, request, 'submit request');
       const effective = sessionConfig(config, parsed.config);
       if (options.allowedOverrides) assertOverridesAllowed(parsed.config, options.allowedOverrides);
-      const sessionId = randomUUID();
-      if (parsed.idempotencyKey) {
-        const existing = await store.claimIdempotencyKey(parsed.idempotencyKey, sessionId);
-        if (existing) {
-          const snapshot = await store.loadSession(existing);
-          if (snapshot) {
-            assertSameRequest(snapshot.session);
-            // The first submit may have died after storing the session, before indexing it
-            // or enqueueing its plan job: both are safe to repeat, and the retry finishes it.
-            await store.indexSession(snapshot.session);
-            await flushOutbox(store, queues, existing);
-            return { session: snapshot.session, created: false };
-          }
-          // The first submit claimed the key but died before storing the session: finish it.
-          return submitSession(existing);
-        }
+      const key = parsed.idempotencyKey;
+      // A try ends without an answer only when its key named a session deleted meanwhile (a
+      // fresh id never does), and the next one claims the key for a new session.
+      for (let tries = 0; tries < SUBMIT_TRIES; tries += 1) {
+        const outcome =
+          key === undefined ? await submitSession(randomUUID()) : await submitWithKey(key);
+        if (outcome) return outcome;
       }
-      return submitSession(sessionId);
+      throw new OrqError(
+        'CONFLICT',
+        `idempotency key "${key}" named a session deleted during this submit, ${SUBMIT_TRIES} times in a row`,
+        {
+          hint: "Retry the submit. If it keeps failing, this key's sessions are deleted as soon as they finish (orq delete, orq prune, retention.deleteFinishedAfterSeconds): delete them later, or use a new key.",
+          details: { idempotencyKey: key },
+        },
+      );
+
+      /** One try: the session the key names, or a new one; undefined if that one was deleted. */
+      async function submitWithKey(key: string): Promise<SubmitOutcome | undefined> {
+        const sessionId = randomUUID();
+        const existing = await store.claimIdempotencyKey(key, sessionId);
+        if (!existing) return submitSession(sessionId);
+        const snapshot = await store.loadSession(existing);
+        if (snapshot) {
+          assertSameRequest(snapshot.session);
+          // The first submit may have died after storing the session, before indexing it
+          // or enqueueing its plan job: both are safe to repeat, and the retry finishes it.
+          await store.indexSession(snapshot.session);
+          await flushOutbox(store, queues, existing);
+          return { session: snapshot.session, created: false };
+        }
+        // The first submit claimed the key but died before storing the session: finish it.
+        const outcome = await submitSession(existing);
+        // Undefined: it had been stored, and was deleted since (its delete not yet done with the
+        // key). Free the key as that delete is about to: the next try claims it for a new
+        // session, as a submit that came after the delete would.
+        if (!outcome) await store.releaseIdempotencyKey(key, existing);
+        return outcome;
+      }
 
       /**
        * A key names one request: the same key with another instruction, config or metadata
@@ -653,7 +682,8 @@ export async function openClient(
         }
       }
 
-      async function submitSession(id: string): Promise<SubmitOutcome> {
+      /** Creates session `id`; undefined when the id is a deleted session's, which stays deleted. */
+      async function submitSession(id: string): Promise<SubmitOutcome | undefined> {
         const now = new Date().toISOString();
         const requiredTerms = extractRequiredTerms(parsed.instruction, {
           customTerms: effective.refinement.customRequiredTerms,
@@ -690,6 +720,11 @@ export async function openClient(
             },
           ],
         });
+        if (result.status === 'GONE') {
+          // Indexed above, maybe after the delete dropped the entry: it must not name the id.
+          await store.unindexSession(id);
+          return undefined;
+        }
         if (result.status !== 'OK' && result.status !== 'DUPLICATE') {
           throw new OrqError('CONFLICT', `session ${id} already exists`, {
             details: { sessionId: id },

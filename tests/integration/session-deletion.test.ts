@@ -1,9 +1,13 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, inject, it, vi } from 'vitest';
 import type { OrqClient } from '../../src/producers/client.js';
 import { OrqError } from '../../src/shared/errors.js';
 import { idempotencyKey, sessionIndexKey } from '../../src/shared/store/keys.js';
+import { deleteSession } from '../../src/shared/store/session-retention.js';
+import { SessionStore } from '../../src/shared/store/session-store.js';
 import { UsageStore } from '../../src/shared/store/usage-store.js';
 import { clusterPerTest } from '../support/cluster.js';
+import { makeSession } from '../support/executors.js';
 import { A_THEN_B, eventually, scenarioDir } from '../support/scenarios.js';
 
 const startCluster = clusterPerTest();
@@ -134,6 +138,104 @@ describe('deleting a session', () => {
       'the late event to be processed',
     );
     expect(await keysOf(client, id)).toEqual([]);
+  });
+});
+
+/**
+ * Holds the connection's calls of `names` until `until` settles; the promise returned settles
+ * when the first of them is called.
+ */
+function holdCalls(redis: Redis, names: string[], until: Promise<void>): Promise<void> {
+  return new Promise((reached) => {
+    const commands = redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    for (const name of names) {
+      const original = commands[name]!.bind(redis);
+      commands[name] = async (...args: unknown[]) => {
+        reached();
+        await until;
+        return original(...args);
+      };
+    }
+  });
+}
+
+describe('a submit racing the delete of the session its idempotency key names', () => {
+  it('starts a new session and brings the deleted one back under no circumstances', async () => {
+    const { client, prefix } = await startCluster({});
+    const request = {
+      instruction: 'do A then B',
+      config: { llm: { scenario: aThenB } },
+      idempotencyKey: 'nightly-2',
+    };
+    const id = await completed(client, { idempotencyKey: 'nightly-2' });
+    // The delete runs on a connection of its own, as in another process. Its script (every key
+    // of the session) runs between the submit's claim of the key and its read of the session;
+    // the rest (releasing the key, dropping the index entry) waits until the submit is done:
+    // the order that re-created the session after its delete had dropped its index entry.
+    const redis = new Redis(inject('redisUrl'));
+    const deleter = new SessionStore(redis, prefix);
+    await deleteSession(deleter, 'no-such-session'); // defines the delete's scripts
+    let submitted!: () => void;
+    const done = new Promise<void>((resolve) => (submitted = resolve));
+    const held = holdCalls(redis, ['orqReleaseIdempotencyKey', 'zrem'], done);
+    const load = client.store.loadSession.bind(client.store);
+    let deleting: Promise<unknown> | undefined;
+    vi.spyOn(client.store, 'loadSession').mockImplementationOnce(async (sessionId) => {
+      expect(sessionId).toBe(id);
+      deleting = deleteSession(deleter, sessionId);
+      await held;
+      return load(sessionId);
+    });
+    try {
+      const outcome = await client.submitWithOutcome(request);
+      submitted();
+      expect(await deleting).toEqual({ status: 'DELETED', state: 'COMPLETED' });
+
+      expect(outcome.created).toBe(true);
+      expect(outcome.session.id).not.toBe(id);
+      // The deleted session stays deleted: no key but the delete's mark, no index entry.
+      expect(await keysOf(client, id)).toEqual([]);
+      expect(await markTtl(client, id)).toBeGreaterThan(0);
+      expect((await rejection(client.get(id))).code).toBe('NOT_FOUND');
+      const store = client.store.redis;
+      expect(await store.zscore(sessionIndexKey(prefix), id)).toBeNull();
+      // The new one holds the key, is listed and runs, as after a submit that came after the delete.
+      expect(await store.get(idempotencyKey(prefix, 'nightly-2'))).toBe(outcome.session.id);
+      expect((await client.list()).map((s) => s.id)).toEqual([outcome.session.id]);
+      const view = await client.wait(outcome.session.id, { timeoutMs: 20_000 });
+      expect(view.session.state).toBe('COMPLETED');
+      expect(await client.submitWithOutcome(request)).toMatchObject({
+        created: false,
+        session: { id: outcome.session.id },
+      });
+    } finally {
+      submitted();
+      redis.disconnect();
+    }
+  });
+
+  it('gives up after a few tries that each find the session deleted, with a CONFLICT', async () => {
+    const { client, prefix } = await startCluster({ pods: 0 });
+    const deleted = { ...makeSession(), state: 'COMPLETED' as const, idempotencyKey: 'nightly-3' };
+    await client.store.apply(deleted.id, {
+      eventId: `submit|${deleted.id}`,
+      session: { record: deleted, expectedVersion: 0 },
+    });
+    expect(await client.delete(deleted.id)).toMatchObject({ state: 'COMPLETED' });
+    // As if, each time the submit claims the key, another submit and a delete had just been
+    // through it: the key names a session already deleted.
+    vi.spyOn(client.store, 'claimIdempotencyKey').mockResolvedValue(deleted.id);
+
+    const refused = await rejection(
+      client.submit({ instruction: 'Write the notes', idempotencyKey: 'nightly-3' }),
+    );
+    expect(refused).toBeInstanceOf(OrqError);
+    expect(refused.code).toBe('CONFLICT');
+    expect(refused.message).toContain('idempotency key "nightly-3"');
+    expect(refused.hint).toContain('Retry the submit');
+    expect(client.store.claimIdempotencyKey).toHaveBeenCalledTimes(3);
+    expect(await keysOf(client, deleted.id)).toEqual([]);
+    expect(await client.store.redis.zscore(sessionIndexKey(prefix), deleted.id)).toBeNull();
   });
 });
 
