@@ -17,6 +17,7 @@ import { sweepOutboxes } from '../../src/workers/coordinator/outbox-sweeper.js';
 import { launchRoles, startRoles, type RunningRoles } from '../../src/workers/registry.js';
 import { followSessionEnds } from '../../src/workers/session-ends.js';
 import { ALL_ROLES } from '../support/cluster.js';
+import { makeSession } from '../support/executors.js';
 import {
   nodeOfSlot,
   slotOf,
@@ -205,6 +206,20 @@ describe('orq on a Redis Cluster of three nodes', () => {
       expect((await client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');
       expect(await store.readOutbox(id)).toEqual([]);
     }
+  });
+
+  it('deletes a session on the cluster, leaving in its slot the mark that refuses its id', async () => {
+    const session = { ...makeSession(), state: 'COMPLETED' as const };
+    const create = () =>
+      client.store.apply(session.id, {
+        eventId: `submit|${session.id}`,
+        session: { record: session, expectedVersion: 0 },
+      });
+    expect((await create()).status).toBe('OK');
+    expect(await client.delete(session.id)).toEqual({ sessionId: session.id, state: 'COMPLETED' });
+    expect(await client.store.redis.exists(client.store.keys(session.id).deleted)).toBe(1);
+    expect((await create()).status).toBe('GONE');
+    expect(await client.store.loadSession(session.id)).toBeUndefined();
   });
 
   it('blocks, then cancels a session on the cluster, announcing its end to every pod', async () => {
