@@ -42,8 +42,11 @@ async function budgetExhausted(): Promise<string> {
   return id;
 }
 
-const keysOf = (sessionId: string) =>
-  cluster.client.store.redis.keys(`${cluster.prefix}:s:{${sessionId}}:*`);
+/** The session's keys, but for the mark its delete leaves (session-deletion.test.ts). */
+const keysOf = async (sessionId: string) =>
+  (await cluster.client.store.redis.keys(`${cluster.prefix}:s:{${sessionId}}:*`)).filter(
+    (key) => key !== cluster.client.store.keys(sessionId).deleted,
+  );
 
 /** The resume records of the session: event id → enqueued-at ms. */
 const recordsOf = (sessionId: string) =>
