@@ -37,7 +37,7 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
         tags,
         summary: 'Submit an instruction as a new session',
         description:
-          'Answers 201 with the new session, or 200 with the existing one when idempotencyKey was used before; 403 when `config` sets a setting the operator does not let callers set (http.sessionOverrides); 409 when the key was used for another instruction, config or metadata.',
+          'Answers 201 with the new session, or 200 with the existing one when idempotencyKey was used before; 403 when `config` sets a setting the operator does not let callers set (http.sessionOverrides); 409 when the key was used for another instruction, config or metadata, or named a session deleted during the submit three times in a row.',
         body: SubmitRequest,
         response: {
           200: Session,
