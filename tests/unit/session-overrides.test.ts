@@ -204,6 +204,29 @@ describe('submittedSessionConfig', () => {
     expect(inline.message).toMatch(/^Invalid --session-config: budget\.maxTokens: /);
   });
 
+  it('names an unknown key as written in the overrides, as `orq config check` names one in a file', () => {
+    const top = errorOf(() =>
+      submittedSessionConfig(parseConfig({}), { foo: 1, bar: 2 }, '{"foo":1}', unexpected),
+    );
+    expect(top.message).toContain(
+      'Invalid --session-config: foo: unknown key "foo"; bar: unknown key "bar". ',
+    );
+    const nestedKey = errorOf(() =>
+      submittedSessionConfig(
+        parseConfig({}),
+        { refinement: { fooBar: 1 } },
+        'session.yaml',
+        unexpected,
+      ),
+    );
+    expect(nestedKey.message).toContain(
+      'Invalid --session-config session.yaml: refinement.fooBar: unknown key "refinement.fooBar". ',
+    );
+    expect(nestedKey.issues).toEqual([
+      { path: 'refinement.fooBar', message: 'unknown key "refinement.fooBar"' },
+    ]);
+  });
+
   it('blames a problem the configuration has on its own on the configuration, naming its file', () => {
     const dir = mkdtempSync(join(tmpdir(), 'orq-overrides-'));
     const file = join(dir, 'orq.yaml');

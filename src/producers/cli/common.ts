@@ -225,20 +225,30 @@ export function submittedSessionConfig(
       checkConfig();
       throw error;
     }
-    throw new ValidationError(overridesLabel(value), error.issues.map(asWrittenInOverrides), {
+    throw new ValidationError(overridesLabel(value), error.issues.flatMap(asWrittenInOverrides), {
       hint: 'Run `orq config schema` for every key, its type and default.',
     });
   }
 }
 
-/** A submit names a session setting `config.<path>`; the overrides hold it as `<path>`. */
-function asWrittenInOverrides(issue: FieldIssue): FieldIssue {
+/**
+ * A submit names a session setting `config.<path>`; the overrides hold it as `<path>`. An
+ * unknown key is named by itself, as `orq config check` names one in a file (`foo: unknown key
+ * "foo"`), not as the submit's `config: unknown key "config.foo"`.
+ */
+function asWrittenInOverrides(issue: FieldIssue): FieldIssue[] {
   const unprefixed = (path: string) => path.replace(/^config\./, '');
-  return {
-    ...issue,
-    path: unprefixed(issue.path),
-    ...(issue.settings ? { settings: issue.settings.map(unprefixed) } : {}),
-  };
+  if (issue.message.startsWith('unknown key')) {
+    const keys = [...issue.message.matchAll(/"config\.([^"]+)"/g)].map((match) => match[1]!);
+    if (keys.length > 0) return keys.map((key) => ({ path: key, message: `unknown key "${key}"` }));
+  }
+  return [
+    {
+      ...issue,
+      path: unprefixed(issue.path),
+      ...(issue.settings ? { settings: issue.settings.map(unprefixed) } : {}),
+    },
+  ];
 }
 
 const OVERRIDES_HINT =
