@@ -450,7 +450,7 @@ describe('errors and exit codes', () => {
     }
   });
 
-  // Six CLI processes, three of them starting a private redis-server one after another: on two
+  // Eight CLI processes, three of them starting a private redis-server one after another: on two
   // cores busy with other test files that took over 30 s once.
   it(
     'without REDIS_URL where no `orq run` kept data, a session command says so and starts no Redis; a submit says how to run its session',
@@ -463,6 +463,9 @@ describe('errors and exit codes', () => {
             ['status', 'some-id'],
             ['history', 'some-id'],
             ['watch', 'some-id'],
+            // The --run commands too: they run roles, but only for a session kept here.
+            ['watch', 'some-id', '--run'],
+            ['resume', 'some-id', '--run'],
           ].map((args) => orq(args, { cwd })),
         );
         for (const result of results) {

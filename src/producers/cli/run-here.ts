@@ -42,6 +42,12 @@ export interface RunHereMode {
   submitChecks?: boolean;
   /** Checks the session once Redis answers, before the roles start; throws to refuse. */
   beforeRoles?: (client: OrqClient) => Promise<void>;
+  /**
+   * The command is about a session that exists already (`resume --run`, `watch --run`): without
+   * REDIS_URL and with no private Redis here it says there is none, rather than start an empty
+   * server to find no session in and leave .orq/ behind.
+   */
+  existing?: boolean;
 }
 
 /**
@@ -73,7 +79,7 @@ export function privateRedisStartNotice(redis: CliRedis): string | undefined {
 export async function runHere(
   options: RunHereOptions,
   start: (client: OrqClient, out: NodeJS.WritableStream) => Promise<Started>,
-  { output = 'view', preflight, beforeRoles, submitChecks }: RunHereMode = {},
+  { output = 'view', preflight, beforeRoles, submitChecks, existing }: RunHereMode = {},
 ): Promise<void> {
   const config = cliConfig(options, { submitChecks });
   preflight?.(config);
@@ -87,7 +93,7 @@ export async function runHere(
   await withStdoutHeld(runWithRedis);
 
   async function runWithRedis(): Promise<void> {
-    const redis = await redisForCli(config);
+    const redis = await redisForCli(config, { existing });
     try {
       const notice = privateRedisStartNotice(redis);
       if (notice) out.write(notice);

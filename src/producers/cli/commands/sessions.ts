@@ -210,6 +210,7 @@ export function registerSessionCommands(program: Command): void {
         options.run
           ? runHere(options, async () => ({ sessionId }), {
               output: 'history',
+              existing: true,
               // A stopped session with a resume not applied yet runs too, once the coordinator
               // here applies it (what a plain `orq watch` of it says to run).
               beforeRoles: runnableWhen(
@@ -306,6 +307,7 @@ export function registerSessionCommands(program: Command): void {
             return { sessionId, ...(after ? { after } : {}) };
           },
           {
+            existing: true,
             beforeRoles: runnableWhen(sessionId, (state) =>
               RESUMABLE_SESSION_STATES.includes(state),
             ),
