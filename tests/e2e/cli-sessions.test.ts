@@ -220,6 +220,8 @@ describe('blocked sessions', () => {
     await cluster.client.wait(sessionId, { until: 'settled', timeoutMs: 30_000 });
     const cancel = await cli('cancel', sessionId, '--reason', 'not needed any more');
     expect(cancel.code, cancel.stderr).toBe(0);
+    expect(cancel.stdout).toBe(`cancel requested for ${sessionId}\n`);
+    expect(cancel.stderr).toBe('');
     const view = await cluster.client.wait(sessionId, { until: 'finished', timeoutMs: 30_000 });
     expect(view.session.state).toBe('CANCELLED');
     expect(view.tasks.find((t) => t.id === 't3')?.state).toBe('CANCELLED');
@@ -227,6 +229,19 @@ describe('blocked sessions', () => {
     const again = await cli('cancel', sessionId);
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/^orq: Session \S+ is already CANCELLED\./);
+  });
+
+  it('cancel says so when no coordinator runs to apply it', async () => {
+    const noRoles = { ...env, ORQ_PREFIX: `${cluster.prefix}-no-coordinator` };
+    const submit = await orq(['submit', 'Write the parser'], { env: noRoles });
+    expect(submit.code, submit.stderr).toBe(0);
+    const id = submit.stdout.trim();
+    const cancel = await orq(['cancel', id], { env: noRoles });
+    expect(cancel.code, cancel.stderr).toBe(0);
+    expect(cancel.stdout).toBe(`cancel requested for ${id}\n`);
+    expect(cancel.stderr).toContain(
+      `orq: no process runs the coordinator role on this Redis under the prefix "${noRoles.ORQ_PREFIX}", so the cancel waits until one does`,
+    );
   });
 });
 
@@ -450,7 +465,7 @@ describe('errors and exit codes', () => {
     }
   });
 
-  // Eight CLI processes, three of them starting a private redis-server one after another: on two
+  // Nine CLI processes, four of them starting a private redis-server one after another: on two
   // cores busy with other test files that took over 30 s once.
   it(
     'without REDIS_URL where no `orq run` kept data, a session command says so and starts no Redis; a submit says how to run its session',
@@ -492,6 +507,12 @@ describe('errors and exit codes', () => {
           `Session ${id} is PLANNING, and no roles run on the private Redis`,
         );
         expect(watch.stderr).toContain(`orq watch ${id} --run`);
+        // A cancel is queued there, and says what applies it: nothing runs a coordinator.
+        const cancel = await orq(['cancel', id], { cwd });
+        expect(cancel.code, cancel.stderr).toBe(0);
+        expect(cancel.stdout).toBe(`cancel requested for ${id}\n`);
+        expect(cancel.stderr).toContain('no coordinator runs on the private Redis');
+        expect(cancel.stderr).toContain(`orq watch ${id} --run\` applies it here`);
       } finally {
         rmSync(cwd, { recursive: true, force: true });
       }

@@ -344,9 +344,18 @@ export function registerSessionCommands(program: Command): void {
     .option(...configOption)
     .option('--reason <text>', 'recorded in the history', 'cancelled by user')
     .action(async (sessionId: string, options: { config?: string; reason: string }) =>
-      withSessions(options, async (client) => {
+      withSessions(options, async (client, config) => {
         await client.cancel(sessionId, options.reason);
         process.stdout.write(`cancel requested for ${sessionId}\n`);
+        // Only a coordinator applies a cancel: without one the session stays as it is, and a
+        // `delete` after it would be refused as if no cancel had been asked for.
+        if ((await client.consumers()).coordinator === 0) {
+          process.stderr.write(
+            config.redis.url
+              ? `orq: no process runs the coordinator role on this Redis under the prefix "${config.redis.prefix}", so the cancel waits until one does (\`orq start --roles coordinator\`). If your pods run, check that they use the same REDIS_URL and ORQ_PREFIX.\n`
+              : `orq: no coordinator runs on the private Redis in ${privateRedisDir()} (REDIS_URL is not set), so the cancel waits: \`orq watch ${sessionId} --run\` applies it here.\n`,
+          );
+        }
       }),
     );
 
