@@ -22,6 +22,7 @@ import { readRunningProgress } from '../shared/running-progress.js';
 import {
   BudgetRaise,
   defaultJobOptions,
+  isResumeEvent,
   jobIds,
   outboxJob,
   ResumeMode,
@@ -46,8 +47,8 @@ import { LoggerOption, type Logger } from '../shared/logger.js';
 import { extractRequiredTerms } from '../shared/rules/terms.js';
 import { watchEnds, type WatchUntil } from '../shared/rules/watch-end.js';
 import {
-  dropPendingResumes,
-  markResumePending,
+  dropPendingRequests,
+  markRequestPending,
   readSettling,
 } from '../shared/store/pending-resumes.js';
 import { unfinishedStates } from '../shared/rules/retention.js';
@@ -226,9 +227,9 @@ export interface OrqClient {
     options?: { waitMs?: number },
   ): Promise<string>;
   /**
-   * Follows the session's history until it settles (WatchOptions.until). A resume the
+   * Follows the session's history until it settles (WatchOptions.until). A resume or cancel the
    * coordinator has not applied yet keeps the watch going, so one started right after `resume`
-   * does not end at the state from before it.
+   * or `cancel` does not end at the state from before it.
    */
   watch(sessionId: string, options?: WatchOptions): AsyncGenerator<StoredHistoryEntry>;
   /**
@@ -237,6 +238,11 @@ export interface OrqClient {
    * the session is about to move although its state says it stopped.
    */
   resumePending(sessionId: string): Promise<boolean>;
+  /**
+   * As resumePending, for a resume or a cancel: whether the session is about to move (or end)
+   * although its state says it stopped. What a watch waits for before it ends.
+   */
+  requestPending(sessionId: string): Promise<boolean>;
   /**
    * Follows the session until it settles (`until`, default 'settled': finished or BLOCKED) and
    * returns its view. Throws TIMEOUT when `timeoutMs` passes first, saying which roles run.
@@ -447,14 +453,14 @@ export async function openClient(
   const blockingConnections = new Set<RedisConnection>();
 
   /**
-   * A resume whose call fails after its job was queued (recording it as pending failed) is
-   * taken back while no coordinator has taken it, so the caller's retry does not queue a
-   * second one. BullMQ removes no job a worker holds; one taken already, or a Redis that does
+   * A resume (or cancel) whose call fails after its job was queued (recording it as pending
+   * failed) is taken back while no coordinator has taken it, so the caller's retry does not
+   * queue a second one. BullMQ removes no job a worker holds; one taken already, or a Redis that does
    * not answer, leaves the job as it is. A retry then queues another resume, which the
    * coordinator applies to the session as it then is: a budget resume of a session no longer
    * BUDGET_EXHAUSTED, or a retry with no task blocked any more, is ignored.
    */
-  async function withdrawResume(eventId: string): Promise<void> {
+  async function withdrawRequest(eventId: string): Promise<void> {
     const coordinator = queues.get(ROLE_QUEUE.coordinator);
     try {
       if (UNTAKEN_JOB_STATES.includes(await coordinator.getJobState(eventId))) {
@@ -500,7 +506,7 @@ export async function openClient(
     const coordinator = queues.get(ROLE_QUEUE.coordinator);
     const states = await Promise.all(eventIds.map((id) => coordinator.getJobState(id)));
     const ended = (_: string, i: number) => ENDED_JOB_STATES.includes(states[i] ?? 'unknown');
-    await dropPendingResumes(store, sessionId, eventIds.filter(ended));
+    await dropPendingRequests(store, sessionId, eventIds.filter(ended));
     return eventIds.filter((id, i) => !ended(id, i));
   }
 
@@ -514,17 +520,34 @@ export async function openClient(
     // Running, or planning: no resume to look at.
     if (!watchEnds(first.state, until, false)) return false;
     // No resume, or a state no resume moves on from (one queued before a cancel is ignored).
-    if (first.pendingResumes.length === 0 || watchEnds(first.state, until, true)) return true;
-    if ((await stillQueued(sessionId, first.pendingResumes)).length > 0) return false;
+    if (first.pendingRequests.length === 0 || watchEnds(first.state, until, true)) return true;
+    if ((await stillQueued(sessionId, first.pendingRequests)).length > 0) return false;
     // Those jobs ended without applying their resume. Read again: a resume applied between the
     // first read and the job's end has moved the session on.
-    const stale = new Set(first.pendingResumes);
+    const stale = new Set(first.pendingRequests);
     const again = await readSettling(store, sessionId);
     return watchEnds(
       again.state,
       until,
-      again.pendingResumes.some((id) => !stale.has(id)),
+      again.pendingRequests.some((id) => !stale.has(id)),
     );
+  }
+
+  /** Whether a request of the session that `counts` counts waits for the coordinator. */
+  function requestPending(
+    sessionId: string,
+    counts: (eventId: string) => boolean,
+  ): Promise<boolean> {
+    return guard(async () => {
+      parseOrThrow(SessionId, sessionId, 'session id');
+      const { state, pendingRequests } = await readSettling(store, sessionId);
+      // As every call about one session: a wrong id is not a session with nothing pending.
+      if (state === undefined) throw sessionNotFound(sessionId);
+      // A request queued before a cancel or a completion is ignored when it is applied.
+      if (!RESUMABLE_SESSION_STATES.includes(state)) return false;
+      const counted = pendingRequests.filter(counts);
+      return counted.length > 0 && (await stillQueued(sessionId, counted)).length > 0;
+    });
   }
 
   async function* watch(
@@ -833,12 +856,16 @@ export async function openClient(
             details: { sessionId, state: session.state },
           });
         }
-        await queues.add(
-          outboxJob('coordinator', 'cancel', jobIds.cancel(sessionId, randomUUID()), {
-            sessionId,
-            reason,
-          }),
-        );
+        const eventId = jobIds.cancel(sessionId, randomUUID());
+        await queues.add(outboxJob('coordinator', 'cancel', eventId, { sessionId, reason }));
+        // As a resume: a watch started from here on (a wait after the cancel) goes on through
+        // the BLOCKED state from before it until the coordinator applies it.
+        try {
+          await markRequestPending(store, sessionId, eventId);
+        } catch (error) {
+          await withdrawRequest(eventId);
+          throw error;
+        }
       }),
 
     delete: (sessionId) =>
@@ -907,9 +934,9 @@ export async function openClient(
         // record whose job it cannot find). A watch started from here on waits for the
         // coordinator to apply it.
         try {
-          await markResumePending(store, sessionId, eventId);
+          await markRequestPending(store, sessionId, eventId);
         } catch (error) {
-          await withdrawResume(eventId);
+          await withdrawRequest(eventId);
           throw error;
         }
         const waitMs = resumeOptions.waitMs ?? 5_000;
@@ -930,18 +957,9 @@ export async function openClient(
 
     watch,
 
-    resumePending: (sessionId) =>
-      guard(async () => {
-        parseOrThrow(SessionId, sessionId, 'session id');
-        const { state, pendingResumes } = await readSettling(store, sessionId);
-        // As every call about one session: a wrong id is not a session with nothing pending.
-        if (state === undefined) throw sessionNotFound(sessionId);
-        // A resume queued before a cancel or a completion is ignored when it is applied.
-        if (!RESUMABLE_SESSION_STATES.includes(state)) return false;
-        return (
-          pendingResumes.length > 0 && (await stillQueued(sessionId, pendingResumes)).length > 0
-        );
-      }),
+    resumePending: (sessionId) => requestPending(sessionId, isResumeEvent),
+
+    requestPending: (sessionId) => requestPending(sessionId, () => true),
 
     wait: async (sessionId, waitOptions = {}) => {
       const { timeoutMs, until = 'settled' } = parseOrThrow(

@@ -203,6 +203,9 @@ export const jobIds = {
   jobFailed: (queue: QueueName, failedJobId: string) => `ev-failed|${queue}|${failedJobId}`,
 };
 
+/** Whether a coordinator event id is a resume's (jobIds.resume). */
+export const isResumeEvent = (eventId: string): boolean => eventId.startsWith('ev-resume|');
+
 export function outboxJob<Q extends QueueName, N extends JobName<Q>>(
   queue: Q,
   name: N,

@@ -575,6 +575,39 @@ describe('errors and exit codes', () => {
     },
   );
 
+  // Five CLI processes in turn, each starting the private redis-server.
+  it(
+    'without REDIS_URL, a cancel of a blocked session waits for a coordinator: watch says to run it here, and watch --run applies it',
+    { timeout: 120_000 },
+    async () => {
+      const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-cancel-pending-'));
+      try {
+        const run = await orq(['run', '--scenario', blockedScenario, 'Deploy the service'], {
+          cwd,
+        });
+        expect(run.code, run.stderr).toBe(1);
+        const id = /session (\S+)\s+BLOCKED/.exec(run.stdout)?.[1];
+        expect(id, run.stdout).toBeDefined();
+        const cancel = await orq(['cancel', id!], { cwd });
+        expect(cancel.code, cancel.stderr).toBe(0);
+        expect(cancel.stderr).toContain(`orq watch ${id} --run\` applies it here`);
+
+        // It ended at BLOCKED, as if the session still waited for a person.
+        const watch = await orq(['watch', id!], { cwd });
+        expect(watch.code).toBe(1);
+        expect(watch.stderr).toContain(
+          `Session ${id} is BLOCKED with a cancel not applied yet, and no roles run on the private Redis`,
+        );
+        const applied = await orq(['watch', id!, '--run'], { cwd });
+        expect(applied.stdout, applied.stderr).toContain('BLOCKED → CANCELLED');
+        const status = await orq(['status', id!, '--json'], { cwd });
+        expect(JSON.parse(status.stdout)).toMatchObject({ session: { state: 'CANCELLED' } });
+      } finally {
+        rmSync(cwd, { recursive: true, force: true });
+      }
+    },
+  );
+
   it('orq run without the API key its roles need refuses before it starts anything', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-no-key-'));
     try {

@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { settlesWithin } from '../../src/shared/settles-within.js';
-import { markResumePending } from '../../src/shared/store/pending-resumes.js';
+import { markRequestPending } from '../../src/shared/store/pending-resumes.js';
 import { deleteSession, pruneSessions } from '../../src/shared/store/session-retention.js';
 import { bullQueue } from '../support/pods.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
@@ -98,7 +98,7 @@ describe('retention and a resume not applied yet', () => {
     const cutoffMs = Date.now();
     await pause(5);
     const keys = client.store.keys(id);
-    await markResumePending(client.store, id, `resume|${id}|applied`);
+    await markRequestPending(client.store, id, `resume|${id}|applied`);
     await client.store.redis.sadd(keys.applied, `resume|${id}|applied`);
     expect(await pruneSessions(client.store, { cutoffMs })).toMatchObject({ deleted: [id] });
     expect(await keysOf(id)).toEqual([]);
@@ -216,7 +216,7 @@ describe('a resume whose record could not be written', () => {
     const { client } = cluster;
     const id = await budgetExhausted();
     // Defines the mark script, which the resume below then finds failing once.
-    await markResumePending(client.store, id, `resume|${id}|defined`);
+    await markRequestPending(client.store, id, `resume|${id}|defined`);
     await client.store.redis.del(client.store.keys(id).resumes);
     const redis = client.store.redis as unknown as Commands;
     const mark = redis.orqMarkResume!;
@@ -232,5 +232,34 @@ describe('a resume whose record could not be written', () => {
     const jobs = await resumeJobsOf(id);
     expect(jobs).toHaveLength(1);
     expect(Object.keys(await recordsOf(id))).toEqual(jobs);
+  });
+});
+
+describe('a cancel not applied yet', () => {
+  it('keeps a wait going through the BLOCKED state from before it, until a coordinator applies it', async () => {
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'stops for a person' });
+    const snapshot = await client.store.requireSession(id);
+    await client.store.apply(id, {
+      eventId: `test-block|${id}`,
+      session: {
+        record: { ...snapshot.session, state: 'BLOCKED' },
+        expectedVersion: snapshot.version,
+      },
+      history: [{ type: 'state_change', entity: 'session', from: 'PLANNING', to: 'BLOCKED' }],
+    });
+    await client.cancel(id, 'not needed any more');
+    expect(await client.requestPending(id)).toBe(true);
+    // Not a resume: what the CLI says is waiting depends on it.
+    expect(await client.resumePending(id)).toBe(false);
+    // A wait right after the cancel ended at BLOCKED, as if the session had stopped for a person.
+    await expect(client.wait(id, { timeoutMs: 300 })).rejects.toMatchObject({
+      code: 'TIMEOUT',
+      details: { state: 'BLOCKED' },
+    });
+
+    await cluster.startPod(['coordinator']);
+    expect((await client.wait(id, { timeoutMs: 10_000 })).session.state).toBe('CANCELLED');
+    expect(await client.requestPending(id)).toBe(false);
   });
 });

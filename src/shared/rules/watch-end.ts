@@ -9,17 +9,17 @@ export type WatchUntil = 'finished' | 'settled';
 
 /**
  * Whether a watch of a session in `state` is over: the session is gone, finished, or (until
- * `settled`) BLOCKED. Not while a resume waits for the coordinator (`resumePending`) in a state
- * it moves on from: a watch started right after `orq resume` would otherwise end at the state
- * from before the resume.
+ * `settled`) BLOCKED. Not while a resume or cancel waits for the coordinator (`requestPending`)
+ * in a state it moves on from: a watch started right after `orq resume` (or a cancel of a
+ * BLOCKED session) would otherwise end at the state from before it.
  */
 export function watchEnds(
   state: SessionState | undefined,
   until: WatchUntil,
-  resumePending: boolean,
+  requestPending: boolean,
 ): boolean {
   if (state === undefined) return true;
   const stopped =
     FINISHED_SESSION_STATES.includes(state) || (until === 'settled' && state === 'BLOCKED');
-  return stopped && !(resumePending && RESUMABLE_SESSION_STATES.includes(state));
+  return stopped && !(requestPending && RESUMABLE_SESSION_STATES.includes(state));
 }

@@ -3,16 +3,16 @@ import { SessionState } from '../domain/session.js';
 import type { SessionStore } from './session-store.js';
 
 /**
- * A resume is a coordinator event: between its enqueueing and the coordinator's apply the
- * session still shows the state from before it (BLOCKED, BUDGET_EXHAUSTED), and a watch started
- * meanwhile would take that for the end. The client records each resume it enqueues in the
- * session's `resumes` hash; the apply script adds the event id to `applied` in the same write
- * that moves the session, so "recorded and not applied" is exact at any moment, with no change
- * to the coordinator's write path.
+ * A resume or a cancel is a coordinator event: between its enqueueing and the coordinator's
+ * apply the session still shows the state from before it (BLOCKED, BUDGET_EXHAUSTED), and a
+ * watch started meanwhile would take that for the end. The client records each such request it
+ * enqueues in the session's `resumes` hash (named when it held resumes only); the apply script
+ * adds the event id to `applied` in the same write that moves the session, so "recorded and
+ * not applied" is exact at any moment, with no change to the coordinator's write path.
  */
 
 /**
- * Records a resume event as pending (KEYS meta, resumes, applied; ARGV eventId, enqueued-at ms).
+ * Records a resume or cancel event as pending (KEYS meta, resumes, applied; ARGV eventId, enqueued-at ms).
  * Nothing for a deleted session (no key of it is written again), nor for an event applied
  * already. Drops the records of events applied since, so the hash holds what still waits.
  */
@@ -27,7 +27,7 @@ return 1
 `;
 
 /**
- * Lua: when the newest resume recorded and not applied yet was enqueued (ms; 0: none), from the
+ * Lua: when the newest resume (or cancel) recorded and not applied yet was enqueued (ms; 0: none), from the
  * resumes hash and the applied set named. Retention reads it (NEWEST_SCRIPT) and its delete
  * script checks it again, so both mean the same by "pending".
  */
@@ -47,7 +47,7 @@ end)()`;
 const NEWEST_SCRIPT = `return ${newestPendingResumeLua('KEYS[1]', 'KEYS[2]')}`;
 
 /**
- * The session's state and the resume events recorded but not applied, read at one moment
+ * The session's state and the resume and cancel events recorded but not applied, read at one moment
  * (KEYS meta, resumes, applied). Empty for a session that does not exist.
  */
 const READ_SCRIPT = `
@@ -88,8 +88,8 @@ export function definePendingResumeScripts(store: SessionStore): void {
   }
 }
 
-/** Records an enqueued resume event until the coordinator applies it. */
-export async function markResumePending(
+/** Records an enqueued resume or cancel event until the coordinator applies it. */
+export async function markRequestPending(
   store: SessionStore,
   sessionId: string,
   eventId: string,
@@ -103,30 +103,30 @@ export async function markResumePending(
 export interface SettlingState {
   /** Undefined when the session does not exist (or was deleted). */
   state: SessionState | undefined;
-  /** Event ids of the resumes enqueued and not applied yet. */
-  pendingResumes: string[];
+  /** Event ids of the resumes and cancels enqueued and not applied yet. */
+  pendingRequests: string[];
 }
 
-/** The session's state with the resumes still waiting for the coordinator, in one read. */
+/** The session's state with the requests still waiting for the coordinator, in one read. */
 export async function readSettling(store: SessionStore, sessionId: string): Promise<SettlingState> {
   definePendingResumeScripts(store);
   const keys = store.keys(sessionId);
-  const [state, ...pendingResumes] = await store.redis.orqReadSettling(
+  const [state, ...pendingRequests] = await store.redis.orqReadSettling(
     keys.meta,
     keys.resumes,
     keys.applied,
   );
-  return { state: state === undefined ? undefined : SessionState.parse(state), pendingResumes };
+  return { state: state === undefined ? undefined : SessionState.parse(state), pendingRequests };
 }
 
 /**
- * Forgets resumes whose jobs ended without applying them (failed for good, or removed): they
+ * Forgets requests whose jobs ended without applying them (failed for good, or removed): they
  * never will be, and every idle poll of a watch would look each one's job up again. Only for
- * records read after their job was added (markResumePending runs after the add), so a job
+ * records read after their job was added (markRequestPending runs after the add), so a job
  * BullMQ does not know is gone, not about to be added. HDEL writes nothing when the record
  * or the session is gone already.
  */
-export async function dropPendingResumes(
+export async function dropPendingRequests(
   store: SessionStore,
   sessionId: string,
   eventIds: readonly string[],

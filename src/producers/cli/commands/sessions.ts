@@ -211,34 +211,35 @@ export function registerSessionCommands(program: Command): void {
           ? runHere(options, async () => ({ sessionId }), {
               output: 'history',
               existing: true,
-              // A stopped session with a resume not applied yet runs too, once the coordinator
-              // here applies it (what a plain `orq watch` of it says to run).
+              // A stopped session with a resume or cancel not applied yet runs too, once the
+              // coordinator here applies it (what a plain `orq watch` of it says to run).
               beforeRoles: runnableWhen(
                 sessionId,
                 async (state, client) =>
-                  waitsForRoles(state) || (await client.resumePending(sessionId)),
+                  waitsForRoles(state) || (await client.requestPending(sessionId)),
               ),
             })
           : withStdoutHeld(() =>
               withSessions(options, async (client, config, redis) => {
                 const waiting = await client.get(sessionId);
                 const { state } = waiting.session;
-                // A blocked (or budget-stopped) session with a resume not applied yet moves on
-                // once the coordinator applies it: the watch waits for the roles then too.
-                const resuming = !waitsForRoles(state) && (await client.resumePending(sessionId));
+                // A blocked (or budget-stopped) session with a resume or cancel not applied yet
+                // moves on once the coordinator applies it: the watch waits for the roles then too.
+                const pending = !waitsForRoles(state) && (await client.requestPending(sessionId));
+                const resuming = pending && (await client.resumePending(sessionId));
                 // This command started the private Redis: no process runs roles on it, and the
                 // session would never move. Finished and blocked ones are still shown.
-                if (redis.owned && (waitsForRoles(state) || resuming)) {
+                if (redis.owned && (waitsForRoles(state) || pending)) {
                   throw new OrqError(
                     'INVALID_STATE',
-                    `Session ${sessionId} is ${state}${resuming ? ' with a resume not applied yet' : ''}, and no roles run on the private Redis in ${privateRedisDir()} (REDIS_URL is not set)`,
+                    `Session ${sessionId} is ${state}${pending ? ` with a ${resuming ? 'resume' : 'cancel'} not applied yet` : ''}, and no roles run on the private Redis in ${privateRedisDir()} (REDIS_URL is not set)`,
                     {
                       hint: `Run it here with \`orq watch ${sessionId} --run\`, or set REDIS_URL to your roles' Redis.`,
                       details: { sessionId, state },
                     },
                   );
                 }
-                if (waitsForRoles(state) || resuming) {
+                if (waitsForRoles(state) || pending) {
                   await warnOfMissingRoles(client, sessionId, config.redis.prefix);
                 }
                 const stop = stopOnSignals();

@@ -81,7 +81,7 @@ export function registerEventRoutes(app: FastifyInstance, ctx: RouteContext): vo
       const { session: atStart } = await ctx.client.store.requireSession(id);
       // A session stopped by its budget with a resume not applied yet is about to go on.
       const finished =
-        FINISHED_SESSION_STATES.includes(atStart.state) && !(await ctx.client.resumePending(id));
+        FINISHED_SESSION_STATES.includes(atStart.state) && !(await ctx.client.requestPending(id));
 
       reply.hijack();
       const res = reply.raw;
