@@ -608,6 +608,32 @@ describe('errors and exit codes', () => {
     },
   );
 
+  // Four CLI processes in turn, each starting the private redis-server.
+  it(
+    'watch --run of a finished session starts no roles: they would take the jobs of another session left queued',
+    { timeout: 120_000 },
+    async () => {
+      const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-watch-finished-'));
+      try {
+        const run = await orq(['run', '--json', 'Write the parser'], { cwd });
+        expect(run.code, run.stderr).toBe(0);
+        const finished = (JSON.parse(run.stdout) as { session: { id: string } }).session.id;
+        // Submitted without REDIS_URL: it waits for an `orq watch --run` of its own.
+        const submit = await orq(['submit', 'Write the lexer'], { cwd });
+        expect(submit.code, submit.stderr).toBe(0);
+        const queued = submit.stdout.trim();
+
+        const watch = await orq(['watch', finished, '--run'], { cwd });
+        expect(watch.code, watch.stderr).toBe(0);
+        expect(watch.stdout).toContain('session RUNNING → COMPLETED');
+        const status = await orq(['status', queued, '--json'], { cwd });
+        expect(JSON.parse(status.stdout)).toMatchObject({ session: { state: 'PLANNING' } });
+      } finally {
+        rmSync(cwd, { recursive: true, force: true });
+      }
+    },
+  );
+
   it('orq run without the API key its roles need refuses before it starts anything', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-no-key-'));
     try {

@@ -40,8 +40,12 @@ export interface RunHereMode {
   preflight?: (config: OrqConfig) => void;
   /** `start` submits the config's own session settings: a refusal is the config's (cliConfig). */
   submitChecks?: boolean;
-  /** Checks the session once Redis answers, before the roles start; throws to refuse. */
-  beforeRoles?: (client: OrqClient) => Promise<void>;
+  /**
+   * Checks the session once Redis answers, before the roles start; throws to refuse. False: no
+   * role would move the session (finished, or stopped with nothing pending), so none starts:
+   * they would only take other sessions' queued jobs while the command reports this one.
+   */
+  beforeRoles?: (client: OrqClient) => Promise<boolean>;
   /**
    * The command is about a session that exists already (`resume --run`, `watch --run`): without
    * REDIS_URL and with no private Redis here it says there is none, rather than start an empty
@@ -101,18 +105,8 @@ export async function runHere(
       // would wait for it for ever.
       const client = await openClient({ connection: redis.connection, config }, 'REDIS_URL');
       try {
-        await beforeRoles?.(client);
-        const pod = await launchRoles(
-          {
-            roles: ALL_ROLES,
-            connection: redis.connection,
-            config,
-            logger,
-            ...(options.concurrency ? { concurrency: options.concurrency } : {}),
-            ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
-          },
-          'REDIS_URL',
-        );
+        const rolesNeeded = (await beforeRoles?.(client)) ?? true;
+        const pod = rolesNeeded ? await startAllRoles() : undefined;
         const stop = stopOnSignals();
         try {
           const { sessionId, after } = await start(client, out);
@@ -132,13 +126,27 @@ export async function runHere(
           process.exitCode = reportOutcome(view, stop.interrupted(), { resumeHere: true });
         } finally {
           stop.dispose();
-          await pod.close(10_000);
+          await pod?.close(10_000);
         }
       } finally {
         await client.close();
       }
     } finally {
       await redis.release();
+    }
+
+    function startAllRoles() {
+      return launchRoles(
+        {
+          roles: ALL_ROLES,
+          connection: redis.connection,
+          config,
+          logger,
+          ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+          ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
+        },
+        'REDIS_URL',
+      );
     }
   }
 }

@@ -45,15 +45,18 @@ async function warnOfMissingRoles(client: OrqClient, sessionId: string, prefix: 
 
 /**
  * A `--run` command's check before its roles start: the session's own config, when the session
- * is in a state the roles would run it from (any other is left to the command to report).
+ * is in a state the roles would run it from. Any other is left to the command to report, with
+ * no role started (false).
  */
 function runnableWhen(
   sessionId: string,
   runs: (state: SessionState, client: OrqClient) => boolean | Promise<boolean>,
 ) {
-  return async (client: OrqClient): Promise<void> => {
+  return async (client: OrqClient): Promise<boolean> => {
     const { session } = await client.get(sessionId);
-    if (await runs(session.state, client)) checkRunnable(session.config);
+    if (!(await runs(session.state, client))) return false;
+    checkRunnable(session.config);
+    return true;
   };
 }
 
