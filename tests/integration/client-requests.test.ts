@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type TestCluster } from '../support/cluster.js';
+import { moveSession } from '../support/session-state.js';
 
 // No roles: the sessions stay PLANNING, which is all these requests need.
 let cluster: TestCluster;
@@ -106,15 +107,7 @@ describe('a wait whose time runs out as the session settles', () => {
   it('returns the session that reached what the wait waited for, rather than TIMEOUT', async () => {
     const { client } = cluster;
     const { id } = await client.submit({ instruction: 'stops for a person' });
-    const snapshot = await client.store.requireSession(id);
-    await client.store.apply(id, {
-      eventId: `test-block|${id}`,
-      session: {
-        record: { ...snapshot.session, state: 'BLOCKED' },
-        expectedVersion: snapshot.version,
-      },
-      history: [{ type: 'state_change', entity: 'session', from: 'PLANNING', to: 'BLOCKED' }],
-    });
+    await moveSession(client, id, 'BLOCKED');
     // 1 ms runs out before the watch reads the state: the session is settled (what a wait waits
     // for by default) all the same.
     const view = await client.wait(id, { timeoutMs: 1 });

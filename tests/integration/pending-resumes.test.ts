@@ -5,6 +5,7 @@ import { markRequestPending } from '../../src/shared/store/pending-resumes.js';
 import { deleteSession, pruneSessions } from '../../src/shared/store/session-retention.js';
 import { bullQueue } from '../support/pods.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
+import { moveSession } from '../support/session-state.js';
 
 // No roles: no coordinator takes a resume's job off the queue, and the tests move sessions.
 // A prefix per test: a prune looks at every session of its prefix.
@@ -26,23 +27,11 @@ const RAISE = { budget: { maxTokens: 1_000_000 } };
 
 /** A session stopped by its budget, as the coordinator leaves one. */
 async function budgetExhausted(): Promise<string> {
-  const { client } = cluster;
-  const { id } = await client.submit({ instruction: 'stopped by its budget' });
-  const snapshot = await client.store.requireSession(id);
-  await client.store.apply(id, {
-    eventId: `test-exhaust|${id}`,
-    session: {
-      record: { ...snapshot.session, state: 'BUDGET_EXHAUSTED' },
-      expectedVersion: snapshot.version,
-    },
-    history: [
-      { type: 'state_change', entity: 'session', from: 'PLANNING', to: 'BUDGET_EXHAUSTED' },
-    ],
-  });
+  const { id } = await cluster.client.submit({ instruction: 'stopped by its budget' });
+  await moveSession(cluster.client, id, 'BUDGET_EXHAUSTED');
   return id;
 }
 
-/** The session's keys, but for the mark its delete leaves (session-deletion.test.ts). */
 const keysOf = async (sessionId: string) =>
   (await cluster.client.store.redis.keys(`${cluster.prefix}:s:{${sessionId}}:*`)).filter(
     (key) => key !== cluster.client.store.keys(sessionId).deleted,
@@ -61,6 +50,27 @@ async function resumeJobsOf(sessionId: string): Promise<string[]> {
 }
 
 type Commands = Record<string, (...args: unknown[]) => Promise<unknown>>;
+
+/**
+ * Runs `between` once, just before the first session delete script runs: what happens between
+ * a prune's read and its delete.
+ */
+async function beforeFirstDelete(between: () => Promise<unknown>) {
+  const { store } = cluster.client;
+  const redis = store.redis as unknown as Commands;
+  let ran = false;
+  // Defines the delete script, which is then wrapped.
+  expect(await deleteSession(store, 'no-such-session')).toEqual({ status: 'NOT_FOUND' });
+  const remove = redis.orqDeleteSession!;
+  redis.orqDeleteSession = async (...args: unknown[]) => {
+    if (!ran) {
+      ran = true;
+      await between();
+    }
+    return remove.apply(store.redis, args);
+  };
+  return { ran: () => ran, restore: () => (redis.orqDeleteSession = remove) };
+}
 
 describe('retention and a resume not applied yet', () => {
   it('keeps a BUDGET_EXHAUSTED session whose resume was enqueued since the cutoff, and not an older one', async () => {
@@ -110,25 +120,14 @@ describe('retention and a resume not applied yet', () => {
     await pause(5);
     const cutoffMs = Date.now();
     await pause(5);
-    // Defines the delete script, which the prune below then finds wrapped.
-    expect(await deleteSession(client.store, 'no-such-session')).toEqual({ status: 'NOT_FOUND' });
-    const redis = client.store.redis as unknown as Commands;
-    const remove = redis.orqDeleteSession!;
-    let resumed = false;
-    redis.orqDeleteSession = async (...args: unknown[]) => {
-      if (!resumed) {
-        resumed = true;
-        await client.resume(id, RAISE, { waitMs: 0 });
-      }
-      return remove.apply(client.store.redis, args);
-    };
+    const hook = await beforeFirstDelete(() => client.resume(id, RAISE, { waitMs: 0 }));
     try {
       const report = await pruneSessions(client.store, { cutoffMs, states: ['BUDGET_EXHAUSTED'] });
-      expect(resumed).toBe(true);
+      expect(hook.ran()).toBe(true);
       // Kept, and simply not reported: it is no longer idle.
       expect(report).toEqual({ dryRun: false, deleted: [], unindexed: 0 });
     } finally {
-      redis.orqDeleteSession = remove;
+      hook.restore();
     }
     expect((await client.get(id)).session.state).toBe('BUDGET_EXHAUSTED');
     expect(await client.resumePending(id)).toBe(true);
@@ -145,27 +144,19 @@ describe('retention and a resume not applied yet', () => {
     await pause(5);
     const cutoffMs = Date.now();
     await pause(5);
-    expect(await deleteSession(client.store, 'no-such-session')).toEqual({ status: 'NOT_FOUND' });
-    const redis = client.store.redis as unknown as Commands;
-    const remove = redis.orqDeleteSession!;
-    let moved = false;
-    redis.orqDeleteSession = async (...args: unknown[]) => {
-      if (!moved) {
-        moved = true;
-        // As a resume applied, and the session stopped by its budget again, in between.
-        await client.store.apply(id, {
-          eventId: `test-moved|${id}`,
-          history: [{ type: 'decision', decision: 'resume:budget', reason: 'test', inputs: {} }],
-        });
-      }
-      return remove.apply(client.store.redis, args);
-    };
+    // As a resume applied, and the session stopped by its budget again, in between.
+    const hook = await beforeFirstDelete(() =>
+      client.store.apply(id, {
+        eventId: `test-moved|${id}`,
+        history: [{ type: 'decision', decision: 'resume:budget', reason: 'test', inputs: {} }],
+      }),
+    );
     try {
       expect(await pruneSessions(client.store, { cutoffMs })).toMatchObject({ deleted: [] });
     } finally {
-      redis.orqDeleteSession = remove;
+      hook.restore();
     }
-    expect(moved).toBe(true);
+    expect(hook.ran()).toBe(true);
     expect((await client.get(id)).session.state).toBe('BUDGET_EXHAUSTED');
   });
 });
@@ -239,15 +230,7 @@ describe('a cancel not applied yet', () => {
   it('keeps a wait going through the BLOCKED state from before it, until a coordinator applies it', async () => {
     const { client } = cluster;
     const { id } = await client.submit({ instruction: 'stops for a person' });
-    const snapshot = await client.store.requireSession(id);
-    await client.store.apply(id, {
-      eventId: `test-block|${id}`,
-      session: {
-        record: { ...snapshot.session, state: 'BLOCKED' },
-        expectedVersion: snapshot.version,
-      },
-      history: [{ type: 'state_change', entity: 'session', from: 'PLANNING', to: 'BLOCKED' }],
-    });
+    await moveSession(client, id, 'BLOCKED');
     await client.cancel(id, 'not needed any more');
     expect(await client.requestPending(id)).toBe(true);
     // Not a resume: what the CLI says is waiting depends on it.
