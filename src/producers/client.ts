@@ -25,6 +25,7 @@ import {
   isResumeEvent,
   jobIds,
   outboxJob,
+  type OutboxJob,
   ResumeMode,
   Role,
   ROLE_QUEUE,
@@ -453,21 +454,30 @@ export async function openClient(
   const blockingConnections = new Set<RedisConnection>();
 
   /**
-   * A resume (or cancel) whose call fails after its job was queued (recording it as pending
-   * failed) is taken back while no coordinator has taken it, so the caller's retry does not
-   * queue a second one. BullMQ removes no job a worker holds; one taken already, or a Redis that does
-   * not answer, leaves the job as it is. A retry then queues another resume, which the
-   * coordinator applies to the session as it then is: a budget resume of a session no longer
-   * BUDGET_EXHAUSTED, or a retry with no task blocked any more, is ignored.
+   * Enqueues a resume or cancel (`job`, its id the event id) and records it as pending: a watch
+   * started from here on goes on through the state from before it until the coordinator
+   * applies it. The add comes first, so a recorded request always has a job (a watch drops a
+   * record whose job it cannot find). If the record cannot be written, the job is taken back
+   * while no coordinator has taken it, so the caller's retry does not queue a second one.
+   * BullMQ removes no job a worker holds; one taken already, or a Redis that does not answer,
+   * leaves the job as it is. A retry then queues another request, which the coordinator applies
+   * to the session as it then is: a budget resume of a session no longer BUDGET_EXHAUSTED, or a
+   * retry with no task blocked any more, is ignored.
    */
-  async function withdrawRequest(eventId: string): Promise<void> {
-    const coordinator = queues.get(ROLE_QUEUE.coordinator);
+  async function enqueueRequest(sessionId: string, job: OutboxJob): Promise<void> {
+    await queues.add(job);
     try {
-      if (UNTAKEN_JOB_STATES.includes(await coordinator.getJobState(eventId))) {
-        await coordinator.remove(eventId);
+      await markRequestPending(store, sessionId, job.jobId);
+    } catch (error) {
+      const coordinator = queues.get(ROLE_QUEUE.coordinator);
+      try {
+        if (UNTAKEN_JOB_STATES.includes(await coordinator.getJobState(job.jobId))) {
+          await coordinator.remove(job.jobId);
+        }
+      } catch {
+        // The call fails with the mark's error; this one says nothing more.
       }
-    } catch {
-      // The call fails with the mark's error; this one says nothing more.
+      throw error;
     }
   }
 
@@ -856,16 +866,15 @@ export async function openClient(
             details: { sessionId, state: session.state },
           });
         }
-        const eventId = jobIds.cancel(sessionId, randomUUID());
-        await queues.add(outboxJob('coordinator', 'cancel', eventId, { sessionId, reason }));
-        // As a resume: a watch started from here on (a wait after the cancel) goes on through
-        // the BLOCKED state from before it until the coordinator applies it.
-        try {
-          await markRequestPending(store, sessionId, eventId);
-        } catch (error) {
-          await withdrawRequest(eventId);
-          throw error;
-        }
+        // Recorded as a resume is: a wait right after the cancel goes on through the BLOCKED
+        // state from before it until the coordinator applies it.
+        await enqueueRequest(
+          sessionId,
+          outboxJob('coordinator', 'cancel', jobIds.cancel(sessionId, randomUUID()), {
+            sessionId,
+            reason,
+          }),
+        );
       }),
 
     delete: (sessionId) =>
@@ -920,7 +929,8 @@ export async function openClient(
         const requestId = randomUUID();
         const eventId = jobIds.resume(sessionId, requestId);
         const last = await store.lastHistoryId(sessionId);
-        await queues.add(
+        await enqueueRequest(
+          sessionId,
           outboxJob('coordinator', 'resume', eventId, {
             sessionId,
             mode: parsed.mode,
@@ -930,15 +940,6 @@ export async function openClient(
             ...(parsed.budget ? { budget: parsed.budget } : {}),
           }),
         );
-        // After the add: a recorded resume always has a job (a watch checks it, and drops a
-        // record whose job it cannot find). A watch started from here on waits for the
-        // coordinator to apply it.
-        try {
-          await markRequestPending(store, sessionId, eventId);
-        } catch (error) {
-          await withdrawRequest(eventId);
-          throw error;
-        }
         const waitMs = resumeOptions.waitMs ?? 5_000;
         if (waitMs > 0) {
           // Without a running coordinator the request stays queued: that is not an error.
