@@ -174,7 +174,7 @@ describe('submittedSessionConfig', () => {
     const config = submittedSessionConfig(
       parseConfig({}),
       { budget: { maxTokens: 50_000 } },
-      '{}',
+      { sessionConfig: '{}' },
       unexpected,
     );
     expect(config.budget.maxTokens).toBe(50_000);
@@ -185,7 +185,7 @@ describe('submittedSessionConfig', () => {
       submittedSessionConfig(
         parseConfig(openai),
         { budget: { maxUsd: 1 } },
-        'session.yaml',
+        { sessionConfig: 'session.yaml' },
         unexpected,
       ),
     );
@@ -197,7 +197,7 @@ describe('submittedSessionConfig', () => {
       submittedSessionConfig(
         parseConfig({}),
         { budget: { maxTokens: -1 } },
-        '{"budget":{}}',
+        { sessionConfig: '{"budget":{}}' },
         unexpected,
       ),
     );
@@ -206,7 +206,12 @@ describe('submittedSessionConfig', () => {
 
   it('names an unknown key as written in the overrides, as `orq config check` names one in a file', () => {
     const top = errorOf(() =>
-      submittedSessionConfig(parseConfig({}), { foo: 1, bar: 2 }, '{"foo":1}', unexpected),
+      submittedSessionConfig(
+        parseConfig({}),
+        { foo: 1, bar: 2 },
+        { sessionConfig: '{"foo":1}' },
+        unexpected,
+      ),
     );
     expect(top.message).toContain(
       'Invalid --session-config: foo: unknown key "foo"; bar: unknown key "bar". ',
@@ -215,7 +220,7 @@ describe('submittedSessionConfig', () => {
       submittedSessionConfig(
         parseConfig({}),
         { refinement: { fooBar: 1 } },
-        'session.yaml',
+        { sessionConfig: 'session.yaml' },
         unexpected,
       ),
     );
@@ -234,8 +239,11 @@ describe('submittedSessionConfig', () => {
     try {
       const base = loadConfig({ file, env: {} });
       const error = errorOf(() =>
-        submittedSessionConfig(base, { budget: { maxTokens: 50_000 } }, 'session.yaml', () =>
-          loadConfig({ file, env: {}, submitChecks: true }),
+        submittedSessionConfig(
+          base,
+          { budget: { maxTokens: 50_000 } },
+          { sessionConfig: 'session.yaml' },
+          () => loadConfig({ file, env: {}, submitChecks: true }),
         ),
       );
       expect(error.message).toMatch(

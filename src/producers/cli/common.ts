@@ -206,15 +206,17 @@ const overridesLabel = (value: string) =>
  * The session config a submit of `overrides` (from `--session-config value`) over `config`
  * gets, checked before any Redis starts. A problem only the overrides bring is theirs: it
  * names --session-config and the settings as written there. One the configuration has on its
- * own is the configuration's: `checkConfig` loads it with the submit's checks, and throws
- * the loader's error, which names the file or the variable that set it.
+ * own is the configuration's: `checkConfig` (the command's cliConfig by default) loads it with
+ * the submit's checks, and throws the loader's error, which names the file or the variable that
+ * set it.
  */
 export function submittedSessionConfig(
   config: OrqConfig,
   overrides: PlainObject | undefined,
-  value: string | undefined,
-  checkConfig: () => unknown,
+  options: GlobalOptions & { scenario?: string; sessionConfig?: string },
+  checkConfig: () => unknown = () => cliConfig(options, { submitChecks: true }),
 ): SessionConfig {
+  const value = options.sessionConfig;
   try {
     return sessionConfig(config, overrides);
   } catch (error) {

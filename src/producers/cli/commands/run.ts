@@ -1,6 +1,5 @@
 import { Option, type Command } from 'commander';
 import {
-  cliConfig,
   configOption,
   parseConcurrency,
   readInstruction,
@@ -43,12 +42,7 @@ export function registerRunCommand(program: Command): void {
         // Before Redis and the roles start: the session's config is known from the command line.
         // Without --session-config it is the configuration's, and so are its errors.
         {
-          preflight: (config) =>
-            checkRunnable(
-              submittedSessionConfig(config, overrides, options.sessionConfig, () =>
-                cliConfig(options, { submitChecks: true }),
-              ),
-            ),
+          preflight: (config) => checkRunnable(submittedSessionConfig(config, overrides, options)),
           submitChecks: overrides === undefined,
         },
       );

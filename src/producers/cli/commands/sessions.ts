@@ -122,9 +122,7 @@ export function registerSessionCommands(program: Command): void {
         // Without --session-config the session's settings are the configuration's, and so are
         // the errors a submit would find in them.
         const loaded = cliConfig(options, { submitChecks: overrides === undefined });
-        submittedSessionConfig(loaded, overrides, options.sessionConfig, () =>
-          cliConfig(options, { submitChecks: true }),
-        );
+        submittedSessionConfig(loaded, overrides, options);
         return withClient(
           options,
           async (client, config) => {
