@@ -37,8 +37,7 @@ import {
   ensureConnected,
   isTransportError,
   OutageLog,
-  refuseClusterNode,
-  refuseMissingDatabase,
+  refuseUnfitServer,
   reportOutages,
   type AddressSetting,
   type ConnectionInput,
@@ -372,8 +371,7 @@ export async function openClient(
   const redis = createConnection(options.connection, 'producer');
   try {
     await ensureConnected(redis, addressSetting);
-    await refuseClusterNode(redis, addressSetting);
-    await refuseMissingDatabase(redis, addressSetting);
+    await refuseUnfitServer(redis, addressSetting);
   } catch (error) {
     redis.disconnect();
     throw error;

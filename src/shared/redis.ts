@@ -338,10 +338,7 @@ const describeConnection = (redis: RedisConnection): string =>
  * A single-server connection to a node of a Redis Cluster would get MOVED for most keys, and
  * the roles would fail job after job: refuse it at once, naming the setting.
  */
-export async function refuseClusterNode(
-  redis: RedisConnection,
-  setting: AddressSetting,
-): Promise<void> {
+async function refuseClusterNode(redis: RedisConnection, setting: AddressSetting): Promise<void> {
   if (redis instanceof Cluster) return;
   let info: string;
   try {
@@ -362,7 +359,7 @@ export async function refuseClusterNode(
  * A database the server does not have (REDIS_URL ending /99 where Redis has 16): ioredis only
  * emits the SELECT's error and goes on in database 0, among other data. Refuse it instead.
  */
-export async function refuseMissingDatabase(
+async function refuseMissingDatabase(
   redis: RedisConnection,
   setting: AddressSetting,
 ): Promise<void> {
@@ -381,6 +378,19 @@ export async function refuseMissingDatabase(
       },
     );
   }
+}
+
+/**
+ * Refuses a server orq would misuse though it answers: a Cluster node reached as a single
+ * server, or a database it does not have. Every client and pod checks both on connecting;
+ * `setting` says where the caller set the address, for the hints.
+ */
+export async function refuseUnfitServer(
+  redis: RedisConnection,
+  setting: AddressSetting,
+): Promise<void> {
+  await refuseClusterNode(redis, setting);
+  await refuseMissingDatabase(redis, setting);
 }
 
 /**

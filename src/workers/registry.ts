@@ -22,8 +22,7 @@ import {
   isTransportError,
   OutageLog,
   pingRedis,
-  refuseClusterNode,
-  refuseMissingDatabase,
+  refuseUnfitServer,
   type ConnectionInput,
   type RedisConnection,
 } from '../shared/redis.js';
@@ -296,8 +295,7 @@ export async function launchRoles(
   parseOrThrow(RolesOptions, options, 'startRoles options');
   const redis = createConnection(options.connection, 'consumer', logger);
   try {
-    await refuseClusterNode(redis, addressSetting);
-    await refuseMissingDatabase(redis, addressSetting);
+    await refuseUnfitServer(redis, addressSetting);
   } catch (error) {
     redis.disconnect();
     throw error;
