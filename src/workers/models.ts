@@ -69,6 +69,14 @@ const MAX_CACHED_CONFIGS = 64;
 export class ModelResolver {
   private readonly builtinByScenario = new Map<string, Promise<RoleModels>>();
   private readonly llmByConfig = new Map<string, RoleModels>();
+  /**
+   * Each session's wrapped models per role, kept with the config object they were built from:
+   * a job builds no wrappers, and a raised budget (a new record, so a new config) builds anew.
+   */
+  private readonly bySessionConfig = new WeakMap<
+    Session['config'],
+    { sessionId: string; roles: Map<ModelRole, RoleModels> }
+  >();
   private readonly cancellation: SessionCancellation | undefined;
 
   constructor(private readonly options: ModelResolverOptions = {}) {
@@ -78,6 +86,21 @@ export class ModelResolver {
   }
 
   async forSession(session: Session, role: ModelRole): Promise<RoleModels> {
+    let built = this.bySessionConfig.get(session.config);
+    // One config object read for two sessions (a caller's own objects) must not share a meter.
+    if (built?.sessionId !== session.id) {
+      built = { sessionId: session.id, roles: new Map() };
+      this.bySessionConfig.set(session.config, built);
+    }
+    let models = built.roles.get(role);
+    if (!models) {
+      models = await this.build(session, role);
+      built.roles.set(role, models);
+    }
+    return models;
+  }
+
+  private async build(session: Session, role: ModelRole): Promise<RoleModels> {
     const cfg = roleConfig(session.config.llm, role);
     // Test overrides are metered and sampled too, like any models.
     const base =
