@@ -24,6 +24,29 @@ describe('orq run refusals before its private Redis', () => {
     expect(existsSync(join(cwd, '.orq'))).toBe(false);
   });
 
+  it('refuses a scenario that does not load for orq submit, whose roles run here, before starting a server', async () => {
+    const cwd = mkdtempSync(join(temp.dir, 'scenario-'));
+    writeFileSync(join(cwd, 'broken.json'), '{"plans": 3}');
+    const results = await Promise.all(
+      [
+        ['submit', 'Write the parser', '--scenario', 'missing.yaml'],
+        ['submit', 'Write the parser', '--session-config', '{"llm":{"scenario":"missing.yaml"}}'],
+        ['submit', 'Write the parser', '--scenario', 'broken.json'],
+      ].map((args) => orq(args, { cwd })),
+    );
+    const [missing, viaOverrides, broken] = results;
+    for (const result of [missing, viaOverrides]) {
+      expect(result?.code, result?.stderr).toBe(2);
+      expect(result?.stderr).toContain(
+        `orq: Cannot read scenario file ${join(cwd, 'missing.yaml')} (no such file)`,
+      );
+    }
+    expect(broken?.code, broken?.stderr).toBe(2);
+    expect(broken?.stderr).toContain(`Invalid scenario in ${join(cwd, 'broken.json')}: plans:`);
+    for (const result of results) expect(result.stdout).toBe('');
+    expect(existsSync(join(cwd, '.orq'))).toBe(false);
+  });
+
   it('refuses an empty or malformed --task of orq resume as bad usage naming --task, before any Redis starts', async () => {
     const cwd = mkdtempSync(join(temp.dir, 'empty-task-'));
     const results = await Promise.all(

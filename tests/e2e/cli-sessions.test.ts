@@ -215,6 +215,42 @@ describe('blocked sessions', () => {
     expect(blocked.stderr).toContain(`orq: session ${sessionId} is BLOCKED (t2: The judge found`);
   });
 
+  it('submit --scenario scripts the session with that file, resolved where orq submit runs', async () => {
+    const submit = await orq(['submit', 'Deploy the service', '--scenario', 'blocked-task.yaml'], {
+      env,
+      cwd: resolve(root, 'examples/scenarios'),
+    });
+    expect(submit.code, submit.stderr).toBe(0);
+    expect(submit.stderr).toBe('');
+    const sessionId = submit.stdout.trim();
+    expect((await cluster.client.get(sessionId)).session.config.llm.scenario).toBe(blockedScenario);
+    const blocked = await cli('watch', sessionId);
+    expect(blocked.stderr).toContain(`orq: session ${sessionId} is BLOCKED (t2: The judge found`);
+  });
+
+  it('submit to pods elsewhere warns of a scenario file it cannot read here, and submits', async () => {
+    // No roles under this prefix: the session only waits, it is never run on the missing file.
+    const noRoles = { ...env, ORQ_PREFIX: `${cluster.prefix}-elsewhere` };
+    const cwd = mkdtempSync(join(tmpdir(), 'orq-submit-scenario-'));
+    try {
+      const submit = await orq(['submit', 'Write the parser', '--scenario', 'only-on-pods.yaml'], {
+        env: noRoles,
+        cwd,
+      });
+      expect(submit.code, submit.stderr).toBe(0);
+      expect(submit.stderr).toBe(
+        `orq: warning: Cannot read scenario file ${join(cwd, 'only-on-pods.yaml')} (no such file). Submitted anyway: the roles read the scenario where they run, so check that they have it at that path\n`,
+      );
+      const id = submit.stdout.trim();
+      const status = await orq(['status', id, '--json'], { env: noRoles });
+      expect(StatusJson.parse(JSON.parse(status.stdout)).session.config.llm.scenario).toBe(
+        join(cwd, 'only-on-pods.yaml'),
+      );
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+
   it('cancel turns a blocked session CANCELLED; cancelling it again exits 1', async () => {
     const sessionId = await submitBlocked();
     await cluster.client.wait(sessionId, { until: 'settled', timeoutMs: 30_000 });

@@ -35,7 +35,7 @@ import {
 } from '../format.js';
 import { nothingRunHere, privateRedisDir } from '../redis-for-cli.js';
 import { withStdoutHeld } from '../stdout-closed.js';
-import { checkRunnable, runHere } from '../run-here.js';
+import { checkRunnable, runHere, submittedScenarioNotice } from '../run-here.js';
 
 /** Says so on stderr when a role a session needs runs nowhere on this Redis and prefix. */
 async function warnOfMissingRoles(client: OrqClient, sessionId: string, prefix: string) {
@@ -102,6 +102,10 @@ export function registerSessionCommands(program: Command): void {
     .argument('<instruction>', 'what you want done; - reads it from stdin', readInstruction)
     .option(...configOption)
     .option(
+      '--scenario <file>',
+      'script the builtin provider with a scenario file (the roles read it at this path)',
+    )
+    .option(
       '--session-config <json|file>',
       'per-session overrides, inline JSON (e.g. {"refinement":{"noiseThreshold":4}}) or a YAML/JSON file; relative paths in them are resolved against this directory',
     )
@@ -112,6 +116,7 @@ export function registerSessionCommands(program: Command): void {
         instruction: string,
         options: {
           config?: string;
+          scenario?: string;
           sessionConfig?: string;
           idempotencyKey?: string;
           json?: boolean;
@@ -122,7 +127,11 @@ export function registerSessionCommands(program: Command): void {
         // Without --session-config the session's settings are the configuration's, and so are
         // the errors a submit would find in them.
         const loaded = cliConfig(options, { submitChecks: overrides === undefined });
-        submittedSessionConfig(loaded, overrides, options);
+        const scenarioNotice = submittedScenarioNotice(
+          submittedSessionConfig(loaded, overrides, options),
+          loaded.redis.url !== undefined,
+        );
+        if (scenarioNotice) process.stderr.write(scenarioNotice);
         return withClient(
           options,
           async (client, config) => {
