@@ -129,7 +129,7 @@ export function registerSessionCommands(program: Command): void {
         const loaded = cliConfig(options, { submitChecks: overrides === undefined });
         const scenarioNotice = submittedScenarioNotice(
           submittedSessionConfig(loaded, overrides, options),
-          loaded.redis.url !== undefined,
+          Boolean(loaded.redis.url),
         );
         if (scenarioNotice) process.stderr.write(scenarioNotice);
         return withClient(
