@@ -32,6 +32,14 @@ async function budgetExhausted(): Promise<string> {
   return id;
 }
 
+/** A retention cutoff strictly after what the test did so far and before what it does next. */
+async function cutoffHere(): Promise<number> {
+  await pause(5);
+  const cutoffMs = Date.now();
+  await pause(5);
+  return cutoffMs;
+}
+
 const keysOf = async (sessionId: string) =>
   (await cluster.client.store.redis.keys(`${cluster.prefix}:s:{${sessionId}}:*`)).filter(
     (key) => key !== cluster.client.store.keys(sessionId).deleted,
@@ -76,9 +84,7 @@ describe('retention and a resume not applied yet', () => {
   it('keeps a BUDGET_EXHAUSTED session whose resume was enqueued since the cutoff, and not an older one', async () => {
     const { client } = cluster;
     const [resumed, idle] = [await budgetExhausted(), await budgetExhausted()];
-    await pause(5);
-    const cutoffMs = Date.now();
-    await pause(5);
+    const cutoffMs = await cutoffHere();
     // Its history is older than the cutoff; the resume asked for since wrote none.
     await client.resume(resumed, RAISE, { waitMs: 0 });
     expect(await client.resumePending(resumed)).toBe(true);
@@ -104,9 +110,7 @@ describe('retention and a resume not applied yet', () => {
   it('does not count a resume the coordinator applied already', async () => {
     const { client } = cluster;
     const id = await budgetExhausted();
-    await pause(5);
-    const cutoffMs = Date.now();
-    await pause(5);
+    const cutoffMs = await cutoffHere();
     const keys = client.store.keys(id);
     await markRequestPending(client.store, id, `resume|${id}|applied`);
     await client.store.redis.sadd(keys.applied, `resume|${id}|applied`);
@@ -117,9 +121,7 @@ describe('retention and a resume not applied yet', () => {
   it("checks again in the prune's delete: keeps a session resumed between the prune's read and its delete", async () => {
     const { client } = cluster;
     const id = await budgetExhausted();
-    await pause(5);
-    const cutoffMs = Date.now();
-    await pause(5);
+    const cutoffMs = await cutoffHere();
     const hook = await beforeFirstDelete(() => client.resume(id, RAISE, { waitMs: 0 }));
     try {
       const report = await pruneSessions(client.store, { cutoffMs, states: ['BUDGET_EXHAUSTED'] });
@@ -141,9 +143,7 @@ describe('retention and a resume not applied yet', () => {
   it("also keeps a session whose history moved between the prune's read and its delete", async () => {
     const { client } = cluster;
     const id = await budgetExhausted();
-    await pause(5);
-    const cutoffMs = Date.now();
-    await pause(5);
+    const cutoffMs = await cutoffHere();
     // As a resume applied, and the session stopped by its budget again, in between.
     const hook = await beforeFirstDelete(() =>
       client.store.apply(id, {
