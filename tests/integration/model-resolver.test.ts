@@ -2,11 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Session } from '../../src/shared/domain/session.js';
-import { Task } from '../../src/shared/domain/task.js';
 import { sessionKeys } from '../../src/shared/store/keys.js';
 import { UsageStore } from '../../src/shared/store/usage-store.js';
 import { ModelResolver } from '../../src/workers/models.js';
-import { makeSession } from '../support/executors.js';
+import { makeSession, runningTask } from '../support/executors.js';
 
 let redis: Redis;
 let usageStore: UsageStore;
@@ -24,17 +23,10 @@ async function stored(session: Session): Promise<Session> {
   return session;
 }
 
-const task = Task.parse({
-  id: 't1',
-  title: 'Write the parser',
-  acceptance: 'parses',
-  state: 'RUNNING',
-  replanningInfo: { iteration: 0, maxIterations: 3 },
-});
 const execute = (models: Awaited<ReturnType<ModelResolver['forSession']>>, session: Session) =>
   models.execute({
     sessionId: session.id,
-    task,
+    task: runningTask,
     attempt: 1,
     dependencyResults: [],
     instruction: session.instruction,

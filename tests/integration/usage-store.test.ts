@@ -5,7 +5,6 @@ import {
   SessionConfig,
   type SessionConfig as SessionConfigType,
 } from '../../src/shared/config/schema.js';
-import { Task } from '../../src/shared/domain/task.js';
 import { OrqError } from '../../src/shared/errors.js';
 import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
 import { meteredModels } from '../../src/shared/llm/metered.js';
@@ -16,6 +15,7 @@ import {
   type Reservation,
   type ReserveOutcome,
 } from '../../src/shared/store/usage-store.js';
+import { runningTask } from '../support/executors.js';
 
 const connections: Redis[] = [];
 let store: UsageStore;
@@ -259,13 +259,6 @@ describe('reserving against a budget (Lua)', () => {
 
 describe('meteredModels', () => {
   const config = (input: unknown = {}): SessionConfigType => SessionConfig.parse(input);
-  const task = Task.parse({
-    id: 't1',
-    title: 'Write the parser',
-    acceptance: 'parses',
-    state: 'RUNNING',
-    replanningInfo: { iteration: 0, maxIterations: 3 },
-  });
 
   it('records each call under its role and task, with the USD of the role model', async () => {
     const sid = await session();
@@ -278,7 +271,7 @@ describe('meteredModels', () => {
     });
     const result = await worker.execute({
       sessionId: sid,
-      task,
+      task: runningTask,
       attempt: 1,
       dependencyResults: [],
       instruction: 'Write the parser',

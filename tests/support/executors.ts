@@ -38,6 +38,15 @@ export function makeSession(
   });
 }
 
+/** Task t1 as the worker runs it (attempt 1) and a model call gets it. */
+export const runningTask = Task.parse({
+  id: 't1',
+  title: 'Write the parser',
+  acceptance: 'parses',
+  state: 'RUNNING',
+  replanningInfo: { iteration: 0, maxIterations: 3 },
+});
+
 /**
  * Stores the session's record, as a submit does: the step history writes only to a session
  * that has one (a deleted session's late steps are dropped). Again for the same session: no-op.
