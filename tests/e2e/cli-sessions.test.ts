@@ -1,7 +1,7 @@
 import { execFile, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -15,6 +15,7 @@ import { Task } from '../../src/shared/domain/task.js';
 import { orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { bullQueue, exited } from '../support/pods.js';
+import { tempFilesPerFile } from '../support/temp-files.js';
 
 // The CLI as a user runs it: separate processes pointed at the roles (running in this test
 // process) through REDIS_URL and ORQ_PREFIX.
@@ -27,6 +28,7 @@ const StatusJson = z.object({
   counters: z.object({ open: z.number(), active: z.number() }),
 });
 
+const temp = tempFilesPerFile('orq-cli-sessions-');
 let cluster: TestCluster;
 let env: Record<string, string>;
 const cli = (...args: string[]) => orq(args, { env });
@@ -231,24 +233,20 @@ describe('blocked sessions', () => {
   it('submit to pods elsewhere warns of a scenario file it cannot read here, and submits', async () => {
     // No roles under this prefix: the session only waits, it is never run on the missing file.
     const noRoles = { ...env, ORQ_PREFIX: `${cluster.prefix}-elsewhere` };
-    const cwd = mkdtempSync(join(tmpdir(), 'orq-submit-scenario-'));
-    try {
-      const submit = await orq(['submit', 'Write the parser', '--scenario', 'only-on-pods.yaml'], {
-        env: noRoles,
-        cwd,
-      });
-      expect(submit.code, submit.stderr).toBe(0);
-      expect(submit.stderr).toBe(
-        `orq: warning: Cannot read scenario file ${join(cwd, 'only-on-pods.yaml')} (no such file). Submitted anyway: the roles read the scenario where they run, so check that they have it at that path\n`,
-      );
-      const id = submit.stdout.trim();
-      const status = await orq(['status', id, '--json'], { env: noRoles });
-      expect(StatusJson.parse(JSON.parse(status.stdout)).session.config.llm.scenario).toBe(
-        join(cwd, 'only-on-pods.yaml'),
-      );
-    } finally {
-      rmSync(cwd, { recursive: true, force: true });
-    }
+    const cwd = mkdtempSync(join(temp.dir, 'orq-submit-scenario-'));
+    const submit = await orq(['submit', 'Write the parser', '--scenario', 'only-on-pods.yaml'], {
+      env: noRoles,
+      cwd,
+    });
+    expect(submit.code, submit.stderr).toBe(0);
+    expect(submit.stderr).toBe(
+      `orq: warning: Cannot read scenario file ${join(cwd, 'only-on-pods.yaml')} (no such file). Submitted anyway: the roles read the scenario where they run, so check that they have it at that path\n`,
+    );
+    const id = submit.stdout.trim();
+    const status = await orq(['status', id, '--json'], { env: noRoles });
+    expect(StatusJson.parse(JSON.parse(status.stdout)).session.config.llm.scenario).toBe(
+      join(cwd, 'only-on-pods.yaml'),
+    );
   });
 
   it('cancel turns a blocked session CANCELLED; cancelling it again exits 1', async () => {
@@ -474,31 +472,27 @@ describe('errors and exit codes', () => {
 
   it('status lists no sessions with exit 0 on a Redis holding none, and where nothing has run without REDIS_URL, starting no Redis', async () => {
     const empty = { ...env, ORQ_PREFIX: `${cluster.prefix}-empty` };
-    const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-no-sessions-'));
-    try {
-      const [onRedis, onRedisJson, here, hereJson] = await Promise.all([
-        orq(['status'], { env: empty }),
-        orq(['status', '--json'], { env: empty }),
-        orq(['status'], { cwd }),
-        orq(['list', '--json'], { cwd }),
-      ]);
-      for (const result of [onRedis, onRedisJson, here, hereJson]) {
-        expect(result.code, result.stderr).toBe(0);
-        expect(result.stderr).toBe('');
-      }
-      for (const result of [onRedis, here]) {
-        expect(result.stdout).toMatch(/^no sessions yet: /);
-      }
-      expect(here.stdout).toContain(
-        'nothing has run here (REDIS_URL is not set and .orq/redis does not exist)',
-      );
-      for (const result of [onRedisJson, hereJson]) {
-        expect(JSON.parse(result.stdout)).toEqual([]);
-      }
-      expect(existsSync(join(cwd, '.orq'))).toBe(false);
-    } finally {
-      rmSync(cwd, { recursive: true, force: true });
+    const cwd = mkdtempSync(join(temp.dir, 'orq-cli-no-sessions-'));
+    const [onRedis, onRedisJson, here, hereJson] = await Promise.all([
+      orq(['status'], { env: empty }),
+      orq(['status', '--json'], { env: empty }),
+      orq(['status'], { cwd }),
+      orq(['list', '--json'], { cwd }),
+    ]);
+    for (const result of [onRedis, onRedisJson, here, hereJson]) {
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stderr).toBe('');
     }
+    for (const result of [onRedis, here]) {
+      expect(result.stdout).toMatch(/^no sessions yet: /);
+    }
+    expect(here.stdout).toContain(
+      'nothing has run here (REDIS_URL is not set and .orq/redis does not exist)',
+    );
+    for (const result of [onRedisJson, hereJson]) {
+      expect(JSON.parse(result.stdout)).toEqual([]);
+    }
+    expect(existsSync(join(cwd, '.orq'))).toBe(false);
   });
 
   // Nine CLI processes, four of them starting a private redis-server one after another: on two
@@ -507,51 +501,47 @@ describe('errors and exit codes', () => {
     'without REDIS_URL where no `orq run` kept data, a session command says so and starts no Redis; a submit says how to run its session',
     { timeout: 90_000 },
     async () => {
-      const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-nothing-here-'));
-      try {
-        const results = await Promise.all(
-          [
-            ['status', 'some-id'],
-            ['history', 'some-id'],
-            ['watch', 'some-id'],
-            // The --run commands too: they run roles, but only for a session kept here.
-            ['watch', 'some-id', '--run'],
-            ['resume', 'some-id', '--run'],
-          ].map((args) => orq(args, { cwd })),
-        );
-        for (const result of results) {
-          expect(result.code, result.stderr).toBe(1);
-          expect(result.stdout).toBe('');
-          expect(result.stderr).toContain('No orq sessions here: REDIS_URL is not set');
-          expect(result.stderr).toContain(join(cwd, '.orq', 'redis'));
-        }
-        expect(existsSync(join(cwd, '.orq'))).toBe(false);
-
-        // A submit there keeps the session in a private Redis, tells how to run it, and the
-        // session commands find it from then on.
-        const submit = await orq(['submit', 'Write the parser'], { cwd });
-        expect(submit.code, submit.stderr).toBe(0);
-        const id = submit.stdout.trim();
-        expect(submit.stderr).toContain(`orq watch ${id} --run`);
-        const status = await orq(['status', id, '--json'], { cwd });
-        expect(status.code, status.stderr).toBe(0);
-        expect(StatusJson.parse(JSON.parse(status.stdout)).session.state).toBe('PLANNING');
-        // Nothing runs roles there: watching would wait for ever, so it says what to run.
-        const watch = await orq(['watch', id], { cwd });
-        expect(watch.code).toBe(1);
-        expect(watch.stderr).toContain(
-          `Session ${id} is PLANNING, and no roles run on the private Redis`,
-        );
-        expect(watch.stderr).toContain(`orq watch ${id} --run`);
-        // A cancel is queued there, and says what applies it: nothing runs a coordinator.
-        const cancel = await orq(['cancel', id], { cwd });
-        expect(cancel.code, cancel.stderr).toBe(0);
-        expect(cancel.stdout).toBe(`cancel requested for ${id}\n`);
-        expect(cancel.stderr).toContain('no coordinator runs on the private Redis');
-        expect(cancel.stderr).toContain(`orq watch ${id} --run\` applies it here`);
-      } finally {
-        rmSync(cwd, { recursive: true, force: true });
+      const cwd = mkdtempSync(join(temp.dir, 'orq-cli-nothing-here-'));
+      const results = await Promise.all(
+        [
+          ['status', 'some-id'],
+          ['history', 'some-id'],
+          ['watch', 'some-id'],
+          // The --run commands too: they run roles, but only for a session kept here.
+          ['watch', 'some-id', '--run'],
+          ['resume', 'some-id', '--run'],
+        ].map((args) => orq(args, { cwd })),
+      );
+      for (const result of results) {
+        expect(result.code, result.stderr).toBe(1);
+        expect(result.stdout).toBe('');
+        expect(result.stderr).toContain('No orq sessions here: REDIS_URL is not set');
+        expect(result.stderr).toContain(join(cwd, '.orq', 'redis'));
       }
+      expect(existsSync(join(cwd, '.orq'))).toBe(false);
+
+      // A submit there keeps the session in a private Redis, tells how to run it, and the
+      // session commands find it from then on.
+      const submit = await orq(['submit', 'Write the parser'], { cwd });
+      expect(submit.code, submit.stderr).toBe(0);
+      const id = submit.stdout.trim();
+      expect(submit.stderr).toContain(`orq watch ${id} --run`);
+      const status = await orq(['status', id, '--json'], { cwd });
+      expect(status.code, status.stderr).toBe(0);
+      expect(StatusJson.parse(JSON.parse(status.stdout)).session.state).toBe('PLANNING');
+      // Nothing runs roles there: watching would wait for ever, so it says what to run.
+      const watch = await orq(['watch', id], { cwd });
+      expect(watch.code).toBe(1);
+      expect(watch.stderr).toContain(
+        `Session ${id} is PLANNING, and no roles run on the private Redis`,
+      );
+      expect(watch.stderr).toContain(`orq watch ${id} --run`);
+      // A cancel is queued there, and says what applies it: nothing runs a coordinator.
+      const cancel = await orq(['cancel', id], { cwd });
+      expect(cancel.code, cancel.stderr).toBe(0);
+      expect(cancel.stdout).toBe(`cancel requested for ${id}\n`);
+      expect(cancel.stderr).toContain('no coordinator runs on the private Redis');
+      expect(cancel.stderr).toContain(`orq watch ${id} --run\` applies it here`);
     },
   );
 
@@ -560,7 +550,7 @@ describe('errors and exit codes', () => {
     'without REDIS_URL, watch of a blocked session whose resume no coordinator applied says to run it here, and watch --run does',
     { timeout: 120_000 },
     async () => {
-      const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-resume-pending-'));
+      const cwd = mkdtempSync(join(temp.dir, 'orq-cli-resume-pending-'));
       let dashboard: ChildProcess | undefined;
       try {
         const submit = await orq(
@@ -606,7 +596,6 @@ describe('errors and exit codes', () => {
         expect(run.stdout.trim().split('\n').at(-1)).toMatch(/session RUNNING → COMPLETED/);
       } finally {
         if (dashboard) await stopProcess(dashboard);
-        rmSync(cwd, { recursive: true, force: true });
       }
     },
   );
@@ -616,31 +605,27 @@ describe('errors and exit codes', () => {
     'without REDIS_URL, a cancel of a blocked session waits for a coordinator: watch says to run it here, and watch --run applies it',
     { timeout: 120_000 },
     async () => {
-      const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-cancel-pending-'));
-      try {
-        const run = await orq(['run', '--scenario', blockedScenario, 'Deploy the service'], {
-          cwd,
-        });
-        expect(run.code, run.stderr).toBe(1);
-        const id = /session (\S+)\s+BLOCKED/.exec(run.stdout)?.[1];
-        expect(id, run.stdout).toBeDefined();
-        const cancel = await orq(['cancel', id!], { cwd });
-        expect(cancel.code, cancel.stderr).toBe(0);
-        expect(cancel.stderr).toContain(`orq watch ${id} --run\` applies it here`);
+      const cwd = mkdtempSync(join(temp.dir, 'orq-cli-cancel-pending-'));
+      const run = await orq(['run', '--scenario', blockedScenario, 'Deploy the service'], {
+        cwd,
+      });
+      expect(run.code, run.stderr).toBe(1);
+      const id = /session (\S+)\s+BLOCKED/.exec(run.stdout)?.[1];
+      expect(id, run.stdout).toBeDefined();
+      const cancel = await orq(['cancel', id!], { cwd });
+      expect(cancel.code, cancel.stderr).toBe(0);
+      expect(cancel.stderr).toContain(`orq watch ${id} --run\` applies it here`);
 
-        // It ended at BLOCKED, as if the session still waited for a person.
-        const watch = await orq(['watch', id!], { cwd });
-        expect(watch.code).toBe(1);
-        expect(watch.stderr).toContain(
-          `Session ${id} is BLOCKED with a cancel not applied yet, and no roles run on the private Redis`,
-        );
-        const applied = await orq(['watch', id!, '--run'], { cwd });
-        expect(applied.stdout, applied.stderr).toContain('BLOCKED → CANCELLED');
-        const status = await orq(['status', id!, '--json'], { cwd });
-        expect(JSON.parse(status.stdout)).toMatchObject({ session: { state: 'CANCELLED' } });
-      } finally {
-        rmSync(cwd, { recursive: true, force: true });
-      }
+      // It ended at BLOCKED, as if the session still waited for a person.
+      const watch = await orq(['watch', id!], { cwd });
+      expect(watch.code).toBe(1);
+      expect(watch.stderr).toContain(
+        `Session ${id} is BLOCKED with a cancel not applied yet, and no roles run on the private Redis`,
+      );
+      const applied = await orq(['watch', id!, '--run'], { cwd });
+      expect(applied.stdout, applied.stderr).toContain('BLOCKED → CANCELLED');
+      const status = await orq(['status', id!, '--json'], { cwd });
+      expect(JSON.parse(status.stdout)).toMatchObject({ session: { state: 'CANCELLED' } });
     },
   );
 
@@ -649,77 +634,65 @@ describe('errors and exit codes', () => {
     'watch --run of a finished session starts no roles: they would take the jobs of another session left queued',
     { timeout: 120_000 },
     async () => {
-      const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-watch-finished-'));
-      try {
-        const run = await orq(['run', '--json', 'Write the parser'], { cwd });
-        expect(run.code, run.stderr).toBe(0);
-        const finished = (JSON.parse(run.stdout) as { session: { id: string } }).session.id;
-        // Submitted without REDIS_URL: it waits for an `orq watch --run` of its own.
-        const submit = await orq(['submit', 'Write the lexer'], { cwd });
-        expect(submit.code, submit.stderr).toBe(0);
-        const queued = submit.stdout.trim();
+      const cwd = mkdtempSync(join(temp.dir, 'orq-cli-watch-finished-'));
+      const run = await orq(['run', '--json', 'Write the parser'], { cwd });
+      expect(run.code, run.stderr).toBe(0);
+      const finished = (JSON.parse(run.stdout) as { session: { id: string } }).session.id;
+      // Submitted without REDIS_URL: it waits for an `orq watch --run` of its own.
+      const submit = await orq(['submit', 'Write the lexer'], { cwd });
+      expect(submit.code, submit.stderr).toBe(0);
+      const queued = submit.stdout.trim();
 
-        const watch = await orq(['watch', finished, '--run'], { cwd });
-        expect(watch.code, watch.stderr).toBe(0);
-        expect(watch.stdout).toContain('session RUNNING → COMPLETED');
-        const status = await orq(['status', queued, '--json'], { cwd });
-        expect(JSON.parse(status.stdout)).toMatchObject({ session: { state: 'PLANNING' } });
-      } finally {
-        rmSync(cwd, { recursive: true, force: true });
-      }
+      const watch = await orq(['watch', finished, '--run'], { cwd });
+      expect(watch.code, watch.stderr).toBe(0);
+      expect(watch.stdout).toContain('session RUNNING → COMPLETED');
+      const status = await orq(['status', queued, '--json'], { cwd });
+      expect(JSON.parse(status.stdout)).toMatchObject({ session: { state: 'PLANNING' } });
     },
   );
 
   it('orq run without the API key its roles need refuses before it starts anything', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-no-key-'));
-    try {
-      const llm = { default: { provider: 'openai', model: 'gpt-4o-mini' } };
-      const run = await orq(
-        ['run', 'Write the parser', '--session-config', JSON.stringify({ llm })],
-        {
-          cwd,
-        },
-      );
-      expect(run.code, run.stderr).toBe(2);
-      expect(run.stderr).toMatch(/^orq: No API key for the planner model \(openai\)/);
-      expect(run.stderr).toContain('OPENAI_API_KEY');
-      // No Redis was started, so no session was left behind to fail later.
-      expect(existsSync(join(cwd, '.orq'))).toBe(false);
-    } finally {
-      rmSync(cwd, { recursive: true, force: true });
-    }
+    const cwd = mkdtempSync(join(temp.dir, 'orq-cli-no-key-'));
+    const llm = { default: { provider: 'openai', model: 'gpt-4o-mini' } };
+    const run = await orq(
+      ['run', 'Write the parser', '--session-config', JSON.stringify({ llm })],
+      {
+        cwd,
+      },
+    );
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toMatch(/^orq: No API key for the planner model \(openai\)/);
+    expect(run.stderr).toContain('OPENAI_API_KEY');
+    // No Redis was started, so no session was left behind to fail later.
+    expect(existsSync(join(cwd, '.orq'))).toBe(false);
   });
 
   it('a --session-config setting a submit refuses names the option and its file, before any Redis starts', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'orq-cli-unpriced-'));
-    try {
-      writeFileSync(
-        join(cwd, 'session.yaml'),
-        'llm:\n  default:\n    provider: openai\n    model: gpt-4o-mini\nbudget:\n  maxUsd: 1\n',
-      );
-      const unpriced =
-        'budget.prices: maxUsd needs a price for every model the roles use; none for gpt-4o-mini';
-      const results = await Promise.all(
-        ['submit', 'run'].map((command) =>
-          orq([command, 'Write it', '--session-config', 'session.yaml'], { cwd }),
-        ),
-      );
-      for (const result of results) {
-        expect(result.code, result.stderr).toBe(2);
-        expect(result.stderr).toMatch(/^orq: Invalid --session-config session\.yaml: /);
-        expect(result.stderr).toContain(unpriced);
-      }
-      const inline = await orq(
-        ['submit', 'Write it', '--session-config', '{"budget":{"maxTokens":-1}}'],
-        { cwd },
-      );
-      expect(inline.code, inline.stderr).toBe(2);
-      expect(inline.stderr).toMatch(/^orq: Invalid --session-config: budget\.maxTokens: /);
-      // Refused before a private Redis was started for the submit.
-      expect(existsSync(join(cwd, '.orq'))).toBe(false);
-    } finally {
-      rmSync(cwd, { recursive: true, force: true });
+    const cwd = mkdtempSync(join(temp.dir, 'orq-cli-unpriced-'));
+    writeFileSync(
+      join(cwd, 'session.yaml'),
+      'llm:\n  default:\n    provider: openai\n    model: gpt-4o-mini\nbudget:\n  maxUsd: 1\n',
+    );
+    const unpriced =
+      'budget.prices: maxUsd needs a price for every model the roles use; none for gpt-4o-mini';
+    const results = await Promise.all(
+      ['submit', 'run'].map((command) =>
+        orq([command, 'Write it', '--session-config', 'session.yaml'], { cwd }),
+      ),
+    );
+    for (const result of results) {
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr).toMatch(/^orq: Invalid --session-config session\.yaml: /);
+      expect(result.stderr).toContain(unpriced);
     }
+    const inline = await orq(
+      ['submit', 'Write it', '--session-config', '{"budget":{"maxTokens":-1}}'],
+      { cwd },
+    );
+    expect(inline.code, inline.stderr).toBe(2);
+    expect(inline.stderr).toMatch(/^orq: Invalid --session-config: budget\.maxTokens: /);
+    // Refused before a private Redis was started for the submit.
+    expect(existsSync(join(cwd, '.orq'))).toBe(false);
   });
 
   it('watch --run checks the API keys of a session it would run before its roles start', async () => {
