@@ -31,6 +31,23 @@ export const ROLE_QUEUE: Record<Role, QueueName> = {
 };
 
 const attempt = z.number().int().min(0);
+const count = z.number().int().min(0);
+
+/**
+ * One model call's usage, passed on with what the call produced instead of counted at once: the
+ * write that receives it counts it, once, atomically with itself (a round trip less per call).
+ * Only where the call holds no budget reservation to give back (metered.ts).
+ */
+export const UnsettledUsage = z.object({
+  role: Role.exclude(['coordinator']),
+  taskId: TaskId.optional(),
+  inputTokens: count,
+  outputTokens: count,
+  usdMicros: count,
+  /** The call's model has no price in budget.prices (counted in unpriced_calls). */
+  unpriced: z.boolean().optional(),
+});
+export type UnsettledUsage = z.infer<typeof UnsettledUsage>;
 
 // ---- role jobs -------------------------------------------------------------
 
@@ -66,6 +83,8 @@ export const JudgeTaskJob = z.object({
   taskId: TaskId,
   attempt,
   result: TaskResult,
+  /** The execution's calls, counted by the judge's read of the task (once per job id). */
+  unsettledUsage: z.array(UnsettledUsage).optional(),
 });
 export type JudgeTaskJob = z.infer<typeof JudgeTaskJob>;
 
@@ -89,6 +108,8 @@ export const TaskJudgedEvent = z.object({
   attempt,
   result: TaskResult,
   judgement: TaskJudgement,
+  /** The judge's calls, counted by the coordinator's write of this event (applied or ignored). */
+  unsettledUsage: z.array(UnsettledUsage).optional(),
 });
 export type TaskJudgedEvent = z.infer<typeof TaskJudgedEvent>;
 

@@ -96,7 +96,7 @@ describe('SessionStore.loadForTask', () => {
     const asked: string[] = [];
     const script = redis.orqReadTasks.bind(redis);
     redis.orqReadTasks = ((...args: Parameters<typeof script>) => {
-      asked.push(String(args[3]));
+      asked.push(String(args[0][5]));
       return script(...args);
     }) as typeof script;
     try {
@@ -381,10 +381,13 @@ describe('applyArgs', () => {
         requireCounters: { open: 0 },
         counters: { open: -1 },
         history: [{ type: 'decision', decision: 'd', reason: 'r', inputs: {} }],
+        unsettledUsage: [
+          { role: 'judge', taskId: 'a', inputTokens: 7, outputTokens: 2, usdMicros: 0 },
+        ],
       },
       stampOf,
     );
-    expect(args.slice(0, 15)).toEqual([
+    expect(args.slice(0, 16)).toEqual([
       'e',
       'RUNNING,PLANNING',
       '',
@@ -400,11 +403,12 @@ describe('applyArgs', () => {
       1,
       0,
       1,
+      1,
     ]);
     // Expected versions: the written task once, then the read-only one.
-    expect(args.slice(15, 19)).toEqual(['a', 3, 'b', 5]);
-    expect(args.slice(19, 22)).toEqual(['a', JSON.stringify(task('a')), 4]);
-    expect(JSON.parse(String(args[22]))).toEqual({
+    expect(args.slice(16, 20)).toEqual(['a', 3, 'b', 5]);
+    expect(args.slice(20, 23)).toEqual(['a', JSON.stringify(task('a')), 4]);
+    expect(JSON.parse(String(args[23]))).toEqual({
       type: 'decision',
       decision: 'd',
       reason: 'r',
@@ -412,7 +416,8 @@ describe('applyArgs', () => {
       timestamp: 'T',
       sessionId: 's',
     });
-    expect(args).toHaveLength(23);
+    expect(args.slice(24)).toEqual(['judge', 'a', 7, 2, 0, '0']);
+    expect(args).toHaveLength(30);
     expect(applyArgs({ eventId: 'r', budgetRaised: true }, stampOf)[10]).toBe('1');
   });
 });

@@ -1,3 +1,5 @@
+import { ADD_USAGE_LUA } from './usage-store.js';
+
 /**
  * The one write path of orq's state. Decisions are computed in TypeScript from a snapshot;
  * this script checks that the snapshot still holds (event not applied yet, session state,
@@ -16,15 +18,17 @@
  *   8 open delta            9 active delta       10 history max length
  *   11 '1' when the session's budget was raised: the usage hash forgets its refusal and the
  *      session's config revision moves on (readers re-read the record)
- *   12..15 counts: expected versions E, task writes T, outbox jobs O, history entries H
- *   then E × (taskId, version), T × (taskId, record, new version), O × (jobId, job), H × entry
+ *   12..16 counts: expected versions E, task writes T, outbox jobs O, history entries H,
+ *   unsettled usages U
+ *   then E × (taskId, version), T × (taskId, record, new version), O × (jobId, job), H × entry,
+ *   U × six fields (unsettledUsageArgs): calls counted with this write, so with it only once
  * Returns {status, open, active}; status is OK, DUPLICATE, STATE, CONFLICT, COUNTERS or GONE.
  * GONE: the session was deleted (or never created); only its creation (expected version 0) may
  * write to a session without a record, so a late event cannot bring a deleted one's keys back.
  * Its creation is GONE too while the delete's mark (KEYS[8]) lasts: a submit that read the id
  * before the delete must not bring it back either. Only creations look (one EXISTS).
  */
-export const APPLY_SCRIPT = `
+export const APPLY_SCRIPT = `${ADD_USAGE_LUA}
 local function counters()
   local r = redis.call('HMGET', KEYS[1], 'open', 'active')
   return tonumber(r[1] or '0') or 0, tonumber(r[2] or '0') or 0
@@ -54,7 +58,8 @@ if sessionVersion then
 end
 
 local nExpect, nTasks, nOutbox, nHistory = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
-local at = 16
+local nUsage = tonumber(ARGV[16])
+local at = 17
 for _ = 1, nExpect do
   local v = tonumber(redis.call('HGET', KEYS[3], ARGV[at]) or '0') or 0
   if v ~= tonumber(ARGV[at + 1]) then return reply('CONFLICT') end
@@ -89,6 +94,7 @@ for _ = 1, nHistory do
   redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[10], '*', 'e', ARGV[at])
   at = at + 1
 end
+addUnsettledUsage(KEYS[7], at, nUsage)
 redis.call('SADD', KEYS[5], ARGV[1])
 return reply('OK')
 `;

@@ -9,16 +9,18 @@ import {
 } from '../domain/session.js';
 import { FINISHED_TASK_STATES, Task } from '../domain/task.js';
 import { OrqError } from '../errors.js';
-import { OutboxJob } from '../queues.js';
+import { OutboxJob, type UnsettledUsage } from '../queues.js';
 import { APPLY_SCRIPT } from './apply-script.js';
 import { chunked } from '../chunked.js';
 import { WrittenTasks } from './written-tasks.js';
+import { ADD_USAGE_LUA, unsettledUsageArgs } from './usage-store.js';
 import {
   idempotencyKey,
   sessionEndedChannel,
   sessionIndexKey,
   sessionKeyList,
   sessionKeys,
+  type SessionKeys,
 } from './keys.js';
 
 export interface Counters {
@@ -56,6 +58,8 @@ export interface Changeset {
   counters?: Partial<Counters>;
   outbox?: OutboxJob[];
   history?: HistoryEntryDraft[];
+  /** Model calls whose usage came with the event: counted by this write, so only once. */
+  unsettledUsage?: readonly UnsettledUsage[];
   /**
    * The session's budget was raised (a resume after BUDGET_EXHAUSTED): its usage forgets the
    * refusal, and processes that keep the session's submit-time parts read the record again.
@@ -84,13 +88,8 @@ declare module 'ioredis' {
      * stack, and a plan of 20,000 tasks has more than it holds.
      */
     orqApply(keysThenArgs: (string | number)[]): Result<[string, number, number], Context>;
-    orqReadTasks(
-      meta: string,
-      tasks: string,
-      taskVersions: string,
-      withData: string,
-      ...taskIds: string[]
-    ): Result<(string | null)[], Context>;
+    /** KEYS and ARGV as READ_TASKS_SCRIPT documents them (readTasksArgs). */
+    orqReadTasks(keysThenArgs: (string | number)[]): Result<(string | null)[], Context>;
     orqReadChangedTasks(
       tasks: string,
       taskVersions: string,
@@ -128,7 +127,7 @@ export class SessionStore {
       redis.defineCommand('orqApply', { numberOfKeys: 8, lua: APPLY_SCRIPT });
     }
     if (typeof (redis as unknown as Record<string, unknown>).orqReadTasks !== 'function') {
-      redis.defineCommand('orqReadTasks', { numberOfKeys: 3, lua: READ_TASKS_SCRIPT });
+      redis.defineCommand('orqReadTasks', { numberOfKeys: 5, lua: READ_TASKS_SCRIPT });
     }
     if (typeof (redis as unknown as Record<string, unknown>).orqReadChangedTasks !== 'function') {
       redis.defineCommand('orqReadChangedTasks', {
@@ -179,19 +178,19 @@ export class SessionStore {
    * mutable field (planning, taskIds, updatedAt) may be stale: only what is fixed at submit (id,
    * instruction, config, requiredTerms) is safe to use. Session-level transitions must use
    * loadSession. Meant for a task or a few: loadTasks reads many in slices.
+   *
+   * `count`: usage passed on to the reader (the judge gets its execution's), counted by this
+   * read of an existing session, once per `count.id` however often the read is repeated.
    */
   async loadForTask(
     sessionId: string,
     taskIds: readonly string[] = [],
+    count?: { id: string; usage: readonly UnsettledUsage[] },
   ): Promise<{ snapshot: SessionSnapshot | undefined; tasks: Map<string, TaskSnapshot> }> {
     const keys = this.keys(sessionId);
     const cached = this.fixedParts.get(sessionId);
     const reply = await this.redis.orqReadTasks(
-      keys.meta,
-      keys.tasks,
-      keys.taskVersions,
-      cached ? '0' : '1',
-      ...taskIds,
+      readTasksArgs(keys, taskIds, cached ? '0' : '1', count?.usage.length ? count : undefined),
     );
     const [state, version, open, active, rev, data] = reply;
     const tasks = tasksFromReply(taskIds, reply.slice(6));
@@ -270,9 +269,7 @@ export class SessionStore {
     // Chunked: Lua's unpack() has a stack limit of a few thousand values.
     const chunks = chunked(taskIds, READ_CHUNK);
     const replies = await Promise.all(
-      chunks.map((ids) =>
-        this.redis.orqReadTasks(keys.meta, keys.tasks, keys.taskVersions, '0', ...ids),
-      ),
+      chunks.map((ids) => this.redis.orqReadTasks(readTasksArgs(keys, ids, '0'))),
     );
     const result = new Map<string, TaskSnapshot>();
     replies.forEach((reply, i) => {
@@ -576,6 +573,7 @@ export function applyArgs(
     tasks.length,
     outbox.length,
     history.length,
+    changeset.unsettledUsage?.length ?? 0,
   ];
   for (const t of expect) args.push(t.task.id, t.version);
   for (const t of tasks) args.push(t.task.id, JSON.stringify(t.task), t.version + 1);
@@ -589,6 +587,7 @@ export function applyArgs(
       } satisfies Record<string, unknown>),
     );
   }
+  if (changeset.unsettledUsage) args.push(...unsettledUsageArgs(changeset.unsettledUsage));
   return args;
 }
 
@@ -609,16 +608,24 @@ function tasksFromReply(taskIds: readonly string[], values: (string | null)[]) {
 }
 
 /**
- * KEYS: meta, tasks, taskVersions. ARGV[1]: '1' to include the session record; ARGV[2..]: task
- * ids. Returns state, version, open, active, config revision, data (or false), then the tasks'
+ * KEYS: meta, tasks, taskVersions, usage, applied. ARGV[1]: '1' to include the session record;
+ * ARGV[2]: an id under which to count usage ('' for none), ARGV[3]: n usages, then their 6 × n
+ * arguments (unsettledUsageArgs), then the task ids. The usage is counted only while the session
+ * exists and the id is new in `applied` (a read repeated by a redelivered job counts nothing).
+ * Returns state, version, open, active, config revision, data (or false), then the tasks'
  * records, then their versions: one consistent snapshot in one round trip.
  */
-const READ_TASKS_SCRIPT = `
+const READ_TASKS_SCRIPT = `${ADD_USAGE_LUA}
 local meta = redis.call('HMGET', KEYS[1], 'state', 'version', 'open', 'active', 'rev')
 local reply = {meta[1], meta[2], meta[3], meta[4], meta[5] or '0', false}
 if ARGV[1] == '1' then reply[6] = redis.call('HGET', KEYS[1], 'data') end
-if #ARGV > 1 then
-  local ids = {unpack(ARGV, 2)}
+local nUsage = tonumber(ARGV[3])
+local first = 4 + 6 * nUsage
+if meta[1] and ARGV[2] ~= '' and redis.call('SADD', KEYS[5], ARGV[2]) == 1 then
+  addUnsettledUsage(KEYS[4], 4, nUsage)
+end
+if #ARGV >= first then
+  local ids = {unpack(ARGV, first)}
   local records = redis.call('HMGET', KEYS[2], unpack(ids))
   local versions = redis.call('HMGET', KEYS[3], unpack(ids))
   for i = 1, #ids do reply[6 + i] = records[i] end
@@ -626,6 +633,20 @@ if #ARGV > 1 then
 end
 return reply
 `;
+
+/** READ_TASKS_SCRIPT's keys and arguments. */
+function readTasksArgs(
+  keys: SessionKeys,
+  taskIds: readonly string[],
+  withData: '0' | '1',
+  count?: { id: string; usage: readonly UnsettledUsage[] },
+): (string | number)[] {
+  const args: (string | number)[] = [keys.meta, keys.tasks, keys.taskVersions, keys.usage];
+  args.push(keys.applied, withData, count?.id ?? '', count?.usage.length ?? 0);
+  if (count) args.push(...unsettledUsageArgs(count.usage));
+  for (const id of taskIds) args.push(id);
+  return args;
+}
 
 /**
  * KEYS: tasks, taskVersions. ARGV: n task ids, then the n versions the caller has ('' for none).

@@ -3,6 +3,7 @@ import type { Result } from 'ioredis';
 import type { RedisConnection } from '../redis.js';
 import { z } from 'zod';
 import type { TokenUsage } from '../domain/task.js';
+import type { UnsettledUsage } from '../queues.js';
 import { sessionKeys } from './keys.js';
 
 /**
@@ -134,18 +135,54 @@ redis.call('ZADD', KEYS[2], now + leaseMs, lease)
 return {1, lease, usedT, resT + estT, usedU, resU + estU, 0}
 `;
 
-const SETTLE_SCRIPT = `
+/**
+ * Lua: adds one call's usage to the session's totals, its role's and its task's, in the usage
+ * hash `key`. Zero amounts are not written (a missing field reads as 0): free models add no USD.
+ * A failed call adds no call, only what it was billed. Then addUnsettledUsage: n usages of six
+ * arguments each from ARGV[at] (unsettledUsageArgs); it returns the index after them.
+ */
+export const ADD_USAGE_LUA = `
+local function addUsage(key, role, task, inT, outT, usd, failed, unpriced)
+  local function add(scope)
+    if inT ~= 0 then redis.call('HINCRBY', key, scope .. 'in', inT) end
+    if outT ~= 0 then redis.call('HINCRBY', key, scope .. 'out', outT) end
+    if usd ~= 0 then redis.call('HINCRBY', key, scope .. 'usd_micros', usd) end
+    if not failed then redis.call('HINCRBY', key, scope .. 'calls', 1) end
+  end
+  add('')
+  add(role .. ':')
+  if task ~= '' then add('task:' .. task .. ':') end
+  if unpriced then redis.call('HINCRBY', key, 'unpriced_calls', 1) end
+end
+local function addUnsettledUsage(key, at, n)
+  for _ = 1, n do
+    addUsage(key, ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]),
+      tonumber(ARGV[at + 4]), false, ARGV[at + 5] == '1')
+    at = at + 6
+  end
+  return at
+end
+`;
+
+/** ADD_USAGE_LUA's arguments for `usages`, six each. */
+export function unsettledUsageArgs(usages: readonly UnsettledUsage[]): (string | number)[] {
+  const args: (string | number)[] = [];
+  for (const u of usages) {
+    args.push(u.role, u.taskId ?? '', u.inputTokens, u.outputTokens, u.usdMicros);
+    args.push(u.unpriced ? '1' : '0');
+  }
+  return args;
+}
+
+const SETTLE_SCRIPT = `${ADD_USAGE_LUA}
 if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
 local key = KEYS[1]
 local resT = tonumber(ARGV[1])
 local resU = tonumber(ARGV[2])
-local role = ARGV[3]
-local task = ARGV[4]
 local inT = tonumber(ARGV[5])
 local outT = tonumber(ARGV[6])
 local usd = tonumber(ARGV[7])
 local failed = ARGV[8] == '1'
-local unpriced = ARGV[9] == '1'
 local lease = ARGV[10]
 -- A lease that lapsed was given back already: its reservation is not held any more.
 local held = lease == '' or redis.call('ZREM', KEYS[2], lease) == 1
@@ -156,17 +193,7 @@ if failed then
   -- A failed call counts only the tokens it was billed for (a reply cut off or unusable).
   if inT == 0 and outT == 0 and usd == 0 then return 1 end
 end
--- Zero amounts are not written (a missing field reads as 0): free models add no USD.
-local function add(scope)
-  if inT ~= 0 then redis.call('HINCRBY', key, scope .. 'in', inT) end
-  if outT ~= 0 then redis.call('HINCRBY', key, scope .. 'out', outT) end
-  if usd ~= 0 then redis.call('HINCRBY', key, scope .. 'usd_micros', usd) end
-  if not failed then redis.call('HINCRBY', key, scope .. 'calls', 1) end
-end
-add('')
-add(role .. ':')
-if task ~= '' then add('task:' .. task .. ':') end
-if unpriced then redis.call('HINCRBY', key, 'unpriced_calls', 1) end
+addUsage(key, ARGV[3], ARGV[4], inT, outT, usd, failed, ARGV[9] == '1')
 return 1
 `;
 
@@ -350,6 +377,18 @@ export class UsageStore {
       settlement.unpriced ? '1' : '0',
       settlement.reserved.lease ?? '',
     );
+  }
+
+  /** Counts one call's usage that was to be passed on and was not (usage-tally.ts). */
+  async settleUnsettled(sessionId: string, usage: UnsettledUsage): Promise<void> {
+    await this.settle(sessionId, {
+      reserved: { tokens: 0, usdMicros: 0 },
+      role: usage.role,
+      ...(usage.taskId !== undefined ? { taskId: usage.taskId } : {}),
+      usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens },
+      usdMicros: usage.usdMicros,
+      unpriced: usage.unpriced === true,
+    });
   }
 
   /** The session's usage, lapsed leases given back first. */
