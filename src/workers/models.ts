@@ -8,6 +8,7 @@ import { MODEL_ROLES, roleConfig, sessionRoleConfigs } from '../shared/llm/role-
 import { sampledJudge } from '../shared/llm/sampled-judge.js';
 import { loadScenarioFile } from '../shared/llm/scenario.js';
 import type { RoleModels } from '../shared/llm/types.js';
+import { UsageTally } from '../shared/llm/usage-tally.js';
 import type { UsageStore } from '../shared/store/usage-store.js';
 import { cancellableModels, SessionCancellation, type SessionStateReader } from './cancellation.js';
 
@@ -110,6 +111,25 @@ export class ModelResolver {
     // Sampling outside metering: each judge sample reserves and counts as a call of its own.
     const metered = usageStore ? meteredModels(base, { usageStore, session, role }) : base;
     return role === 'judge' ? sampledJudge(metered, session.config.llm.judgeSamples.k) : metered;
+  }
+
+  /**
+   * Runs one job's `work` with a tally of the usage it passes on with its result (usage-tally.ts),
+   * then counts what it did not pass on. When `work` throws, its error is the one thrown.
+   */
+  async withUsageTally<T>(sessionId: string, work: (tally: UsageTally) => Promise<T>): Promise<T> {
+    const tally = new UsageTally();
+    const { usageStore } = this.options;
+    let result: T;
+    try {
+      result = await work(tally);
+    } catch (error) {
+      // The job's own error decides its retry; a count lost with it (Redis gone) is lost anyway.
+      if (usageStore) await tally.settleRest(usageStore, sessionId).catch(() => undefined);
+      throw error;
+    }
+    if (usageStore) await tally.settleRest(usageStore, sessionId);
+    return result;
   }
 
   /** A session ended (announced by its coordinator): its calls in flight here stop now. */

@@ -232,7 +232,13 @@ describe('malformed model replies', () => {
   });
 
   it('blocks the task and names the worker when an execution result is off-schema', async () => {
-    const models = malformed({ execute: async () => ({ output: 42 }) as never });
+    let executions = 0;
+    const models = malformed({
+      execute: async () => {
+        executions += 1;
+        return { output: 42, tokenUsage: { inputTokens: 5, outputTokens: 1 } } as never;
+      },
+    });
     cluster = await startCluster({ config: fastRetries, models });
     const { client } = cluster;
     const { id } = await client.submit({ instruction: 'x' });
@@ -243,6 +249,12 @@ describe('malformed model replies', () => {
       role: 'worker',
       taskId: 'A',
       code: 'LLM_OUTPUT_INVALID',
+    });
+    // Usage that had no result to go on with is counted by the worker itself, every execution.
+    expect(executions).toBeGreaterThan(0);
+    expect(view.usage.byRole.worker).toMatchObject({
+      calls: executions,
+      inputTokens: 5 * executions,
     });
   });
 

@@ -7,6 +7,7 @@ import type { BudgetLimits, Reservation, UsageStore } from '../store/usage-store
 import { NO_USAGE, usageOfFailure, type ChatProvider } from './chat.js';
 import { MODEL_ROLES, sessionRoleConfigs } from './role-config.js';
 import type { RoleModels } from './types.js';
+import type { UsageTally } from './usage-tally.js';
 
 /**
  * Cost control (issue 4) as a decorator over any RoleModels, builtin or real: every call's
@@ -115,6 +116,11 @@ export type MeteredModelsOptions = MeterOptions;
 export interface MeteredCall {
   method: string;
   taskId?: string | undefined;
+  /**
+   * Where the caller collects usage to pass on with its result: a call that holds no
+   * reservation (no budget) is recorded there instead of settled on its own.
+   */
+  tally?: UsageTally | undefined;
 }
 
 /**
@@ -190,12 +196,19 @@ export function createMeter(options: MeterOptions): Meter {
       throw error;
     }
     const usage = usageOf(reply) ?? { inputTokens: 0, outputTokens: 0 };
-    await usageStore.settle(session.id, {
-      ...base,
-      usage,
-      usdMicros: price ? usdMicros(usage, price) : 0,
-      unpriced: !price,
-    });
+    const usd = price ? usdMicros(usage, price) : 0;
+    if (call.tally && !reserved.lease) {
+      call.tally.record({
+        role,
+        ...(call.taskId !== undefined ? { taskId: call.taskId } : {}),
+        inputTokens: usage.inputTokens,
+        outputTokens: usage.outputTokens,
+        usdMicros: usd,
+        ...(price ? {} : { unpriced: true }),
+      });
+      return reply;
+    }
+    await usageStore.settle(session.id, { ...base, usage, usdMicros: usd, unpriced: !price });
     return reply;
   }
 
@@ -210,7 +223,8 @@ export function meteredModels(models: RoleModels, options: MeteredModelsOptions)
     taskId: string | undefined,
     run: () => Promise<T>,
     usageOf: (reply: T) => TokenUsage | undefined,
-  ) => meter.withReservation({ method, taskId }, run, usageOf);
+    tally?: UsageTally,
+  ) => meter.withReservation({ method, taskId, tally }, run, usageOf);
 
   return {
     label: models.label,
@@ -234,6 +248,7 @@ export function meteredModels(models: RoleModels, options: MeteredModelsOptions)
         request.task.id,
         () => models.execute(request),
         (r) => r.tokenUsage,
+        request.usageTally,
       ),
     judgeTask: (request) =>
       metered(
@@ -241,6 +256,7 @@ export function meteredModels(models: RoleModels, options: MeteredModelsOptions)
         request.task.id,
         () => models.judgeTask(request),
         (r) => r.usage,
+        request.usageTally,
       ),
     replan: (request) =>
       metered(

@@ -3,6 +3,7 @@ import type { SessionConfig } from '../config/schema.js';
 import type { Feedback } from '../domain/refinement.js';
 import type { PlanBreakdown, QualityJudgement, ReplanBreakdown } from '../domain/plan.js';
 import type { Task, TaskJudgement, TaskResult, TokenUsage } from '../domain/task.js';
+import type { UsageTally } from './usage-tally.js';
 
 /**
  * What each role asks of a model. Real providers (issue 4) implement this with prompts and
@@ -14,6 +15,8 @@ export interface CallContext {
   signal?: AbortSignal;
   /** How many times the queue already tried this job (BullMQ attemptsMade); 0 on the first try. */
   jobAttempt?: number;
+  /** Collects the call's usage for the caller to pass on (metered.ts), instead of settling it. */
+  usageTally?: UsageTally;
 }
 
 export interface PlanRequest extends CallContext {

@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import type { ZodType } from 'zod';
-import { JobSchemas, type CoordinatorEventName } from '../../shared/queues.js';
+import { JobSchemas, type CoordinatorEventName, type UnsettledUsage } from '../../shared/queues.js';
 import { flushOutbox, type QueueSet } from '../../shared/queue-set.js';
 import type { ApplyResult } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
@@ -58,7 +58,9 @@ export async function applyEvent(
     );
     throw error;
   }
-  const event = parsed.data as { sessionId: string };
+  const event = parsed.data as { sessionId: string; unsettledUsage?: UnsettledUsage[] };
+  // Usage that came with the event is counted by whichever write records it, applied or ignored.
+  const usage = event.unsettledUsage?.length ? { unsettledUsage: event.unsettledUsage } : {};
   const log = ctx.logger.child({ sessionId: event.sessionId, event: name, eventId });
 
   for (let tries = 0; tries < MAX_CONFLICT_RETRIES; tries += 1) {
@@ -76,6 +78,7 @@ export async function applyEvent(
             inputs: { eventId },
           },
         ],
+        ...usage,
       });
       if (result.status === 'GONE') return gone(log);
       if (result.status === 'OK') faultAfterStateWrite();
@@ -86,7 +89,7 @@ export async function applyEvent(
       await finalize(ctx, event.sessionId, result);
       return { status: 'IGNORED', reason: transition.ignore };
     }
-    result = await ctx.store.apply(event.sessionId, transition.changeset);
+    result = await ctx.store.apply(event.sessionId, { ...transition.changeset, ...usage });
     if (result.status === 'GONE') return gone(log);
     if (result.status === 'OK') {
       faultAfterStateWrite();

@@ -14,6 +14,7 @@ export function createLlmExecutor(): Executor {
         instruction: ctx.session.instruction,
         signal: ctx.signal,
         jobAttempt: ctx.jobAttempt,
+        ...(ctx.usageTally ? { usageTally: ctx.usageTally } : {}),
       }),
   };
 }

@@ -1,3 +1,4 @@
+import type { UsageTally } from '../../shared/llm/usage-tally.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { ProgressUpdate } from '../../shared/domain/progress.js';
 import type { Session } from '../../shared/domain/session.js';
@@ -37,6 +38,8 @@ export interface ExecutorContext {
   feedback?: string;
   /** The worker role's models for this session, metered already. */
   models: RoleModels;
+  /** Passed with each call of `models`: the worker hands the usage on with the result. */
+  usageTally?: UsageTally;
   /**
    * Wraps a ChatProvider the executor builds itself, so its calls are counted per session,
    * role and task and reserved against the budget like `models` (BUDGET_EXHAUSTED when refused).

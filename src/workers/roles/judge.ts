@@ -41,40 +41,52 @@ export function createJudgeProcessor(ctx: RoleContext) {
       return `plan score ${judgement.score ?? 'n/a'}`;
     }
     const data = parseOrThrow(JudgeTaskJob, job.data, 'judge-task job');
-    const { snapshot, tasks } = await ctx.store.loadForTask(data.sessionId, [data.taskId]);
+    const jobId = jobIds.judgeTask(data.sessionId, data.taskId, data.attempt);
+    // This read counts the execution's usage, once per job however often the job runs.
+    const { snapshot, tasks } = await ctx.store.loadForTask(
+      data.sessionId,
+      [data.taskId],
+      data.unsettledUsage ? { id: `usage|${jobId}`, usage: data.unsettledUsage } : undefined,
+    );
     const task = tasks.get(data.taskId);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
     if (!task || !isCurrentExecution(task.task, data.attempt)) return 'stale';
-    const reply = await (
-      await ctx.models.forSession(snapshot.session, 'judge')
-    ).judgeTask({
-      sessionId: data.sessionId,
-      task: task.task,
-      attempt: data.attempt,
-      result: data.result,
-      instruction: snapshot.session.instruction,
-      jobAttempt: job.attemptsMade,
-      ...(signal ? { signal } : {}),
+    // The judge's own usage goes on with its verdict: the coordinator's write counts it.
+    return ctx.models.withUsageTally(data.sessionId, async (usageTally) => {
+      const reply = await (
+        await ctx.models.forSession(snapshot.session, 'judge')
+      ).judgeTask({
+        sessionId: data.sessionId,
+        task: task.task,
+        attempt: data.attempt,
+        result: data.result,
+        instruction: snapshot.session.instruction,
+        jobAttempt: job.attemptsMade,
+        usageTally,
+        ...(signal ? { signal } : {}),
+      });
+      const judgement = checkReply(TaskJudgement, reply.value, 'task judgement', {
+        sessionId: data.sessionId,
+        taskId: data.taskId,
+        attempt: data.attempt,
+      });
+      await ctx.queues.add(
+        outboxJob(
+          'coordinator',
+          'task-judged',
+          jobIds.taskJudged(data.sessionId, data.taskId, data.attempt),
+          {
+            sessionId: data.sessionId,
+            taskId: data.taskId,
+            attempt: data.attempt,
+            result: data.result,
+            judgement,
+            ...(usageTally.pending.length > 0 ? { unsettledUsage: [...usageTally.pending] } : {}),
+          },
+        ),
+      );
+      usageTally.passedOn();
+      return judgement.success ? 'success' : 'not yet';
     });
-    const judgement = checkReply(TaskJudgement, reply.value, 'task judgement', {
-      sessionId: data.sessionId,
-      taskId: data.taskId,
-      attempt: data.attempt,
-    });
-    await ctx.queues.add(
-      outboxJob(
-        'coordinator',
-        'task-judged',
-        jobIds.taskJudged(data.sessionId, data.taskId, data.attempt),
-        {
-          sessionId: data.sessionId,
-          taskId: data.taskId,
-          attempt: data.attempt,
-          result: data.result,
-          judgement,
-        },
-      ),
-    );
-    return judgement.success ? 'success' : 'not yet';
   };
 }

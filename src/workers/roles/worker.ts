@@ -67,55 +67,61 @@ export function createWorkerProcessor(
         { details: { sessionId: data.sessionId, taskId: data.taskId, attempt: data.attempt } },
       );
     };
-    let reply: unknown;
-    try {
-      reply = await executor.execute({
-        session: snapshot.session,
-        task,
-        attempt: data.attempt,
-        dependencyResults,
-        ...(task.feedback ? { feedback: task.feedback } : {}),
-        models: await ctx.models.forSession(snapshot.session, 'worker'),
-        meterChat: controls.meterChat,
-        history: reportingProgress(
-          storeStepHistory(ctx.store, snapshot.session, data.taskId, data.attempt),
-          progress,
-        ),
-        progress,
-        signal: controls.signal,
-        logger,
-        jobAttempt: job.attemptsMade,
-      });
-    } catch (error) {
-      // Stopped because the session finished: nothing failed that the coordinator must hear of.
-      if (!controls.sessionFinished()) throw error;
-      logger.info(
-        { err: error instanceof Error ? error.message : String(error) },
-        'execution stopped: the session finished',
-      );
-      return stoppedBySessionEnd();
-    } finally {
-      controls.release();
-    }
-    if (controls.sessionFinished()) return stoppedBySessionEnd();
-    const result = checkReply(TaskResult, reply, 'execution result', {
-      sessionId: data.sessionId,
-      taskId: data.taskId,
-      attempt: data.attempt,
-    });
-    await ctx.queues.add(
-      outboxJob(
-        'judge',
-        'judge-task',
-        jobIds.judgeTask(data.sessionId, data.taskId, data.attempt),
-        {
-          sessionId: data.sessionId,
-          taskId: data.taskId,
+    // The execution's usage goes on with its result to the judge, whose read counts it.
+    return ctx.models.withUsageTally(data.sessionId, async (usageTally) => {
+      let reply: unknown;
+      try {
+        reply = await executor.execute({
+          session: snapshot.session,
+          task,
           attempt: data.attempt,
-          result: { ...result, durationMs: result.durationMs || Date.now() - started },
-        },
-      ),
-    );
-    return 'executed';
+          dependencyResults,
+          ...(task.feedback ? { feedback: task.feedback } : {}),
+          models: await ctx.models.forSession(snapshot.session, 'worker'),
+          usageTally,
+          meterChat: controls.meterChat,
+          history: reportingProgress(
+            storeStepHistory(ctx.store, snapshot.session, data.taskId, data.attempt),
+            progress,
+          ),
+          progress,
+          signal: controls.signal,
+          logger,
+          jobAttempt: job.attemptsMade,
+        });
+      } catch (error) {
+        // Stopped because the session finished: nothing failed that the coordinator must hear of.
+        if (!controls.sessionFinished()) throw error;
+        logger.info(
+          { err: error instanceof Error ? error.message : String(error) },
+          'execution stopped: the session finished',
+        );
+        return stoppedBySessionEnd();
+      } finally {
+        controls.release();
+      }
+      if (controls.sessionFinished()) return stoppedBySessionEnd();
+      const result = checkReply(TaskResult, reply, 'execution result', {
+        sessionId: data.sessionId,
+        taskId: data.taskId,
+        attempt: data.attempt,
+      });
+      await ctx.queues.add(
+        outboxJob(
+          'judge',
+          'judge-task',
+          jobIds.judgeTask(data.sessionId, data.taskId, data.attempt),
+          {
+            sessionId: data.sessionId,
+            taskId: data.taskId,
+            attempt: data.attempt,
+            result: { ...result, durationMs: result.durationMs || Date.now() - started },
+            ...(usageTally.pending.length > 0 ? { unsettledUsage: [...usageTally.pending] } : {}),
+          },
+        ),
+      );
+      usageTally.passedOn();
+      return 'executed';
+    });
   };
 }

@@ -1,0 +1,31 @@
+import type { UnsettledUsage } from '../queues.js';
+import type { UsageStore } from '../store/usage-store.js';
+
+/**
+ * The usage of one job's model calls that the job passes on with its result, to be counted by
+ * the write that receives it, instead of one settlement per call (metered.ts records here only
+ * calls that hold no reservation). What the job does not pass on, it settles itself.
+ */
+export class UsageTally {
+  private entries: UnsettledUsage[] = [];
+
+  record(usage: UnsettledUsage): void {
+    this.entries.push(usage);
+  }
+
+  /** What to pass on; call passedOn() once the write that carries it succeeded. */
+  get pending(): readonly UnsettledUsage[] {
+    return this.entries;
+  }
+
+  passedOn(): void {
+    this.entries = [];
+  }
+
+  /** Counts what was not passed on (a job that ends without handing its result on). */
+  async settleRest(store: UsageStore, sessionId: string): Promise<void> {
+    const rest = this.entries;
+    this.entries = [];
+    for (const usage of rest) await store.settleUnsettled(sessionId, usage);
+  }
+}
