@@ -13,12 +13,12 @@ export class UsageTally {
     this.entries.push(usage);
   }
 
-  /** What to pass on; call passedOn() once the write that carries it succeeded. */
-  get pending(): readonly UnsettledUsage[] {
-    return this.entries;
+  /** What to pass on, as the field of the job or event that carries it (none when nothing is). */
+  field(): { unsettledUsage?: UnsettledUsage[] } {
+    return this.entries.length > 0 ? { unsettledUsage: [...this.entries] } : {};
   }
 
-  passedOn(): void {
+  /** Call once the job or event that carries field() was written. */ passedOn(): void {
     this.entries = [];
   }
 

@@ -81,7 +81,7 @@ export function createJudgeProcessor(ctx: RoleContext) {
             attempt: data.attempt,
             result: data.result,
             judgement,
-            ...(usageTally.pending.length > 0 ? { unsettledUsage: [...usageTally.pending] } : {}),
+            ...usageTally.field(),
           },
         ),
       );

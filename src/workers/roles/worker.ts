@@ -116,7 +116,7 @@ export function createWorkerProcessor(
             taskId: data.taskId,
             attempt: data.attempt,
             result: { ...result, durationMs: result.durationMs || Date.now() - started },
-            ...(usageTally.pending.length > 0 ? { unsettledUsage: [...usageTally.pending] } : {}),
+            ...usageTally.field(),
           },
         ),
       );
