@@ -5,6 +5,7 @@ import { Queue } from 'bullmq';
 import { SessionConfig } from '../../src/shared/config/schema.js';
 import { Session } from '../../src/shared/domain/session.js';
 import { Task } from '../../src/shared/domain/task.js';
+import type { HistoryEntryDraft } from '../../src/shared/domain/history.js';
 import { QueueSet } from '../../src/shared/queue-set.js';
 import { bullPrefix, outboxJob } from '../../src/shared/queues.js';
 import { CommandTally } from '../../bench/lib/command-counter.js';
@@ -419,6 +420,17 @@ describe('applyArgs', () => {
     expect(args.slice(24)).toEqual(['judge', 'a', 7, 2, 0, '0']);
     expect(args).toHaveLength(30);
     expect(applyArgs({ eventId: 'r', budgetRaised: true }, stampOf)[10]).toBe('1');
+  });
+
+  it('stamps every history entry as one object with the stamp over its own keys', () => {
+    const entries = [
+      { type: 'decision', decision: 'd', reason: 'a "quoted" reason', inputs: { n: 1 } },
+      { type: 'error', role: 'worker', code: 'X', message: 'm', timestamp: 'old', sessionId: 'x' },
+      {},
+    ] as unknown as HistoryEntryDraft[];
+    const args = applyArgs({ eventId: 'e', history: entries }, stampOf);
+    const stamped = args.slice(16).map((a) => JSON.parse(String(a)) as unknown);
+    expect(stamped).toEqual(entries.map((e) => ({ ...e, timestamp: 'T', sessionId: 's' })));
   });
 });
 

@@ -578,14 +578,13 @@ export function applyArgs(
   for (const t of expect) args.push(t.task.id, t.version);
   for (const t of tasks) args.push(t.task.id, JSON.stringify(t.task), t.version + 1);
   for (const j of outbox) args.push(j.jobId, JSON.stringify(j));
+  // The stamp is appended to each entry's JSON: a spread copy of every entry cost three times
+  // the stringify (15.7 against 5.6 µs for a verdict's four entries). A key the entry has
+  // already is written twice, and JSON.parse keeps the last, as the spread did.
+  const stampJson = `"timestamp":${JSON.stringify(stamp.timestamp)},"sessionId":${JSON.stringify(stamp.sessionId)}}`;
   for (const h of history) {
-    args.push(
-      JSON.stringify({
-        ...h,
-        timestamp: stamp.timestamp,
-        sessionId: stamp.sessionId,
-      } satisfies Record<string, unknown>),
-    );
+    const json = JSON.stringify(h);
+    args.push(json === '{}' ? `{${stampJson}` : `${json.slice(0, -1)},${stampJson}`);
   }
   if (changeset.unsettledUsage) args.push(...unsettledUsageArgs(changeset.unsettledUsage));
   return args;
