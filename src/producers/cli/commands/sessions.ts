@@ -236,10 +236,11 @@ export function registerSessionCommands(program: Command): void {
                 // A blocked (or budget-stopped) session with a resume or cancel not applied yet
                 // moves on once the coordinator applies it: the watch waits for the roles then too.
                 const pending = !waitsForRoles(state) && (await client.requestPending(sessionId));
-                const resuming = pending && (await client.resumePending(sessionId));
                 // This command started the private Redis: no process runs roles on it, and the
                 // session would never move. Finished and blocked ones are still shown.
                 if (redis.owned && (waitsForRoles(state) || pending)) {
+                  // Which request waits is read only for this message.
+                  const resuming = pending && (await client.resumePending(sessionId));
                   throw new OrqError(
                     'INVALID_STATE',
                     `Session ${sessionId} is ${state}${pending ? ` with a ${resuming ? 'resume' : 'cancel'} not applied yet` : ''}, and no roles run on the private Redis in ${privateRedisDir()} (REDIS_URL is not set)`,
