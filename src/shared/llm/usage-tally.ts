@@ -18,7 +18,8 @@ export class UsageTally {
     return this.entries.length > 0 ? { unsettledUsage: [...this.entries] } : {};
   }
 
-  /** Call once the job or event that carries field() was written. */ passedOn(): void {
+  /** Call once the job or event that carries field() was written. */
+  passedOn(): void {
     this.entries = [];
   }
 
