@@ -22,7 +22,7 @@ export class QueueSet {
   private readonly queues = new Map<QueueName, Queue>();
 
   constructor(
-    connection: RedisConnection,
+    private readonly connection: RedisConnection,
     readonly prefix: string,
     private readonly jobOptions: JobsOptions,
   ) {
@@ -53,6 +53,14 @@ export class QueueSet {
   /** Adds a job under its deterministic id: adding the same id again is a no-op in BullMQ. */
   async add(job: OutboxJob): Promise<void> {
     await this.get(job.queue).add(job.name, job.data, this.optionsFor(job));
+  }
+
+  /**
+   * Whether a job with this id is in the queue, in any state: exactly when `add` of that id
+   * would be a no-op (BullMQ dedups on the job's key).
+   */
+  async has(name: QueueName, jobId: string): Promise<boolean> {
+    return (await this.connection.exists(this.get(name).toKey(jobId))) === 1;
   }
 
   /** Adds many jobs with one addBulk per queue and ADD_BULK_CHUNK jobs (same dedup by id as `add`). */

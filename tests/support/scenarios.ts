@@ -7,6 +7,7 @@ import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
 import { loadScenarioFile, type ScenarioInput } from '../../src/shared/llm/scenario.js';
 import type {
   ExecuteRequest,
+  PlanJudgeRequest,
   PlanRequest,
   ReplanRequest,
   RoleModels,
@@ -62,6 +63,8 @@ export function deferred<T = void>(): Deferred<T> {
 export interface ModelHooks {
   beforeExecute?(request: ExecuteRequest): Promise<void> | void;
   beforeJudgeTask?(request: TaskJudgeRequest): Promise<void> | void;
+  beforeJudgePlan?(request: PlanJudgeRequest): Promise<void> | void;
+  beforeReplan?(request: ReplanRequest): Promise<void> | void;
 }
 
 export interface RecordedCalls {
@@ -90,7 +93,10 @@ export function recordingModels(
       calls.plan.push(request);
       return inner.plan(request);
     },
-    judgePlan: (request) => inner.judgePlan(request),
+    async judgePlan(request) {
+      await hooks.beforeJudgePlan?.(request);
+      return inner.judgePlan(request);
+    },
     async execute(request) {
       calls.execute.push(request);
       await hooks.beforeExecute?.(request);
@@ -103,6 +109,7 @@ export function recordingModels(
     },
     async replan(request) {
       calls.replan.push(request);
+      await hooks.beforeReplan?.(request);
       return inner.replan(request);
     },
   };

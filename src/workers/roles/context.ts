@@ -1,6 +1,8 @@
+import type { Job } from 'bullmq';
 import { isExecuting, type Task } from '../../shared/domain/task.js';
 import type { Logger } from '../../shared/logger.js';
 import type { QueueSet } from '../../shared/queue-set.js';
+import type { QueueName } from '../../shared/queues.js';
 import type { SessionStore } from '../../shared/store/session-store.js';
 import type { ModelResolver } from '../models.js';
 
@@ -23,4 +25,29 @@ export { checkReply } from '../../shared/llm/check-reply.js';
  */
 export function isCurrentExecution(task: Task, attempt: number): boolean {
   return task.attempts === attempt && isExecuting(task);
+}
+
+/** What a role job returns when it was delivered again after handing its result on. */
+export const HANDED_ON = 'handed on already';
+
+/**
+ * Whether `job`, delivered again (its process died past its hand-off, or the attempt failed
+ * after it), already handed its result on as the job `next` in `queue`. Until the coordinator
+ * applies that result the task or plan is still current, so running the job again would repeat
+ * its model calls (uncounted: the duplicate hand-off is dropped) and an executor's side
+ * effects. Only a redelivery asks Redis, so a first delivery costs nothing.
+ */
+export async function handedOnAlready(
+  ctx: RoleContext,
+  job: Job,
+  queue: QueueName,
+  next: string,
+): Promise<boolean> {
+  if (job.attemptsStarted <= 1 || !(await ctx.queues.has(queue, next))) return false;
+  const { sessionId, taskId } = job.data as { sessionId?: string; taskId?: string };
+  ctx.logger.info(
+    { queue: job.queueName, jobId: job.id, sessionId, taskId, handedOnAs: next },
+    'job delivered again after handing its result on: not run again',
+  );
+  return true;
 }

@@ -3,7 +3,13 @@ import { parseOrThrow } from '../../shared/errors.js';
 import { jobIds, JudgePlanJob, JudgeTaskJob, outboxJob } from '../../shared/queues.js';
 import { QualityJudgement } from '../../shared/domain/plan.js';
 import { TaskJudgement } from '../../shared/domain/task.js';
-import { checkReply, isCurrentExecution, type RoleContext } from './context.js';
+import {
+  checkReply,
+  HANDED_ON,
+  handedOnAlready,
+  isCurrentExecution,
+  type RoleContext,
+} from './context.js';
 
 /** Judge: scores plans (quality) and judges task executions (done / continue / replan / blocked). */
 export function createJudgeProcessor(ctx: RoleContext) {
@@ -11,6 +17,8 @@ export function createJudgeProcessor(ctx: RoleContext) {
   return async (job: Job, _token?: string, signal?: AbortSignal): Promise<string> => {
     if (job.name === 'judge-plan') {
       const data = parseOrThrow(JudgePlanJob, job.data, 'judge-plan job');
+      const eventId = jobIds.planJudged(data.sessionId, data.attempt);
+      if (await handedOnAlready(ctx, job, 'coordinator', eventId)) return HANDED_ON;
       const snapshot = await ctx.store.loadSession(data.sessionId);
       if (!snapshot) return 'session gone';
       const { session } = snapshot;
@@ -31,7 +39,7 @@ export function createJudgeProcessor(ctx: RoleContext) {
         attempt: data.attempt,
       });
       await ctx.queues.add(
-        outboxJob('coordinator', 'plan-judged', jobIds.planJudged(session.id, data.attempt), {
+        outboxJob('coordinator', 'plan-judged', eventId, {
           sessionId: session.id,
           attempt: data.attempt,
           plan: data.plan,
@@ -42,6 +50,8 @@ export function createJudgeProcessor(ctx: RoleContext) {
     }
     const data = parseOrThrow(JudgeTaskJob, job.data, 'judge-task job');
     const jobId = jobIds.judgeTask(data.sessionId, data.taskId, data.attempt);
+    const eventId = jobIds.taskJudged(data.sessionId, data.taskId, data.attempt);
+    if (await handedOnAlready(ctx, job, 'coordinator', eventId)) return HANDED_ON;
     // This read counts the execution's usage, once per job however often the job runs.
     const { snapshot, tasks } = await ctx.store.loadForTask(
       data.sessionId,
@@ -71,19 +81,14 @@ export function createJudgeProcessor(ctx: RoleContext) {
         attempt: data.attempt,
       });
       await ctx.queues.add(
-        outboxJob(
-          'coordinator',
-          'task-judged',
-          jobIds.taskJudged(data.sessionId, data.taskId, data.attempt),
-          {
-            sessionId: data.sessionId,
-            taskId: data.taskId,
-            attempt: data.attempt,
-            result: data.result,
-            judgement,
-            ...usageTally.field(),
-          },
-        ),
+        outboxJob('coordinator', 'task-judged', eventId, {
+          sessionId: data.sessionId,
+          taskId: data.taskId,
+          attempt: data.attempt,
+          result: data.result,
+          judgement,
+          ...usageTally.field(),
+        }),
       );
       usageTally.passedOn();
       return judgement.success ? 'success' : 'not yet';

@@ -2,13 +2,15 @@ import type { Job } from 'bullmq';
 import { parseOrThrow } from '../../shared/errors.js';
 import { jobIds, outboxJob, PlanJob } from '../../shared/queues.js';
 import { PlanBreakdown } from '../../shared/domain/plan.js';
-import { checkReply, type RoleContext } from './context.js';
+import { checkReply, HANDED_ON, handedOnAlready, type RoleContext } from './context.js';
 
 /** Planner: instruction (and, on a replan, the previous plan and the judge's feedback) → plan. */
 export function createPlannerProcessor(ctx: RoleContext) {
   // The signal aborts model calls when a pod shuts down past its timeout (registry close()).
   return async (job: Job, _token?: string, signal?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(PlanJob, job.data, 'plan job');
+    const judgeJobId = jobIds.judgePlan(data.sessionId, data.attempt);
+    if (await handedOnAlready(ctx, job, 'judge', judgeJobId)) return HANDED_ON;
     const snapshot = await ctx.store.loadSession(data.sessionId);
     if (!snapshot) return 'session gone';
     const { session } = snapshot;
@@ -31,7 +33,7 @@ export function createPlannerProcessor(ctx: RoleContext) {
       attempt: data.attempt,
     });
     await ctx.queues.add(
-      outboxJob('judge', 'judge-plan', jobIds.judgePlan(session.id, data.attempt), {
+      outboxJob('judge', 'judge-plan', judgeJobId, {
         sessionId: session.id,
         attempt: data.attempt,
         plan,

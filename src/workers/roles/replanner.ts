@@ -2,13 +2,15 @@ import type { Job } from 'bullmq';
 import { OrqError, parseOrThrow } from '../../shared/errors.js';
 import { jobIds, outboxJob, ReplanJob } from '../../shared/queues.js';
 import { ReplanBreakdown } from '../../shared/domain/plan.js';
-import { checkReply, type RoleContext } from './context.js';
+import { checkReply, HANDED_ON, handedOnAlready, type RoleContext } from './context.js';
 
 /** Replanner (seed 001): splits a task the Judge says cannot succeed as designed into subtasks. */
 export function createReplannerProcessor(ctx: RoleContext) {
   // The signal aborts the model call when a pod shuts down past its timeout (registry close()).
   return async (job: Job, _token?: string, shutdown?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(ReplanJob, job.data, 'replan job');
+    const eventId = jobIds.taskReplanned(data.sessionId, data.taskId, data.attempt);
+    if (await handedOnAlready(ctx, job, 'coordinator', eventId)) return HANDED_ON;
     const { snapshot, tasks } = await ctx.store.loadForTask(data.sessionId, [data.taskId]);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
     const current = tasks.get(data.taskId);
@@ -57,17 +59,12 @@ export function createReplannerProcessor(ctx: RoleContext) {
       attempt: data.attempt,
     });
     await ctx.queues.add(
-      outboxJob(
-        'coordinator',
-        'task-replanned',
-        jobIds.taskReplanned(session.id, task.id, data.attempt),
-        {
-          sessionId: session.id,
-          taskId: task.id,
-          attempt: data.attempt,
-          breakdown,
-        },
-      ),
+      outboxJob('coordinator', 'task-replanned', eventId, {
+        sessionId: session.id,
+        taskId: task.id,
+        attempt: data.attempt,
+        breakdown,
+      }),
     );
     return `replanned into ${breakdown.tasks.length}`;
   };

@@ -6,7 +6,13 @@ import type { ProgressUpdate, TaskProgress } from '../../shared/domain/progress.
 import { TaskResult } from '../../shared/domain/task.js';
 import { createExecutorRegistry, type ExecutorRegistry } from '../executors/registry.js';
 import { reportingProgress, storeStepHistory } from '../executors/step-history.js';
-import { checkReply, isCurrentExecution, type RoleContext } from './context.js';
+import {
+  checkReply,
+  HANDED_ON,
+  handedOnAlready,
+  isCurrentExecution,
+  type RoleContext,
+} from './context.js';
 
 /** Worker: executes one task with the results of its dependencies, hands the result to the Judge. */
 export function createWorkerProcessor(
@@ -15,6 +21,8 @@ export function createWorkerProcessor(
 ) {
   return async (job: Job, _token?: string, signal?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(ExecuteJob, job.data, 'execute job');
+    const judgeJobId = jobIds.judgeTask(data.sessionId, data.taskId, data.attempt);
+    if (await handedOnAlready(ctx, job, 'judge', judgeJobId)) return HANDED_ON;
     const { snapshot, tasks } = await ctx.store.loadForTask(data.sessionId, [
       data.taskId,
       ...(data.dependencies ?? []),
@@ -107,18 +115,13 @@ export function createWorkerProcessor(
         attempt: data.attempt,
       });
       await ctx.queues.add(
-        outboxJob(
-          'judge',
-          'judge-task',
-          jobIds.judgeTask(data.sessionId, data.taskId, data.attempt),
-          {
-            sessionId: data.sessionId,
-            taskId: data.taskId,
-            attempt: data.attempt,
-            result: { ...result, durationMs: result.durationMs || Date.now() - started },
-            ...usageTally.field(),
-          },
-        ),
+        outboxJob('judge', 'judge-task', judgeJobId, {
+          sessionId: data.sessionId,
+          taskId: data.taskId,
+          attempt: data.attempt,
+          result: { ...result, durationMs: result.durationMs || Date.now() - started },
+          ...usageTally.field(),
+        }),
       );
       usageTally.passedOn();
       return 'executed';
