@@ -18,7 +18,7 @@ import {
 import { TaskId, type Task } from '../shared/domain/task.js';
 import { describeZodIssues, OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
-import { readRunningProgress } from '../shared/running-progress.js';
+import { readRunningJobs } from '../shared/running-progress.js';
 import {
   BudgetRaise,
   defaultJobOptions,
@@ -160,6 +160,8 @@ export interface SessionView {
   usage: SessionUsage;
   /** What each executing task is doing, when its executor reports it (by task id). */
   progress: Record<string, TaskProgress>;
+  /** Executing tasks whose work job waits for a worker: none has taken it yet. */
+  queued: string[];
 }
 
 export interface WatchOptions {
@@ -500,8 +502,9 @@ export async function openClient(
       );
       taskViews.trim();
       const usage = await usageStore.read(sessionId);
-      const progress = await readRunningProgress(queues, sessionId, tasks);
-      return { session: snapshot.session, tasks, counters: snapshot.counters, usage, progress };
+      const { progress, queued } = await readRunningJobs(queues, sessionId, tasks);
+      const { counters } = snapshot;
+      return { session: snapshot.session, tasks, counters, usage, progress, queued };
     });
 
   /**

@@ -65,6 +65,7 @@ type View = {
   counters: { open: number; active: number };
   usage: { total: { calls: number }; byTask: Record<string, unknown> };
   progress: Record<string, unknown>;
+  queued: string[];
 };
 
 async function waitForState(id: string, state: string): Promise<View> {
@@ -133,6 +134,7 @@ describe('sessions over HTTP', () => {
     expect(view.usage.total.calls).toBeGreaterThan(view.tasks.length);
     expect(Object.keys(view.usage.byTask).sort()).toEqual(view.tasks.map((t) => t.id).sort());
     expect(view.progress).toEqual({});
+    expect(view.queued).toEqual([]);
 
     const list = await fetch(url('/sessions?limit=50'), { headers: auth });
     expect(((await list.json()) as { id: string }[]).map((s) => s.id)).toContain(session.id);

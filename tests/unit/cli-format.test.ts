@@ -42,6 +42,7 @@ function view(state: SessionState, tasks: [string, TaskState, string?][]): Sessi
     counters: { open: 0, active: 0 },
     usage: usageFromHash({}),
     progress: {},
+    queued: [],
   };
 }
 
@@ -198,6 +199,31 @@ describe('text helpers', () => {
     ]);
     expect(formatTaskCounts(tasks)).toBe('3 tasks: 1 READY · 2 DONE');
     expect(formatTaskCounts([])).toBe('0 tasks');
+  });
+
+  it('tells executing tasks that no worker has taken yet from those that run', () => {
+    const v = view('RUNNING', [
+      ['run', 'RUNNING'],
+      ['wait1', 'RUNNING'],
+      ['wait2', 'RUNNING'],
+      ['more', 'NEEDS_CONTINUATION'],
+      ['done', 'DONE'],
+    ]);
+    for (const task of v.tasks) task.startedAt = at(0);
+    v.queued = ['wait1', 'wait2', 'more'];
+    const later = Date.parse(now) + 12_500;
+    expect(formatTaskCounts(v.tasks, v.queued)).toBe(
+      '5 tasks: 3 RUNNING (2 queued) · 1 NEEDS_CONTINUATION (1 queued) · 1 DONE',
+    );
+    const table = formatSessionTable(v, later);
+    expect(table).toContain('3 RUNNING (2 queued)');
+    expect(table).toMatch(/^run\s+RUNNING\s+0\s+12s\s/m);
+    // A task's time runs from its dispatch, queued or not.
+    expect(table).toMatch(/^wait1\s+RUNNING \(queued\)\s+0\s+12s\s/m);
+    expect(table).toMatch(/^more\s+NEEDS_CONTINUATION \(queued\)\s+0\s+12s\s/m);
+    const frame = formatLiveView(v, [], { rows: 40, columns: 200 }, later);
+    expect(frame).toMatch(/^wait2\s+RUNNING \(queued\)\s+0\s+12s\s/m);
+    expect(frame).toContain('3 RUNNING (2 queued)');
   });
 
   it('the status table lists each task with its state, attempts, time and dependencies', () => {

@@ -82,9 +82,16 @@ export function countTaskStates(tasks: readonly Task[]): [TaskState, number][] {
   });
 }
 
-/** `5 tasks: 3 DONE · 1 RUNNING · 1 READY` */
-export function formatTaskCounts(tasks: readonly Task[]): string {
-  const counts = countTaskStates(tasks).map(([state, n]) => `${n} ${state}`);
+/**
+ * `5 tasks: 3 DONE · 1 RUNNING · 1 READY`; with `queued` (executing tasks no worker has taken
+ * yet), `12 RUNNING (10 queued)`.
+ */
+export function formatTaskCounts(tasks: readonly Task[], queued: readonly string[] = []): string {
+  const waiting = new Set(queued);
+  const counts = countTaskStates(tasks).map(([state, n]) => {
+    const q = tasks.filter((t) => t.state === state && waiting.has(t.id)).length;
+    return q > 0 ? `${n} ${state} (${q} queued)` : `${n} ${state}`;
+  });
   return `${tasks.length} task${tasks.length === 1 ? '' : 's'}${counts.length ? `: ${counts.join(' · ')}` : ''}`;
 }
 
@@ -99,9 +106,21 @@ function renderTable(header: string[], rows: string[][]): string[] {
   return [render(header), ...rows.map(render)];
 }
 
-/** The task's state; a READY task that still waits for dependencies says for how many. */
-function taskState(t: Task): string {
+/** view.queued as a set, built once per view: a table of 10,000 tasks asks per row. */
+const queuedSets = new WeakMap<readonly string[], ReadonlySet<string>>();
+function isQueued(view: SessionView, taskId: string): boolean {
+  let set = queuedSets.get(view.queued);
+  if (!set) queuedSets.set(view.queued, (set = new Set(view.queued)));
+  return set.has(taskId);
+}
+
+/**
+ * The task's state; a READY task that still waits for dependencies says for how many, and an
+ * executing one whose work job no worker has taken yet says so (RUNNING means queued or run).
+ */
+function taskState(t: Task, view: SessionView): string {
   if (t.replanPending) return `${t.state} (replanning)`;
+  if (isQueued(view, t.id)) return `${t.state} (queued)`;
   if (t.state === 'READY' && t.pendingDependencies > 0) {
     return `READY (waits for ${t.pendingDependencies})`;
   }
@@ -192,7 +211,7 @@ export function formatSessionTable(view: SessionView, now = Date.now()): string 
   const { session, tasks } = view;
   const lines = [...sessionHeader(session), ...formatUsage(view)];
   if (tasks.length === 0) return lines.join('\n');
-  lines.push(formatTaskCounts(tasks));
+  lines.push(formatTaskCounts(tasks, view.queued));
   lines.push(
     '',
     ...taskTable(view, tasks, now),
@@ -357,7 +376,7 @@ export function formatLiveView(
   const rows = Math.max(options.rows || 24, 10);
   const columns = Math.max(options.columns || 80, 20);
   const head = sessionHeader(session);
-  head.push(formatTaskCounts(tasks));
+  head.push(formatTaskCounts(tasks, view.queued));
   const tail = recent.slice(-LIVE_HISTORY_LINES).map(formatHistoryEntry);
   const doing = progressLines(view, now, LIVE_PROGRESS_LINES);
   const footer: string[] = [];

@@ -42,6 +42,8 @@ export const SessionView = z.object({
   usage: SessionUsage,
   /** What each executing task is doing, when its executor reports it (by task id). */
   progress: z.record(z.string(), TaskProgress),
+  /** Executing tasks whose work job waits for a worker: none has taken it yet. */
+  queued: z.array(z.string()),
 });
 
 export const StoredHistoryEntry = z.object({ id: StreamId, entry: HistoryEntry });
