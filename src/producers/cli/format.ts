@@ -88,9 +88,10 @@ export function countTaskStates(tasks: readonly Task[]): [TaskState, number][] {
  */
 export function formatTaskCounts(tasks: readonly Task[], queued: readonly string[] = []): string {
   const waiting = new Set(queued);
+  const queuedByState = new Map(countTaskStates(tasks.filter((t) => waiting.has(t.id))));
   const counts = countTaskStates(tasks).map(([state, n]) => {
-    const q = tasks.filter((t) => t.state === state && waiting.has(t.id)).length;
-    return q > 0 ? `${n} ${state} (${q} queued)` : `${n} ${state}`;
+    const q = queuedByState.get(state);
+    return q ? `${n} ${state} (${q} queued)` : `${n} ${state}`;
   });
   return `${tasks.length} task${tasks.length === 1 ? '' : 's'}${counts.length ? `: ${counts.join(' · ')}` : ''}`;
 }
