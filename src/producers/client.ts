@@ -66,9 +66,10 @@ import {
   type StoredHistoryEntry,
 } from '../shared/store/session-store.js';
 import { TaskViewCache } from '../shared/store/task-view-cache.js';
+import { Instruction } from './instruction.js';
 
 export const SubmitRequest = z.strictObject({
-  instruction: z.string().trim().min(1, 'instruction must not be empty').max(100_000),
+  instruction: Instruction,
   /** Per-session overrides of refinement, replanning, execution, planning, llm and budget settings. */
   config: z.record(z.string(), z.unknown()).optional(),
   /**

@@ -7,18 +7,36 @@ import { tempFilesPerFile } from '../support/temp-files.js';
 
 const temp = tempFilesPerFile('orq-cli-startup-');
 
-/** The packages of every module `orq ARGS` loads, recorded by a module hook. */
-async function packagesLoaded(args: string[]): Promise<Set<string>> {
-  const file = temp.write('loaded.txt', '');
+/** The URL of every module `orq ARGS` loads, recorded by a module hook, and its exit code. */
+async function modulesLoaded(
+  args: string[],
+  options: { cwd?: string } = {},
+): Promise<{ urls: string[]; code: number; stderr: string }> {
+  const file = temp.write(`loaded-${args.join('-')}.txt`, '');
   const hook = pathToFileURL(join(root, 'tests/support/record-loads.mjs')).href;
-  const result = await orq(args, { env: { ORQ_TEST_LOADED_FILE: file }, preload: [hook] });
-  expect(result.code, result.stderr).toBe(0);
-  const packages = readFileSync(file, 'utf8')
-    .split('\n')
-    .map((url) => /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1])
-    .filter((name): name is string => name !== undefined);
-  return new Set(packages);
+  const result = await orq(args, {
+    env: { ORQ_TEST_LOADED_FILE: file },
+    preload: [hook],
+    ...options,
+  });
+  const urls = readFileSync(file, 'utf8').split('\n').filter(Boolean);
+  return { urls, code: result.code, stderr: result.stderr };
 }
+
+/** The packages among the modules `orq ARGS` loads (it must exit 0). */
+async function packagesLoaded(args: string[], options: { cwd?: string } = {}) {
+  const { urls, code, stderr } = await modulesLoaded(args, options);
+  expect(code, stderr).toBe(0);
+  return new Set(
+    urls
+      .map((url) => /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1])
+      .filter((name): name is string => name !== undefined),
+  );
+}
+
+/** orq's own modules among `urls` under a directory of src/ (`workers/`, say). */
+const ownModulesUnder = (urls: string[], dir: string) =>
+  urls.filter((url) => url.includes(`/src/${dir}`));
 
 describe('orq --version', () => {
   it("prints the package's version", async () => {
@@ -33,7 +51,7 @@ describe('orq --version', () => {
 // Every command module is registered at start, so what `--version` loads every command pays for.
 describe('orq start-up', () => {
   it('loads no LLM SDK, MCP client, HTTP server or metrics library until a command needs one', async () => {
-    const loaded = await packagesLoaded(['--version']);
+    const loaded = await packagesLoaded(['status'], { cwd: temp.dir });
     // The recording works: the CLI's own dependencies are there.
     expect(loaded).toContain('commander');
     expect(loaded).toContain('bullmq');
@@ -47,5 +65,41 @@ describe('orq start-up', () => {
     ]) {
       expect(loaded, heavy).not.toContain(heavy);
     }
+  });
+
+  // Each command's action loads with it: what the others need is not paid for by every process.
+  it('answers --version, --help and a usage error without loading BullMQ, Redis or the client', async () => {
+    for (const args of [['--version'], ['--help'], ['status', '--limit', '0']]) {
+      const { urls, code } = await modulesLoaded(args);
+      expect(code, args.join(' ')).toBe(args[0] === 'status' ? 2 : 0);
+      expect(
+        urls.some((url) => url.includes('node_modules/commander/')),
+        args.join(' '),
+      ).toBe(true);
+      for (const heavy of [
+        'node_modules/bullmq/',
+        'node_modules/ioredis/',
+        '/src/producers/client.ts',
+      ]) {
+        expect(
+          urls.filter((url) => url.includes(heavy)),
+          `${args.join(' ')}: ${heavy}`,
+        ).toEqual([]);
+      }
+    }
+  });
+
+  it('loads the roles only for a command that runs them', async () => {
+    // status talks to Redis through the client (here: none has run in this directory)...
+    const status = await modulesLoaded(['status'], { cwd: temp.dir });
+    expect(status.code, status.stderr).toBe(0);
+    expect(ownModulesUnder(status.urls, 'producers/client.ts')).not.toEqual([]);
+    expect(ownModulesUnder(status.urls, 'workers/')).toEqual([]);
+    // ...while `orq run` runs every role in its process (refused here before any Redis starts).
+    const run = await modulesLoaded(['run', 'Write it', '--scenario', 'no-such-scenario.yaml'], {
+      cwd: temp.dir,
+    });
+    expect(run.code).toBe(2);
+    expect(ownModulesUnder(run.urls, 'workers/registry.ts')).not.toEqual([]);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseTaskIds } from '../../src/producers/cli/common.js';
+import { parseTaskIds } from '../../src/producers/cli/options.js';
 
 describe('parseTaskIds (orq resume --task)', () => {
   it('adds the ids of each value, comma-separated or repeated, trimmed', () => {

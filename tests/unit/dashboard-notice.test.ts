@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { privateRedisNotice } from '../../src/producers/cli/commands/dashboard.js';
+import { privateRedisNotice } from '../../src/producers/cli/commands/dashboard-serve.js';
 import { privateRedisStartNotice } from '../../src/producers/cli/run-here.js';
 import { privateRedisDir, type CliRedis } from '../../src/producers/cli/redis-for-cli.js';
 

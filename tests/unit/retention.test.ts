@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FINISHED_SESSION_STATES, SessionState } from '../../src/shared/domain/session.js';
 import { pruneVerdict, unfinishedStates } from '../../src/shared/rules/retention.js';
-import { parseDurationSeconds } from '../../src/producers/cli/common.js';
+import { parseDurationSeconds } from '../../src/producers/cli/options.js';
 
 const CUTOFF = 1_000_000;
 const ALL_STATES = SessionState.options;

@@ -1,8 +1,11 @@
 import { Option, type Command } from 'commander';
 import { FINISHED_SESSION_STATES, type SessionState } from '../../../shared/domain/session.js';
 import { OrqError } from '../../../shared/errors.js';
-import { configOption, parseDurationSeconds, printJson, withSessions } from '../common.js';
+import { configOption, parseDurationSeconds } from '../options.js';
 import { exitCodeFor } from '../run-cli.js';
+
+// Loaded when a command runs: `--help` and a usage error need no client.
+const common = () => import('../common.js');
 
 /** delete and prune: what is kept of finished sessions. */
 export function registerRetentionCommands(program: Command): void {
@@ -14,7 +17,7 @@ export function registerRetentionCommands(program: Command): void {
     .argument('<sessionId...>')
     .option(...configOption)
     .action(async (sessionIds: string[], options: { config?: string }) =>
-      withSessions(options, async (client) => {
+      (await common()).withSessions(options, async (client) => {
         // Like rm: every id is tried, and the exit code says whether one failed.
         for (const id of sessionIds) {
           try {
@@ -53,8 +56,9 @@ export function registerRetentionCommands(program: Command): void {
         state?: SessionState[];
         dryRun?: boolean;
         json?: boolean;
-      }) =>
-        withSessions(options, async (client) => {
+      }) => {
+        const { printJson, withSessions } = await common();
+        return withSessions(options, async (client) => {
           const report = await client.prune({
             olderThanSeconds: options.olderThan,
             ...(options.state ? { states: options.state } : {}),
@@ -73,6 +77,7 @@ export function registerRetentionCommands(program: Command): void {
                 : '') +
               '\n',
           );
-        }),
+        });
+      },
     );
 }

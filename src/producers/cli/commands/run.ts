@@ -1,12 +1,6 @@
 import { Option, type Command } from 'commander';
-import {
-  configOption,
-  parseConcurrency,
-  readInstruction,
-  sessionOverrides,
-  submittedSessionConfig,
-} from '../common.js';
-import { checkRunnable, runHere, type RunHereOptions } from '../run-here.js';
+import { configOption, parseConcurrency, readInstruction } from '../options.js';
+import type { RunHereOptions } from '../run-here.js';
 
 /** `orq run`: every role in this process, one session from submit to its end, with progress. */
 export function registerRunCommand(program: Command): void {
@@ -27,6 +21,9 @@ export function registerRunCommand(program: Command): void {
     )
     .option('-v, --verbose', 'log role activity (JSON lines on stderr)')
     .action(async (instruction: string, options: RunHereOptions & { sessionConfig?: string }) => {
+      // Loaded here, not at start: `--help` and a usage error need neither the client nor the roles.
+      const { sessionOverrides, submittedSessionConfig } = await import('../common.js');
+      const { checkRunnable, runHere } = await import('../run-here.js');
       // Bad JSON is a usage error before anything starts.
       const overrides = sessionOverrides(options.sessionConfig);
       await runHere(

@@ -1,49 +1,6 @@
 import { Option, type Command } from 'commander';
-import { createLogger } from '../../../shared/logger.js';
-import { Role } from '../../../shared/queues.js';
-import { OrqError } from '../../../shared/errors.js';
-import { configuredConnection } from '../../../shared/redis.js';
-import { startPodServer } from '../../../workers/pod-server.js';
-import { launchRoles } from '../../../workers/registry.js';
-import { settlesWithin } from '../../../shared/settles-within.js';
-import {
-  cliConfig,
-  configOption,
-  parseConcurrency,
-  parseIntIn,
-  parseMilliseconds,
-} from '../common.js';
-
-function parseRoles(value: string): Role[] {
-  const roles = value
-    .split(',')
-    .map((r) => r.trim())
-    .filter(Boolean);
-  for (const role of roles) {
-    if (!Role.safeParse(role).success) {
-      throw new OrqError('VALIDATION_FAILED', `unknown role "${role}"`, {
-        hint: `Roles are ${Role.options.join(', ')}.`,
-      });
-    }
-  }
-  if (roles.length === 0) {
-    // A pod that runs nothing would look healthy and never take a job.
-    throw new OrqError('VALIDATION_FAILED', '--roles names no role', {
-      hint: `Give one or more of ${Role.options.join(', ')}, comma-separated (default: all).`,
-    });
-  }
-  return roles as Role[];
-}
-
-/** A pod's metrics and its HTTP listener: prom-client loads only for such a pod. */
-async function serveMetrics(host: string, port: number) {
-  const { createRoleMetrics } = await import('../../../workers/metrics.js');
-  const metrics = createRoleMetrics();
-  return { metrics, server: await startPodServer({ host, port, metrics }) };
-}
-
-/** After a stop signal, how long roles that are starting get to finish starting and then stop. */
-const STARTING_GRACE_MS = 2_000;
+import { configOption, parseConcurrency, parseIntIn, parseMilliseconds } from '../options.js';
+import type { StartOptions } from './start-pod.js';
 
 /** `orq start`: the consumers of a pod, until SIGTERM/SIGINT (then a bounded graceful close). */
 export function registerStartCommand(program: Command): void {
@@ -78,76 +35,5 @@ export function registerStartCommand(program: Command): void {
         .argParser(Number)
         .hideHelp(),
     )
-    .action(
-      async (options: {
-        roles: string;
-        concurrency?: number;
-        shutdownTimeout: number;
-        config?: string;
-        latency?: number;
-        metricsPort?: number;
-        metricsHost: string;
-      }) => {
-        const roles = parseRoles(options.roles);
-        const config = cliConfig(options);
-        const connection = configuredConnection(config);
-        if (!connection) {
-          throw new OrqError('CONFIG_INVALID', 'orq start needs a shared Redis', {
-            hint: 'Set REDIS_URL (or redis.url in the config file); use `orq run` for a single-process run.',
-          });
-        }
-        const logger = createLogger({ level: config.logLevel });
-        // Listen before starting: a SIGTERM that arrives while the consumers connect, or just after
-        // 'roles started' is logged, must still close them gracefully instead of killing the process.
-        const stopSignal = new Promise<string>((resolve) => {
-          process.once('SIGTERM', () => resolve('SIGTERM'));
-          process.once('SIGINT', () => resolve('SIGINT'));
-        });
-        // Counts, durations and states only, no session data: fine for a scraper beyond loopback.
-        // Listen before the consumers start, so a taken port fails the command before it takes
-        // jobs; /readyz answers `starting` until they run.
-        const served = options.metricsPort
-          ? await serveMetrics(options.metricsHost, options.metricsPort)
-          : undefined;
-        const starting = launchRoles(
-          {
-            roles,
-            connection,
-            config,
-            logger,
-            ...(options.concurrency ? { concurrency: options.concurrency } : {}),
-            ...(options.latency !== undefined ? { latencyMs: options.latency } : {}),
-            ...(served ? { metrics: served.metrics } : {}),
-          },
-          'REDIS_URL',
-        );
-        // The roles start only once Redis answers, which may be never: a stop signal meanwhile
-        // must still stop the pod (Kubernetes sends one SIGTERM, then waits for its grace period).
-        const started = await Promise.race([
-          starting,
-          stopSignal.then(async (signal) =>
-            (await settlesWithin(starting, STARTING_GRACE_MS)) ? starting : signal,
-          ),
-        ]);
-        if (typeof started === 'string') {
-          logger.info({ signal: started }, 'stopped while waiting for Redis; no job was taken');
-          await served?.server.close();
-          process.exit(0);
-        }
-        const pod = started;
-        served?.server.setHealth(() => pod.health());
-        if (served) logger.info({ url: served.server.url }, 'metrics and probes listening');
-        const signal = await stopSignal;
-        logger.info(
-          { signal, timeoutMs: options.shutdownTimeout },
-          'shutting down: finishing active jobs',
-        );
-        await pod.close(options.shutdownTimeout);
-        await served?.server.close();
-        logger.info('stopped');
-        // A job that ignored the shutdown abort must not keep a stopped pod alive past its bound
-        // (unref'd: a pod whose work all ended exits at once, as usual).
-        setTimeout(() => process.exit(), 1_000).unref();
-      },
-    );
+    .action(async (options: StartOptions) => (await import('./start-pod.js')).startPod(options));
 }
