@@ -322,7 +322,12 @@ describe('the command executor', () => {
   });
 
   it('kills an agent that runs past timeoutSeconds, and still ends with a commit', async () => {
-    const { repo, session, branch } = setup({ timeoutSeconds: 1 }, ['--hang']);
+    // A shell prints at once; the Node fake agent could take over the 1 s limit to start on a
+    // loaded machine and be killed before printing the line this test expects (seen in CI).
+    const { repo, session, branch } = setup({
+      timeoutSeconds: 1,
+      template: ['/bin/sh', '-c', 'echo "fake agent: hanging"; exec sleep 60', 'sh', '{{prompt}}'],
+    });
     const result = await createCommandExecutor().execute(executorContext(db.store, session, task));
     expect(result.error).toBe(
       'the agent command timed out after 1s and was killed; last output: fake agent: hanging',
