@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
+  CONFIG_REFERENCE_FILE,
   CONFIG_SCHEMA_FILE,
   configJsonSchema,
   configReferenceMarkdown,
@@ -145,12 +146,18 @@ describe('the configuration reference', () => {
     expect(markdown).toContain('npm run docs:config');
   });
 
-  it('is what README.md holds between its markers (run `npm run docs:config` if not)', () => {
-    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  it(`is what ${CONFIG_REFERENCE_FILE} holds between its markers (run \`npm run docs:config\` if not)`, () => {
+    const reference = readFileSync(join(root, CONFIG_REFERENCE_FILE), 'utf8');
     const match = /<!-- config-reference:start -->\n([\s\S]*?)<!-- config-reference:end -->/.exec(
-      readme,
+      reference,
     );
-    expect(match, 'README.md has the config-reference markers').not.toBeNull();
+    expect(match, `${CONFIG_REFERENCE_FILE} has the config-reference markers`).not.toBeNull();
     expect(match?.[1]?.trim()).toBe(markdown);
+  });
+
+  it('is linked from README.md, which no longer holds a copy', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    expect(readme).toContain(`](${CONFIG_REFERENCE_FILE})`);
+    expect(readme).not.toContain('<!-- config-reference:start -->');
   });
 });

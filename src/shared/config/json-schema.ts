@@ -6,6 +6,8 @@ export const CONFIG_SCHEMA_ID = 'urn:orq:config';
 
 /** Where `npm run docs:config` writes the schema, shipped with the package. */
 export const CONFIG_SCHEMA_FILE = 'schema/orq.config.schema.json';
+/** Where the configuration reference is kept (between its markers), from the project root. */
+export const CONFIG_REFERENCE_FILE = 'docs/configuration.md';
 
 /** The subset of JSON Schema that z.toJSONSchema emits for the config. */
 interface JsonSchemaNode {
@@ -164,7 +166,7 @@ function displayWidth(text: string): number {
   return width;
 }
 
-/** A table with padded columns, exactly as prettier formats one, so the README stays stable. */
+/** A table with padded columns, exactly as prettier formats one, so the reference stays stable. */
 function markdownTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = header.map((title, column) =>
     Math.max(3, displayWidth(title), ...rows.map((row) => displayWidth(row[column] ?? ''))),
@@ -175,7 +177,7 @@ function markdownTable(header: readonly string[], rows: readonly (readonly strin
 }
 
 /**
- * The configuration reference for the README: how the configuration is found, then one row per
+ * The configuration reference (CONFIG_REFERENCE_FILE): how the configuration is found, then one row per
  * key (dotted path, type, default, allowed values, description), generated from the JSON Schema.
  */
 export function configReferenceMarkdown(): string {
