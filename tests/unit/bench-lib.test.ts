@@ -10,6 +10,7 @@ import {
 } from '../../bench/lib/judge-noise.js';
 import { chain, fanOut, independentTasks, lattice, randomDag } from '../../bench/lib/plans.js';
 import { seededRng } from '../../bench/lib/random.js';
+import { pairedSummary, pairOrder } from '../../bench/lib/paired.js';
 import { fileStamp } from '../../bench/lib/report.js';
 import { summaryFigure } from '../../bench/lib/summary-chart.js';
 import { mean, percentile } from '../../bench/lib/stats.js';
@@ -25,6 +26,36 @@ describe('bench statistics', () => {
     expect(percentile([10, 20], 95)).toBeCloseTo(19.5);
     expect(percentile([], 50)).toBeNaN();
     expect(mean([1, 2, 6])).toBe(3);
+  });
+});
+
+describe('paired rounds (bench:compare)', () => {
+  it('runs base first in even rounds and change first in odd ones', () => {
+    expect([0, 1, 2, 3].map(pairOrder)).toEqual([
+      ['base', 'change'],
+      ['change', 'base'],
+      ['base', 'change'],
+      ['change', 'base'],
+    ]);
+  });
+
+  it("takes the median of each round's change over base, not the ratio of the medians", () => {
+    // The machine slows down over the run: every round's change costs 90 % of its base.
+    const base = [100, 200, 400];
+    const change = [90, 180, 360];
+    const summary = pairedSummary(base, change);
+    expect(summary.ratio).toBeCloseTo(0.9);
+    expect(summary.low).toBeCloseTo(0.9);
+    expect(summary.high).toBeCloseTo(0.9);
+    expect(summary).toMatchObject({ rounds: 3, baseMedian: 200, changeMedian: 180 });
+    // Unpaired, a drifting machine blurs the comparison: [50, 90, 600] against the same base
+    // has medians 90 and 200 (0.45), while the rounds' own ratios say 0.5, 0.45 and 1.5.
+    expect(pairedSummary(base, [50, 90, 600])).toMatchObject({ ratio: 0.5, low: 0.45, high: 1.5 });
+  });
+
+  it('refuses samples that do not pair up', () => {
+    expect(() => pairedSummary([1, 2], [1])).toThrow(/equal, non-zero counts/);
+    expect(() => pairedSummary([], [])).toThrow(/equal, non-zero counts/);
   });
 });
 

@@ -1,0 +1,316 @@
+/**
+ * `npm run bench:compare -- BASE [CHANGE] [--tasks N] [--rounds N] [--warmup N]`
+ *
+ * An A/B measurement of two builds of orq in one process, for changes too small for
+ * `npm run bench` to resolve: one run's rounds spread by 10 % or more, as the machine's load
+ * moves. BASE and CHANGE are git revisions; without CHANGE the working tree is measured. Each
+ * revision is checked out in a temporary git worktree and built (`npm run build`; `npm ci` too
+ * when its package-lock.json differs from the working tree's, else it shares node_modules),
+ * then both builds run every role in this process on one private redis-server, each under its
+ * own prefix, and sessions of N independent tasks alternate between them, base first in even
+ * rounds and change first in odd ones. A round's two sessions are a pair: machine drift hits
+ * both alike, so the median of the pairs' ratios resolves a few percent where the unpaired
+ * medians of `npm run bench` cannot.
+ *
+ * Prints JSON lines like the benchmarks: `compare.session_ms` and `compare.node_cpu_ms`, each
+ * the median of change ÷ base over the rounds (below 1: the change costs less), with the spread.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { Redis } from 'ioredis';
+import { independentTasks } from './lib/plans.js';
+import { pairedSummary, pairOrder, type Side } from './lib/paired.js';
+import { repoRoot } from './lib/processes.js';
+import { startBenchRedis } from './lib/redis.js';
+import { log, Reporter } from './lib/report.js';
+import { cpuMsSince } from './lib/timing.js';
+
+const USAGE =
+  'usage: npm run bench:compare -- BASE [CHANGE] [--tasks N] [--rounds N] [--warmup N]\n' +
+  '  BASE, CHANGE: git revisions (CHANGE defaults to the working tree)';
+
+const ROLES = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
+const SESSION_TIMEOUT_MS = 600_000;
+
+interface Options {
+  base: string;
+  change?: string;
+  tasks: number;
+  rounds: number;
+  warmup: number;
+}
+
+function wholeNumber(name: string, value: string | undefined, fallback: number, min: number) {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) {
+    process.stderr.write(`--${name} takes a whole number of at least ${min}, got "${value}"\n`);
+    process.exit(2);
+  }
+  return n;
+}
+
+function parseCli(argv: string[]): Options {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      tasks: { type: 'string' },
+      rounds: { type: 'string' },
+      warmup: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help || positionals.length === 0 || positionals.length > 2) {
+    process.stderr.write(`${USAGE}\n`);
+    process.exit(values.help ? 0 : 2);
+  }
+  const [base, change] = positionals as [string, string | undefined];
+  return {
+    base,
+    ...(change ? { change } : {}),
+    tasks: wholeNumber('tasks', values.tasks, 1000, 1),
+    rounds: wholeNumber('rounds', values.rounds, 10, 1),
+    warmup: wholeNumber('warmup', values.warmup, 3, 0),
+  };
+}
+
+const run = (cmd: string, args: string[], cwd: string) =>
+  execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+
+/** A revision's source, checked out and built; `remove` drops its worktree. */
+interface Checkout {
+  label: string;
+  dir: string;
+  remove(): void;
+}
+
+function checkout(revision: string, into: string): Checkout {
+  const sha = run('git', ['rev-parse', '--verify', `${revision}^{commit}`], repoRoot);
+  const label = `${revision} (${sha.slice(0, 10)})`;
+  const dir = join(into, sha.slice(0, 12));
+  log(`checking out ${label} into ${dir}`);
+  run('git', ['worktree', 'add', '--detach', '--quiet', dir, sha], repoRoot);
+  const remove = () => {
+    run('git', ['worktree', 'remove', '--force', dir], repoRoot);
+  };
+  try {
+    const lock = (root: string) => readFileSync(join(root, 'package-lock.json'), 'utf8');
+    if (lock(dir) === lock(repoRoot)) {
+      symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'), 'dir');
+    } else {
+      log(`${label} locks other dependencies: npm ci there`);
+      run('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], dir);
+    }
+    build(label, dir);
+  } catch (error) {
+    remove();
+    throw error;
+  }
+  return { label, dir, remove };
+}
+
+function build(label: string, dir: string): void {
+  log(`building ${label}`);
+  run('npm', ['run', '--silent', 'build'], dir);
+}
+
+/** What the harness uses of one build, imported from its dist/ (its own module instances). */
+interface Build {
+  startRoles(options: Record<string, unknown>): Promise<{ close(ms?: number): Promise<void> }>;
+  createClient(options: Record<string, unknown>): Promise<{
+    submit(request: Record<string, unknown>): Promise<{ id: string }>;
+    close(): Promise<void>;
+  }>;
+  parseConfig(input: unknown, source: string): unknown;
+  sessionKeys(prefix: string, sessionId: string): { meta: string };
+  silentLogger: unknown;
+}
+
+async function loadBuild(dir: string): Promise<Build> {
+  const load = (path: string) =>
+    import(pathToFileURL(join(dir, 'dist', path)).href) as Promise<Record<string, unknown>>;
+  const [registry, client, config, keys, logger] = await Promise.all([
+    load('workers/registry.js'),
+    load('producers/client.js'),
+    load('shared/config/load.js'),
+    load('shared/store/keys.js'),
+    load('shared/logger.js'),
+  ]);
+  return {
+    startRoles: registry.startRoles as Build['startRoles'],
+    createClient: client.createClient as Build['createClient'],
+    parseConfig: config.parseConfig as Build['parseConfig'],
+    sessionKeys: keys.sessionKeys as Build['sessionKeys'],
+    silentLogger: logger.silentLogger,
+  };
+}
+
+/** One build's roles and client, under its own prefix on the shared Redis. */
+interface Contender {
+  label: string;
+  runSession(): Promise<number>;
+  close(): Promise<void>;
+}
+
+async function startContender(
+  label: string,
+  build: Build,
+  url: string,
+  prefix: string,
+  admin: Redis,
+  scenarioPath: string,
+): Promise<Contender> {
+  const config = build.parseConfig({ redis: { prefix }, logLevel: 'silent' }, 'compare config');
+  const roles = await build.startRoles({
+    roles: ROLES,
+    connection: url,
+    config,
+    logger: build.silentLogger,
+  });
+  const client = await build.createClient({ connection: url, config });
+  return {
+    label,
+    // From submit to the coordinator's own COMPLETED stamp, so the polling does not count.
+    async runSession() {
+      const submittedAt = Date.now();
+      const { id } = await client.submit({
+        instruction: 'benchmark session',
+        config: { llm: { scenario: scenarioPath } },
+      });
+      const meta = build.sessionKeys(prefix, id).meta;
+      const deadline = Date.now() + SESSION_TIMEOUT_MS;
+      for (;;) {
+        const state = await admin.hget(meta, 'state');
+        if (state === 'COMPLETED') {
+          const data = JSON.parse((await admin.hget(meta, 'data')) ?? '{}') as {
+            updatedAt: string;
+          };
+          return Date.parse(data.updatedAt) - submittedAt;
+        }
+        if (state && state !== 'PLANNING' && state !== 'RUNNING') {
+          throw new Error(`${label}: session ${id} ended ${state}`);
+        }
+        if (Date.now() > deadline) throw new Error(`${label}: session ${id} still ${state}`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    },
+    async close() {
+      await client.close();
+      await roles.close(5_000);
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const options = parseCli(process.argv.slice(2));
+  const workDir = mkdtempSync(join(tmpdir(), 'orq-compare-'));
+  const checkouts: Checkout[] = [];
+  const contenders: Contender[] = [];
+  const redis = await startBenchRedis();
+  try {
+    const base = checkout(options.base, workDir);
+    checkouts.push(base);
+    let changeDir = repoRoot;
+    let changeLabel = 'the working tree';
+    if (options.change) {
+      const change = checkout(options.change, workDir);
+      checkouts.push(change);
+      changeDir = change.dir;
+      changeLabel = change.label;
+    } else {
+      build(changeLabel, repoRoot);
+    }
+    const scenarioPath = join(workDir, 'plan.json');
+    writeFileSync(
+      scenarioPath,
+      JSON.stringify({
+        description: `compare: ${options.tasks} independent tasks`,
+        plans: [{ summary: 'compare', tasks: independentTasks(options.tasks) }],
+        planJudgements: [{ score: 95, isAcceptable: true }],
+      }),
+    );
+    const sides: Record<Side, Contender> = {
+      base: await startContender(
+        base.label,
+        await loadBuild(base.dir),
+        redis.url,
+        'cmp-base',
+        redis.admin,
+        scenarioPath,
+      ),
+      change: await startContender(
+        changeLabel,
+        await loadBuild(changeDir),
+        redis.url,
+        'cmp-change',
+        redis.admin,
+        scenarioPath,
+      ),
+    };
+    contenders.push(sides.base, sides.change);
+
+    log(`warm-up: ${options.warmup} session(s) of ${options.tasks} tasks per side`);
+    for (let i = 0; i < options.warmup; i += 1) {
+      for (const side of pairOrder(i)) await sides[side].runSession();
+    }
+    const ms: Record<Side, number[]> = { base: [], change: [] };
+    const cpu: Record<Side, number[]> = { base: [], change: [] };
+    for (let round = 0; round < options.rounds; round += 1) {
+      for (const side of pairOrder(round)) {
+        const started = process.cpuUsage();
+        ms[side].push(await sides[side].runSession());
+        cpu[side].push(cpuMsSince(started));
+      }
+      log(
+        `round ${round + 1}/${options.rounds}: base ${ms.base.at(-1)} ms, change ${ms.change.at(-1)} ms`,
+      );
+    }
+
+    const reporter = new Reporter();
+    const context = {
+      base: base.label,
+      change: changeLabel,
+      tasks: options.tasks,
+      provider: 'builtin, scripted plan, zero latency',
+    };
+    for (const [name, samples, unit] of [
+      ['compare.session_ms', ms, 'ms'],
+      ['compare.node_cpu_ms', cpu, 'ms of Node CPU'],
+    ] as const) {
+      const summary = pairedSummary(samples.base, samples.change);
+      reporter.record({
+        name,
+        value: summary.ratio,
+        unit: 'ratio',
+        note: `change ÷ base per round, median; below 1 the change costs less (${unit} per session)`,
+        round_ratio_low: summary.low,
+        round_ratio_high: summary.high,
+        base_median: summary.baseMedian,
+        change_median: summary.changeMedian,
+        rounds: summary.rounds,
+        ...context,
+      });
+    }
+  } finally {
+    for (const contender of contenders) await contender.close().catch(() => undefined);
+    await redis.stop();
+    for (const c of checkouts) c.remove();
+    if (existsSync(workDir)) rmSync(workDir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    process.stderr.write(
+      `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+    process.exit(1);
+  },
+);
