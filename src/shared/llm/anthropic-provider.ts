@@ -3,14 +3,11 @@ import type { LlmRoleConfig } from '../config/schema.js';
 import { loadOnce } from '../load-once.js';
 import {
   callFailure,
-  callSignal,
-  sdkCallFailure,
+  sdkCallTarget,
+  sdkRequest,
   sdkClientOptions,
   resolveApiKey,
   tokenCount,
-  untilAborted,
-  withAnswers,
-  type CallTarget,
   type ChatCompletion,
   type ChatProvider,
   type ChatRequest,
@@ -40,39 +37,20 @@ export function createAnthropicProvider(
   const client = loadOnce(
     async () => new (await loadSdk()).default({ ...options, openTelemetry: false }),
   );
-  const label = `anthropic:${config.model}`;
+  const where = sdkCallTarget(role, 'anthropic', config, 'ANTHROPIC_API_KEY');
 
   return {
-    label,
+    label: where.label,
     async complete(request: ChatRequest): Promise<ChatCompletion> {
-      const target: CallTarget = {
-        role,
-        provider: 'anthropic',
-        label,
-        baseUrl: config.baseUrl,
-        timeoutMs: request.timeoutMs,
-        maxRetries: config.maxRetries,
-        apiKeyEnv: config.apiKeyEnv ?? (config.baseUrl ? undefined : 'ANTHROPIC_API_KEY'),
-      };
+      const target = { ...where, timeoutMs: request.timeoutMs };
       const sdk = await loadSdk();
       const anthropic = await client();
-      const call = callSignal(request);
-      const answers: number[] = [];
-      let message: Anthropic.Messages.Message;
-      try {
-        message = await untilAborted(
-          withAnswers(answers, () =>
-            anthropic.messages.create(messageParams(config, request), {
-              signal: call.signal,
-              timeout: Math.max(1, Math.round(request.timeoutMs)),
-              maxRetries: config.maxRetries,
-            }),
-          ),
-          call.signal,
-        );
-      } catch (error) {
-        throw sdkCallFailure(error, call, target, sdk, answers);
-      }
+      const message: Anthropic.Messages.Message = await sdkRequest(
+        target,
+        request,
+        sdk,
+        (options) => anthropic.messages.create(messageParams(config, request), options),
+      );
       const billed = message.usage;
       // Billed even when the reply is of no use: a failure carries it for the meter.
       const usage = {

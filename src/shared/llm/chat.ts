@@ -296,6 +296,63 @@ export function sdkCallFailure(
   return error;
 }
 
+/**
+ * Where an official SDK's calls for `role` go, as their failures name it (each call adds its
+ * time limit): fixed for a provider, so built once with it.
+ */
+export function sdkCallTarget(
+  role: ModelRole,
+  provider: CallTarget['provider'],
+  config: Pick<LlmRoleConfig, 'model' | 'baseUrl' | 'maxRetries' | 'apiKeyEnv'>,
+  defaultKeyEnv: string,
+): Omit<CallTarget, 'timeoutMs'> {
+  return {
+    role,
+    provider,
+    label: `${provider}:${config.model}`,
+    baseUrl: config.baseUrl,
+    maxRetries: config.maxRetries,
+    apiKeyEnv: config.apiKeyEnv ?? (config.baseUrl ? undefined : defaultKeyEnv),
+  };
+}
+
+/** What both official SDKs take with a request: orq's signal, time limit and retries. */
+export interface SdkRequestOptions {
+  signal: AbortSignal;
+  timeout: number;
+  maxRetries: number;
+}
+
+/**
+ * One request through an official SDK under orq's rules for a call: it ends when the request's
+ * signal aborts or its time limit (retries included) runs out, even if the SDK does not notice;
+ * the HTTP statuses of its tries are kept for the message; and whatever it throws becomes
+ * callFailure's kind for `target`.
+ */
+export async function sdkRequest<T>(
+  target: CallTarget,
+  request: Pick<ChatRequest, 'signal' | 'timeoutMs'>,
+  sdk: SdkErrorClasses,
+  send: (options: SdkRequestOptions) => Promise<T>,
+): Promise<T> {
+  const call = callSignal(request);
+  const answers: number[] = [];
+  try {
+    return await untilAborted(
+      withAnswers(answers, () =>
+        send({
+          signal: call.signal,
+          timeout: Math.max(1, Math.round(request.timeoutMs)),
+          maxRetries: target.maxRetries,
+        }),
+      ),
+      call.signal,
+    );
+  } catch (error) {
+    throw sdkCallFailure(error, call, target, sdk, answers);
+  }
+}
+
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null;
 

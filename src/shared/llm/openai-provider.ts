@@ -4,16 +4,13 @@ import type { LlmRoleConfig } from '../config/schema.js';
 import { loadOnce } from '../load-once.js';
 import {
   callFailure,
-  callSignal,
-  sdkCallFailure,
+  sdkCallTarget,
+  sdkRequest,
   sdkClientOptions,
   resolveApiKey,
   estimateUsage,
   NO_USAGE,
   tokenCount,
-  untilAborted,
-  withAnswers,
-  type CallTarget,
   type ChatCompletion,
   type ChatProvider,
   type ChatRequest,
@@ -39,39 +36,20 @@ export function createOpenAiProvider(
 ): ChatProvider {
   const options = sdkClientOptions(config, resolveApiKey(role, config, env));
   const client = loadOnce(async () => new (await loadSdk()).default(options));
-  const label = `openai:${config.model}`;
+  const where = sdkCallTarget(role, 'openai', config, 'OPENAI_API_KEY');
 
   return {
-    label,
+    label: where.label,
     async complete(request: ChatRequest): Promise<ChatCompletion> {
-      const target: CallTarget = {
-        role,
-        provider: 'openai',
-        label,
-        baseUrl: config.baseUrl,
-        timeoutMs: request.timeoutMs,
-        maxRetries: config.maxRetries,
-        apiKeyEnv: config.apiKeyEnv ?? (config.baseUrl ? undefined : 'OPENAI_API_KEY'),
-      };
+      const target = { ...where, timeoutMs: request.timeoutMs };
       const sdk = await loadSdk();
       const openai = await client();
-      const call = callSignal(request);
-      const answers: number[] = [];
-      let completion: OpenAI.Chat.Completions.ChatCompletion;
-      try {
-        completion = await untilAborted(
-          withAnswers(answers, () =>
-            openai.chat.completions.create(chatParams(config, request), {
-              signal: call.signal,
-              timeout: Math.max(1, Math.round(request.timeoutMs)),
-              maxRetries: config.maxRetries,
-            }),
-          ),
-          call.signal,
-        );
-      } catch (error) {
-        throw sdkCallFailure(error, call, target, sdk, answers);
-      }
+      const completion: OpenAI.Chat.Completions.ChatCompletion = await sdkRequest(
+        target,
+        request,
+        sdk,
+        (options) => openai.chat.completions.create(chatParams(config, request), options),
+      );
       const isCompletion = Array.isArray(completion.choices);
       const choice = isCompletion ? completion.choices[0] : undefined;
       const message = choice?.message;
