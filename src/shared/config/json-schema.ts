@@ -177,8 +177,9 @@ function markdownTable(header: readonly string[], rows: readonly (readonly strin
 }
 
 /**
- * The configuration reference (CONFIG_REFERENCE_FILE): how the configuration is found, then one row per
- * key (dotted path, type, default, allowed values, description), generated from the JSON Schema.
+ * The configuration reference (CONFIG_REFERENCE_FILE): how the configuration is found, then one
+ * row per key (dotted path, type, default, allowed values, description), generated from the JSON
+ * Schema.
  */
 export function configReferenceMarkdown(): string {
   const schema = configJsonSchema() as JsonSchemaNode;
