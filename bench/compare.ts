@@ -91,7 +91,12 @@ interface Checkout {
 }
 
 function checkout(revision: string, into: string): Checkout {
-  const sha = run('git', ['rev-parse', '--verify', `${revision}^{commit}`], repoRoot);
+  let sha: string;
+  try {
+    sha = run('git', ['rev-parse', '--verify', '--quiet', `${revision}^{commit}`], repoRoot);
+  } catch {
+    throw new Error(`"${revision}" is not a revision of this repository`);
+  }
   const label = `${revision} (${sha.slice(0, 10)})`;
   const dir = join(into, sha.slice(0, 12));
   log(`checking out ${label} into ${dir}`);
@@ -309,7 +314,7 @@ main().then(
   () => process.exit(0),
   (error: unknown) => {
     process.stderr.write(
-      `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+      `bench:compare: ${error instanceof Error ? error.message : String(error)}\n`,
     );
     process.exit(1);
   },
