@@ -16,7 +16,7 @@
  * the median of change ÷ base over the rounds (below 1: the change costs less), with the spread.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -218,6 +218,17 @@ async function main(): Promise<void> {
   const checkouts: Checkout[] = [];
   const contenders: Contender[] = [];
   const redis = await startBenchRedis();
+  // Interrupted (Ctrl-C): no worktree, build or private redis-server is left behind.
+  const removeCheckouts = () => {
+    for (const c of checkouts.splice(0)) c.remove();
+    rmSync(workDir, { recursive: true, force: true });
+  };
+  const onSignal = () => {
+    removeCheckouts();
+    void redis.stop().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   try {
     const base = checkout(options.base, workDir);
     checkouts.push(base);
@@ -305,8 +316,7 @@ async function main(): Promise<void> {
   } finally {
     for (const contender of contenders) await contender.close().catch(() => undefined);
     await redis.stop();
-    for (const c of checkouts) c.remove();
-    if (existsSync(workDir)) rmSync(workDir, { recursive: true, force: true });
+    removeCheckouts();
   }
 }
 
