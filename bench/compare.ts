@@ -90,7 +90,8 @@ interface Checkout {
   remove(): void;
 }
 
-function checkout(revision: string, into: string): Checkout {
+/** `revision` checked out and built in `dir` (a side of its own: BASE and CHANGE may be one). */
+function checkout(revision: string, dir: string): Checkout {
   let sha: string;
   try {
     sha = run('git', ['rev-parse', '--verify', '--quiet', `${revision}^{commit}`], repoRoot);
@@ -98,7 +99,6 @@ function checkout(revision: string, into: string): Checkout {
     throw new Error(`"${revision}" is not a revision of this repository`);
   }
   const label = `${revision} (${sha.slice(0, 10)})`;
-  const dir = join(into, sha.slice(0, 12));
   log(`checking out ${label} into ${dir}`);
   run('git', ['worktree', 'add', '--detach', '--quiet', dir, sha], repoRoot);
   const remove = () => {
@@ -230,12 +230,12 @@ async function main(): Promise<void> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    const base = checkout(options.base, workDir);
+    const base = checkout(options.base, join(workDir, 'base'));
     checkouts.push(base);
     let changeDir = repoRoot;
     let changeLabel = 'the working tree';
     if (options.change) {
-      const change = checkout(options.change, workDir);
+      const change = checkout(options.change, join(workDir, 'change'));
       checkouts.push(change);
       changeDir = change.dir;
       changeLabel = change.label;
