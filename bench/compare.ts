@@ -16,12 +16,13 @@
  * the median of change ÷ base over the rounds (below 1: the change costs less), with the spread.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
+import { pollSessionEnd, writePlanScenario } from './lib/orq.js';
 import { independentTasks } from './lib/plans.js';
 import { pairedSummary, pairOrder, type Side } from './lib/paired.js';
 import { repoRoot } from './lib/processes.js';
@@ -34,7 +35,6 @@ const USAGE =
   '  BASE, CHANGE: git revisions (CHANGE defaults to the working tree)';
 
 const ROLES = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
-const SESSION_TIMEOUT_MS = 600_000;
 
 interface Options {
   base: string;
@@ -189,21 +189,10 @@ async function startContender(
         config: { llm: { scenario: scenarioPath } },
       });
       const meta = build.sessionKeys(prefix, id).meta;
-      const deadline = Date.now() + SESSION_TIMEOUT_MS;
-      for (;;) {
-        const state = await admin.hget(meta, 'state');
-        if (state === 'COMPLETED') {
-          const data = JSON.parse((await admin.hget(meta, 'data')) ?? '{}') as {
-            updatedAt: string;
-          };
-          return Date.parse(data.updatedAt) - submittedAt;
-        }
-        if (state && state !== 'PLANNING' && state !== 'RUNNING') {
-          throw new Error(`${label}: session ${id} ended ${state}`);
-        }
-        if (Date.now() > deadline) throw new Error(`${label}: session ${id} still ${state}`);
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      // The record as that build wrote it: only its own schema need parse it, so no parse here.
+      const { state, data } = await pollSessionEnd(admin, meta, id);
+      if (state !== 'COMPLETED') throw new Error(`${label}: session ${id} ended ${state}`);
+      return Date.parse((JSON.parse(data) as { updatedAt: string }).updatedAt) - submittedAt;
     },
     async close() {
       await client.close();
@@ -242,15 +231,7 @@ async function main(): Promise<void> {
     } else {
       build(changeLabel, repoRoot);
     }
-    const scenarioPath = join(workDir, 'plan.json');
-    writeFileSync(
-      scenarioPath,
-      JSON.stringify({
-        description: `compare: ${options.tasks} independent tasks`,
-        plans: [{ summary: 'compare', tasks: independentTasks(options.tasks) }],
-        planJudgements: [{ score: 95, isAcceptable: true }],
-      }),
-    );
+    const scenarioPath = writePlanScenario(workDir, 'compare', independentTasks(options.tasks));
     const sides: Record<Side, Contender> = {
       base: await startContender(
         base.label,

@@ -92,17 +92,31 @@ export async function waitForSessionEnd(
   timeoutMs = 600_000,
 ): Promise<Session> {
   const meta = sessionKeys(prefix, sessionId).meta;
+  const { data } = await pollSessionEnd(admin, meta, sessionId, timeoutMs);
+  const session = Session.parse(JSON.parse(data));
+  if (session.state !== 'COMPLETED') {
+    throw new Error(
+      `benchmark session ${sessionId} ended ${session.state}: ${session.failure?.reason ?? 'no reason recorded'}`,
+    );
+  }
+  return session;
+}
+
+/**
+ * Polls the state field of a session's `meta` hash (one HGET every 10 ms) until the session
+ * stops moving (finished or BLOCKED); returns that state and the session record as stored.
+ */
+export async function pollSessionEnd(
+  admin: Redis,
+  meta: string,
+  sessionId: string,
+  timeoutMs = 600_000,
+): Promise<{ state: string; data: string }> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const state = await admin.hget(meta, 'state');
     if (state && (FINISHED_SESSION_STATES as readonly string[]).concat('BLOCKED').includes(state)) {
-      const session = Session.parse(JSON.parse((await admin.hget(meta, 'data')) ?? '{}'));
-      if (session.state !== 'COMPLETED') {
-        throw new Error(
-          `benchmark session ${sessionId} ended ${session.state}: ${session.failure?.reason ?? 'no reason recorded'}`,
-        );
-      }
-      return session;
+      return { state, data: (await admin.hget(meta, 'data')) ?? '{}' };
     }
     if (Date.now() > deadline)
       throw new Error(`session ${sessionId} still ${state} after ${timeoutMs}ms`);
