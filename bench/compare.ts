@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
+import { Role } from '../src/shared/queues.js';
 import { pollSessionEnd, writePlanScenario } from './lib/orq.js';
 import { independentTasks } from './lib/plans.js';
 import { pairedSummary, pairOrder, type Side } from './lib/paired.js';
@@ -33,8 +34,6 @@ import { cpuMsSince } from './lib/timing.js';
 const USAGE =
   'usage: npm run bench:compare -- BASE [CHANGE] [--tasks N] [--rounds N] [--warmup N]\n' +
   '  BASE, CHANGE: git revisions (CHANGE defaults to the working tree)';
-
-const ROLES = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
 
 interface Options {
   base: string;
@@ -158,7 +157,6 @@ async function loadBuild(dir: string): Promise<Build> {
 
 /** One build's roles and client, under its own prefix on the shared Redis. */
 interface Contender {
-  label: string;
   runSession(): Promise<number>;
   close(): Promise<void>;
 }
@@ -173,14 +171,13 @@ async function startContender(
 ): Promise<Contender> {
   const config = build.parseConfig({ redis: { prefix }, logLevel: 'silent' }, 'compare config');
   const roles = await build.startRoles({
-    roles: ROLES,
+    roles: Role.options,
     connection: url,
     config,
     logger: build.silentLogger,
   });
   const client = await build.createClient({ connection: url, config });
   return {
-    label,
     // From submit to the coordinator's own COMPLETED stamp, so the polling does not count.
     async runSession() {
       const submittedAt = Date.now();
@@ -232,25 +229,23 @@ async function main(): Promise<void> {
       build(changeLabel, repoRoot);
     }
     const scenarioPath = writePlanScenario(workDir, 'compare', independentTasks(options.tasks));
-    const sides: Record<Side, Contender> = {
-      base: await startContender(
-        base.label,
-        await loadBuild(base.dir),
+    // Each kept as soon as it runs, so a failure to start the other still closes it.
+    const start = async (label: string, dir: string, prefix: string) => {
+      const contender = await startContender(
+        label,
+        await loadBuild(dir),
         redis.url,
-        'cmp-base',
+        prefix,
         redis.admin,
         scenarioPath,
-      ),
-      change: await startContender(
-        changeLabel,
-        await loadBuild(changeDir),
-        redis.url,
-        'cmp-change',
-        redis.admin,
-        scenarioPath,
-      ),
+      );
+      contenders.push(contender);
+      return contender;
     };
-    contenders.push(sides.base, sides.change);
+    const sides: Record<Side, Contender> = {
+      base: await start(base.label, base.dir, 'cmp-base'),
+      change: await start(changeLabel, changeDir, 'cmp-change'),
+    };
 
     log(`warm-up: ${options.warmup} session(s) of ${options.tasks} tasks per side`);
     for (let i = 0; i < options.warmup; i += 1) {
