@@ -1,5 +1,5 @@
 import type { Job, Worker } from 'bullmq';
-import type { Role } from '../../src/shared/queues.js';
+import { Role } from '../../src/shared/queues.js';
 import type { BenchContext, BenchScenario } from '../lib/context.js';
 import {
   benchClient,
@@ -13,8 +13,6 @@ import { RawPipeline } from '../lib/raw-bullmq.js';
 import { log } from '../lib/report.js';
 import { summarize } from '../lib/stats.js';
 import { now } from '../lib/timing.js';
-
-const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
 
 /**
  * Start and finish times of the jobs one BullMQ Worker runs, with performance.now() (BullMQ's
@@ -67,7 +65,7 @@ async function run(ctx: BenchContext): Promise<void> {
   const { url, admin } = ctx.redis;
   const config = benchConfig('lat-orq');
   const prefix = config.redis.prefix;
-  const roles = await startInProcessRoles(url, config, ALL_ROLES);
+  const roles = await startInProcessRoles(url, config, Role.options);
   const client = await benchClient(url, config);
   const raw = await RawPipeline.startLike(url, 'lat-raw', config);
   let orqGaps: number[] = [];

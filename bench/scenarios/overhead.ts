@@ -1,4 +1,4 @@
-import type { Role } from '../../src/shared/queues.js';
+import { Role } from '../../src/shared/queues.js';
 import { CommandTally } from '../lib/command-counter.js';
 import type { BenchContext, BenchScenario } from '../lib/context.js';
 import {
@@ -15,7 +15,6 @@ import { log } from '../lib/report.js';
 import { median } from '../lib/stats.js';
 import { cpuMsSince } from '../lib/timing.js';
 
-const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
 /** The session size of the headline `overhead_ratio`, the same in quick and full runs. */
 const HEADLINE_TASKS = 1000;
 /** Discarded sessions per side before the first measured round. */
@@ -76,7 +75,7 @@ async function run(ctx: BenchContext): Promise<void> {
     independentTasks(warmupTasks),
   );
 
-  const roles = await startInProcessRoles(url, config, ALL_ROLES);
+  const roles = await startInProcessRoles(url, config, Role.options);
   const client = await benchClient(url, config);
   const raw = await RawPipeline.startLike(url, 'ovh-raw', config);
 
