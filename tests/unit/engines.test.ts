@@ -44,3 +44,13 @@ describe('installed dependencies', () => {
     expect(rejecting).toEqual([]);
   });
 });
+
+describe('npm run test:node', () => {
+  // Set by scripts/test-on-node.mjs to the version it fetched: a run that fell back to the
+  // machine's Node (a PATH that lost the fetched one) would report the other runtime's results.
+  it('runs the tests on the Node version it asked for (ORQ_TEST_NODE), when it asked', () => {
+    const asked = process.env.ORQ_TEST_NODE;
+    if (asked === undefined) return;
+    expect(`${process.versions.node}.`.startsWith(`${asked}.`)).toBe(true);
+  });
+});
