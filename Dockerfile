@@ -2,7 +2,7 @@
 # docker-compose.yml runs it; see "Running orq with Docker Compose" in the README.
 
 # --- build: install everything, compile, then drop the dev dependencies -----------------------
-FROM node:20-slim AS build
+FROM node:24-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -12,7 +12,7 @@ COPY src ./src
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
 # --- runtime: compiled code and production dependencies only, as the unprivileged node user ---
-FROM node:20-slim AS runtime
+FROM node:24-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build /app/package.json /app/package-lock.json ./

@@ -4,6 +4,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join, posix } from 'node:path';
 import { promisify } from 'node:util';
+import { createRequire } from 'node:module';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { z } from 'zod';
@@ -20,6 +21,9 @@ import { tempFilesPerFile } from '../support/temp-files.js';
 // replayed image's ENTRYPOINT, against the test Redis.
 
 const run = promisify(execFile);
+const semver = createRequire(import.meta.url)('semver') as {
+  satisfies(version: string, range: string): boolean;
+};
 const ROLE_SERVICES = Role.options;
 const REDIS_SERVICE = 'redis';
 
@@ -185,14 +189,33 @@ describe('Dockerfile', () => {
   const last = Math.max(...instructions.map((i) => i.stage));
   const final = instructions.filter((i) => i.stage === last);
 
-  it('builds on node:20-slim in stages: npm ci, build, prune dev dependencies', () => {
+  it('builds on one node:<LTS>-slim in stages: npm ci, build, prune dev dependencies', () => {
     const froms = instructions.filter((i) => i.keyword === 'FROM');
     expect(froms.length).toBeGreaterThanOrEqual(2);
-    for (const from of froms) expect(from.args).toMatch(/^node:20-slim\b/);
+    const majors = froms.map((from) => /^node:(\d+)-slim\b/.exec(from.args)?.[1]);
+    expect(new Set(majors).size).toBe(1);
+    const major = Number(majors[0]);
+    // An LTS line (even up to 26; every line from 27 on is one), and one package.json accepts.
+    expect(major >= 27 || major % 2 === 0).toBe(true);
+    const engines = (
+      JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+        engines: { node: string };
+      }
+    ).engines.node;
+    expect(semver.satisfies(`${major}.0.0`, engines)).toBe(true);
     const runs = instructions.filter((i) => i.keyword === 'RUN').map((i) => i.args);
     expect(runs.some((r) => r.includes('npm ci'))).toBe(true);
     expect(runs.some((r) => r.includes('npm run build'))).toBe(true);
     expect(runs.some((r) => /npm prune --omit=dev/.test(r))).toBe(true);
+  });
+
+  it('is the Node `npm run test:node` (and so CI) runs the tests on', async () => {
+    const { stdout } = await run(process.execPath, [
+      join(root, 'scripts/test-on-node.mjs'),
+      '--which',
+    ]);
+    const from = instructions.find((i) => i.keyword === 'FROM');
+    expect(from?.args).toMatch(new RegExp(`^node:${stdout.trim()}-slim\\b`));
   });
 
   it('runs as a non-root user, with the built CLI as ENTRYPOINT', () => {
