@@ -332,16 +332,16 @@ describe("the image's working data", () => {
     };
 
     it('a root-owned WORKDIR is not writable by USER node; a chowned directory in it is', async () => {
-      const bare = await build('FROM node:20-slim\nWORKDIR /app\nUSER node\n');
+      const bare = await build('FROM node:24-slim\nWORKDIR /app\nUSER node\n');
       expect(writableBy(bare, '/app/.orq/workspaces')).toBe(false);
       const owned = await build(
-        'FROM node:20-slim\nWORKDIR /app\nRUN mkdir -p /app/.orq/x && chown node:node /app/.orq\nUSER node\n',
+        'FROM node:24-slim\nWORKDIR /app\nRUN mkdir -p /app/.orq/x && chown node:node /app/.orq\nUSER node\n',
       );
       expect(writableBy(owned, '/app/.orq/workspaces/s/t')).toBe(true);
       expect(writableBy(owned, '/app/.orq/x')).toBe(false); // chown without -R
       expect(writableBy(owned, '/app/planning_history')).toBe(false);
       const recursive = await build(
-        'FROM node:20-slim\nENV A=1 B="two words"\nRUN mkdir -p /data/x && chown -R node /data\nUSER node:node\n',
+        'FROM node:24-slim\nENV A=1 B="two words"\nRUN mkdir -p /data/x && chown -R node /data\nUSER node:node\n',
       );
       expect(writableBy(recursive, '/data/x/y')).toBe(true);
       expect(recursive.env).toEqual({ A: '1', B: 'two words' });
@@ -349,10 +349,10 @@ describe("the image's working data", () => {
 
     it('a mkdir after USER node in a root-owned directory, or a chown after VOLUME, fails', async () => {
       await expect(
-        build('FROM node:20-slim\nWORKDIR /app\nUSER node\nRUN mkdir -p .orq\n'),
+        build('FROM node:24-slim\nWORKDIR /app\nUSER node\nRUN mkdir -p .orq\n'),
       ).rejects.toThrow(/permission denied for node on \/app\/\.orq/);
       await expect(
-        build('FROM node:20-slim\nRUN mkdir -p /data\nVOLUME ["/data"]\nRUN chown node /data\n'),
+        build('FROM node:24-slim\nRUN mkdir -p /data\nVOLUME ["/data"]\nRUN chown node /data\n'),
       ).rejects.toThrow(/after VOLUME/);
     });
   });
