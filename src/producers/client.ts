@@ -39,6 +39,7 @@ import {
   OutageLog,
   refuseUnfitServer,
   reportOutages,
+  untilReady,
   type AddressSetting,
   type ConnectionInput,
   type RedisConnection,
@@ -568,6 +569,7 @@ export async function openClient(
   ): AsyncGenerator<StoredHistoryEntry> {
     const until = watchOptions.until ?? 'finished';
     const blockMs = watchOptions.blockMs ?? 1_000;
+    const listening = new AbortController(); // ends the waits below with the watch
     const reader = blockingTwin(redis);
     let down = false;
     reader.on('error', (error: Error) => {
@@ -575,10 +577,17 @@ export async function openClient(
       down = true;
       watchOptions.onConnection?.({ up: false, error: error.message });
     });
+    // Back only once the client's own connection is too: it reconnects on a schedule of its
+    // own, up to 2 s after the reader, and the watch (and a get after it) reads through it.
     reader.on('ready', () => {
       if (!down) return;
-      down = false;
-      watchOptions.onConnection?.({ up: true });
+      untilReady(redis, listening.signal)
+        .then((ready) => {
+          if (!ready || !down || reader.status !== 'ready') return;
+          down = false;
+          watchOptions.onConnection?.({ up: true });
+        })
+        .catch(() => undefined); // a client closed meanwhile: the watch ends with it
     });
     blockingConnections.add(reader);
     let cursor = watchOptions.after ?? '0-0';
@@ -587,7 +596,6 @@ export async function openClient(
     // ioredis does not fail a queued read when the reader is closed meanwhile: an abort must
     // not wait for the read, only for whichever comes first.
     const { signal } = watchOptions;
-    const listening = new AbortController(); // ends the listener below with the watch
     const aborted = new Promise<'aborted'>((resolve) => {
       signal?.addEventListener('abort', () => resolve('aborted'), {
         once: true,
@@ -607,6 +615,23 @@ export async function openClient(
         }
       }
     }
+    /**
+     * watchIsOver through the client's own connection, which fails fast while it reconnects
+     * (after an outage, or dropped alone) and rejects a read it cut off: waited for and asked
+     * again, as the reader waits through an outage. A client closed meanwhile fails the watch.
+     */
+    async function settledThroughDrops(): Promise<boolean | 'aborted'> {
+      for (;;) {
+        if (!(await untilReady(redis, signal))) return 'aborted';
+        try {
+          return await watchIsOver(sessionId, until);
+        } catch (error) {
+          if (!isTransportError(error) || redis.status === 'ready' || redis.status === 'end') {
+            throw error;
+          }
+        }
+      }
+    }
     try {
       parseOrThrow(SessionId, sessionId, 'session id');
       // Redis would refuse a malformed cursor with a bare ReplyError on the first read.
@@ -622,7 +647,9 @@ export async function openClient(
         yield* entriesOf(reply);
         if (reply && reply.length > 0) continue;
         // Nothing new: stop once the session has settled and every entry was read.
-        if (await watchIsOver(sessionId, until)) {
+        const over = await settledThroughDrops();
+        if (over === 'aborted') return;
+        if (over) {
           // The write that settled it may have come after the read above, with its entries
           // (the state change to COMPLETED): read on to the end once more, without waiting.
           for (;;) {

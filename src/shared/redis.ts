@@ -320,6 +320,52 @@ export function blockingTwin(redis: RedisConnection): RedisConnection {
   return redis.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true });
 }
 
+/** One wait per connection for its next `ready`, however many callers wait (no listener pile-up). */
+const readyWaits = new WeakMap<RedisConnection, Promise<void>>();
+
+/**
+ * Waits until `redis` is ready: at once when it is, else until it reconnects. False when
+ * `signal` aborts first; rejects as a lost connection (isTransportError) when it has ended for
+ * good. For a caller that waits through outages on another connection and reads through this
+ * one, which fails fast while it reconnects (enableOfflineQueue off) on a schedule of its own.
+ */
+export function untilReady(redis: RedisConnection, signal?: AbortSignal): Promise<boolean> {
+  if (redis.status === 'ready') return Promise.resolve(true);
+  if (redis.status === 'end') return Promise.reject(new Error('Connection is closed.'));
+  if (signal?.aborted) return Promise.resolve(false);
+  let wait = readyWaits.get(redis);
+  if (!wait) {
+    wait = new Promise<void>((resolve, reject) => {
+      const settle = (outcome: () => void) => {
+        redis.off('ready', onReady);
+        redis.off('end', onEnd);
+        readyWaits.delete(redis);
+        outcome();
+      };
+      const onReady = () => settle(resolve);
+      const onEnd = () => settle(() => reject(new Error('Connection is closed.')));
+      redis.on('ready', onReady);
+      redis.on('end', onEnd);
+    });
+    readyWaits.set(redis, wait);
+  }
+  const ready = wait;
+  return new Promise<boolean>((resolve, reject) => {
+    const onAbort = () => resolve(false);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    ready.then(
+      () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(true);
+      },
+      (error: unknown) => {
+        signal?.removeEventListener('abort', onAbort);
+        reject(error as Error);
+      },
+    );
+  });
+}
+
 /**
  * host:port of a single server, or its socket path (ioredis keeps its default host and port
  * beside a path, unused); `cluster` for a Cluster (its nodes change).

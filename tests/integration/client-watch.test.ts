@@ -1,7 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import { readSettling } from '../../src/shared/store/pending-resumes.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
+import { eventually } from '../support/scenarios.js';
 
 // No roles: this test moves the session itself.
 let cluster: TestCluster;
@@ -48,5 +50,48 @@ describe('watch', () => {
     } finally {
       delete redis.orqReadSettling;
     }
+  });
+
+  it("waits for the client's own connection when it drops alone, and goes on to the end", async () => {
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'a connection dropped mid-watch' });
+    const { store } = client;
+    const connections: boolean[] = [];
+    const entries: HistoryEntry[] = [];
+    // Reads the session's state every 50 ms: the drop below falls between two of them.
+    const watching = (async () => {
+      for await (const { entry } of client.watch(id, {
+        blockMs: 50,
+        onConnection: ({ up }) => connections.push(up),
+      })) {
+        entries.push(entry);
+      }
+    })();
+    await eventually(() => (entries.length > 0 ? true : undefined), 'the first entries');
+
+    // The client's connection (not the watch's own) is cut: it reconnects about 200 ms later,
+    // and fails every command until then.
+    const admin = new Redis(inject('redisUrl'));
+    const back = new Promise((resolve) => store.redis.once('ready', resolve));
+    try {
+      const mainId = await store.redis.client('ID');
+      expect(await admin.client('KILL', 'ID', String(mainId))).toBe(1);
+    } finally {
+      admin.disconnect();
+    }
+    await back;
+    const snapshot = await store.requireSession(id);
+    await store.apply(id, {
+      eventId: `test-complete|${id}`,
+      session: {
+        record: { ...snapshot.session, state: 'COMPLETED' },
+        expectedVersion: snapshot.version,
+      },
+      history: [{ type: 'state_change', entity: 'session', from: 'PLANNING', to: 'COMPLETED' }],
+    });
+    await watching;
+    expect(entries.at(-1)).toMatchObject({ type: 'state_change', to: 'COMPLETED' });
+    // The watch's own connection never dropped: nothing to report.
+    expect(connections).toEqual([]);
   });
 });

@@ -1,0 +1,66 @@
+import { createServer, type AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
+import { describe, expect, inject, it } from 'vitest';
+import { createConnection, isTransportError, untilReady } from '../../src/shared/redis.js';
+
+/** A port nothing listens on: bound, then released. */
+function closedPort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => done(port));
+    });
+  });
+}
+
+describe('untilReady', () => {
+  it('waits for a connection that connects or reconnects, and answers at once for a ready one', async () => {
+    const redis = createConnection(inject('redisUrl'), 'producer');
+    const admin = new Redis(inject('redisUrl'));
+    try {
+      // Still connecting: a command would fail fast (enableOfflineQueue off); the wait does not.
+      expect(redis.status).not.toBe('ready');
+      expect(await untilReady(redis)).toBe(true);
+      expect(await untilReady(redis)).toBe(true);
+      const id = await redis.client('ID');
+      const reconnecting = new Promise((resolve) => redis.once('reconnecting', resolve));
+      await admin.client('KILL', 'ID', String(id));
+      await reconnecting;
+      // A producer connection fails fast meanwhile; untilReady waits it out.
+      expect(redis.status).not.toBe('ready');
+      expect(await untilReady(redis)).toBe(true);
+      expect(await redis.ping()).toBe('PONG');
+    } finally {
+      admin.disconnect();
+      redis.disconnect();
+    }
+  });
+
+  it('gives false on abort, rejects as a lost connection once it ends, and keeps one listener however many wait', async () => {
+    const redis = createConnection(`redis://127.0.0.1:${await closedPort()}`, 'producer');
+    try {
+      const before = redis.listenerCount('ready');
+      const stop = new AbortController();
+      const waits = Array.from({ length: 20 }, () => untilReady(redis, stop.signal));
+      // Twenty waiters, one pair of listeners: no MaxListenersExceededWarning from a busy API.
+      expect(redis.listenerCount('ready')).toBe(before + 1);
+      stop.abort();
+      expect(await Promise.all(waits)).toEqual(Array.from({ length: 20 }, () => false));
+
+      const ending = untilReady(redis);
+      redis.disconnect();
+      const error = await ending.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(isTransportError(error)).toBe(true);
+      expect(redis.listenerCount('ready')).toBe(before);
+      // Ended for good: a later wait fails at once instead of waiting for ever.
+      await expect(untilReady(redis)).rejects.toThrow(/Connection is closed/);
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
