@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import { SessionView } from '../../src/producers/http/schemas.js';
 import { HistoryEntry } from '../../src/shared/domain/history.js';
+import { freePort } from '../../src/shared/redis-server.js';
 import { orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { bullQueue, exited } from '../support/pods.js';
@@ -591,7 +592,7 @@ describe('errors and exit codes', () => {
   });
 
   it('an unreachable Redis exits 3 with a message naming Redis, orq run too', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const unreachable = { ...env, REDIS_URL: `redis://127.0.0.1:${port}` };
     const [status, run] = await Promise.all([
       orq(['status'], { env: unreachable }),
@@ -666,15 +667,3 @@ describe('watch in a terminal', () => {
     }
   });
 });
-
-/** A port nothing listens on: bound, then released. */
-function closedPort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => done(port));
-    });
-  });
-}

@@ -3,22 +3,13 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
-import { createServer, type AddressInfo } from 'node:net';
+import { freePort } from '../../src/shared/redis-server.js';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createClient, type OrqClient, type SessionView } from '../../src/producers/client.js';
 import { orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { startCluster } from '../support/cluster.js';
 
 const diamond = resolve(root, 'examples/scenarios/diamond.yaml');
-
-/** A loopback port nothing listens on (it was free a moment ago). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 /** What must not depend on how many processes ran the session. */
 function outcome(view: SessionView) {
@@ -89,7 +80,7 @@ describe('orq as separate processes', () => {
 
   it('a pod waiting for a Redis that does not answer stops on one SIGTERM with exit code 0', async () => {
     const child = spawnOrq(['start', '--roles', 'worker'], {
-      env: { REDIS_URL: `redis://127.0.0.1:${await closedPort()}` },
+      env: { REDIS_URL: `redis://127.0.0.1:${await freePort()}` },
     });
     let output = '';
     child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));

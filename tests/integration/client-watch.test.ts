@@ -2,11 +2,25 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import { readSettling } from '../../src/shared/store/pending-resumes.js';
+import type { SessionStore } from '../../src/shared/store/session-store.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { eventually } from '../support/scenarios.js';
 
 // No roles: this test moves the session itself.
 let cluster: TestCluster;
+
+/** Completes a PLANNING session as a coordinator's write would. */
+async function complete(store: SessionStore, id: string): Promise<void> {
+  const snapshot = await store.requireSession(id);
+  await store.apply(id, {
+    eventId: `test-complete|${id}`,
+    session: {
+      record: { ...snapshot.session, state: 'COMPLETED' },
+      expectedVersion: snapshot.version,
+    },
+    history: [{ type: 'state_change', entity: 'session', from: 'PLANNING', to: 'COMPLETED' }],
+  });
+}
 
 beforeAll(async () => {
   cluster = await startCluster({ pods: 0 });
@@ -30,15 +44,7 @@ describe('watch', () => {
     redis.orqReadSettling = async (...args: unknown[]) => {
       if (!completed) {
         completed = true;
-        const snapshot = await store.requireSession(id);
-        await store.apply(id, {
-          eventId: `test-complete|${id}`,
-          session: {
-            record: { ...snapshot.session, state: 'COMPLETED' },
-            expectedVersion: snapshot.version,
-          },
-          history: [{ type: 'state_change', entity: 'session', from: 'PLANNING', to: 'COMPLETED' }],
-        });
+        await complete(store, id);
       }
       return read(...args);
     };
@@ -80,15 +86,7 @@ describe('watch', () => {
       admin.disconnect();
     }
     await back;
-    const snapshot = await store.requireSession(id);
-    await store.apply(id, {
-      eventId: `test-complete|${id}`,
-      session: {
-        record: { ...snapshot.session, state: 'COMPLETED' },
-        expectedVersion: snapshot.version,
-      },
-      history: [{ type: 'state_change', entity: 'session', from: 'PLANNING', to: 'COMPLETED' }],
-    });
+    await complete(store, id);
     await watching;
     expect(entries.at(-1)).toMatchObject({ type: 'state_change', to: 'COMPLETED' });
     // The watch's own connection never dropped: nothing to report.

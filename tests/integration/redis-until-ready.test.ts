@@ -1,19 +1,7 @@
-import { createServer, type AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { describe, expect, inject, it } from 'vitest';
+import { freePort } from '../../src/shared/redis-server.js';
 import { createConnection, isTransportError, untilReady } from '../../src/shared/redis.js';
-
-/** A port nothing listens on: bound, then released. */
-function closedPort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => done(port));
-    });
-  });
-}
 
 describe('untilReady', () => {
   it('waits for a connection that connects or reconnects, and answers at once for a ready one', async () => {
@@ -39,7 +27,7 @@ describe('untilReady', () => {
   });
 
   it('gives false on abort, rejects as a lost connection once it ends, and keeps one listener however many wait', async () => {
-    const redis = createConnection(`redis://127.0.0.1:${await closedPort()}`, 'producer');
+    const redis = createConnection(`redis://127.0.0.1:${await freePort()}`, 'producer');
     try {
       const before = redis.listenerCount('ready');
       const stop = new AbortController();

@@ -1,7 +1,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
+import { freePort } from '../../src/shared/redis-server.js';
 import { join, posix } from 'node:path';
 import { promisify } from 'node:util';
 import { createRequire } from 'node:module';
@@ -464,15 +464,4 @@ function healthcheck(test: readonly string[], composePort: number, port: number)
     () => 0,
     (error: { code?: number }) => error.code ?? 1,
   );
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
