@@ -30,11 +30,12 @@ describe('untilReady', () => {
     const redis = createConnection(`redis://127.0.0.1:${await freePort()}`, 'producer');
     try {
       const before = redis.listenerCount('ready');
-      const stop = new AbortController();
-      const waits = Array.from({ length: 20 }, () => untilReady(redis, stop.signal));
-      // Twenty waiters, one pair of listeners: no MaxListenersExceededWarning from a busy API.
+      // Twenty callers, each with a signal of its own (one shared signal would warn of its own
+      // 20 abort listeners), and one pair of listeners on the connection.
+      const stops = Array.from({ length: 20 }, () => new AbortController());
+      const waits = stops.map((stop) => untilReady(redis, stop.signal));
       expect(redis.listenerCount('ready')).toBe(before + 1);
-      stop.abort();
+      for (const stop of stops) stop.abort();
       expect(await Promise.all(waits)).toEqual(Array.from({ length: 20 }, () => false));
 
       const ending = untilReady(redis);
