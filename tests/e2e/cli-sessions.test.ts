@@ -5,13 +5,12 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import { SessionView } from '../../src/producers/http/schemas.js';
 import { HistoryEntry } from '../../src/shared/domain/history.js';
 import { freePort } from '../../src/shared/redis-server.js';
-import { orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
+import { cliMain, orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { bullQueue, exited } from '../support/pods.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
@@ -637,9 +636,7 @@ describe('watch in a terminal', () => {
     const submit = await cli('submit', 'Write the parser, then write the tests');
     const sessionId = submit.stdout.trim();
     // `script` gives the CLI a pseudo-terminal; its output is what the terminal received.
-    const main = join(root, 'src/producers/cli/main.ts');
-    const loader = pathToFileURL(join(root, 'node_modules/tsx/dist/loader.mjs')).href;
-    const command = `stty cols 120 rows 40; exec '${process.execPath}' --import '${loader}' '${main}' watch ${sessionId}`;
+    const command = `stty cols 120 rows 40; exec '${process.execPath}' '${cliMain()}' watch ${sessionId}`;
     const tty = await new Promise<{ code: number; output: string }>((done) => {
       execFile(
         'script',

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { orq, root } from '../support/cli.js';
+import { cliModules, orq, root } from '../support/cli.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
 
 const temp = tempFilesPerFile('orq-cli-startup-');
@@ -34,9 +34,9 @@ async function packagesLoaded(args: string[], options: { cwd?: string } = {}) {
   );
 }
 
-/** orq's own modules among `urls` under a directory of src/ (`workers/`, say). */
+/** orq's own modules among `urls` under a directory of its sources (`workers/`, say). */
 const ownModulesUnder = (urls: string[], dir: string) =>
-  urls.filter((url) => url.includes(`/src/${dir}`));
+  urls.filter((url) => url.startsWith(pathToFileURL(join(cliModules(), dir)).href));
 
 describe('orq --version', () => {
   it("prints the package's version", async () => {
@@ -79,7 +79,7 @@ describe('orq start-up', () => {
       for (const heavy of [
         'node_modules/bullmq/',
         'node_modules/ioredis/',
-        '/src/producers/client.ts',
+        pathToFileURL(join(cliModules(), 'producers/client.js')).href,
       ]) {
         expect(
           urls.filter((url) => url.includes(heavy)),
@@ -93,13 +93,13 @@ describe('orq start-up', () => {
     // status talks to Redis through the client (here: none has run in this directory)...
     const status = await modulesLoaded(['status'], { cwd: temp.dir });
     expect(status.code, status.stderr).toBe(0);
-    expect(ownModulesUnder(status.urls, 'producers/client.ts')).not.toEqual([]);
+    expect(ownModulesUnder(status.urls, 'producers/client.js')).not.toEqual([]);
     expect(ownModulesUnder(status.urls, 'workers/')).toEqual([]);
     // ...while `orq run` runs every role in its process (refused here before any Redis starts).
     const run = await modulesLoaded(['run', 'Write it', '--scenario', 'no-such-scenario.yaml'], {
       cwd: temp.dir,
     });
     expect(run.code).toBe(2);
-    expect(ownModulesUnder(run.urls, 'workers/registry.ts')).not.toEqual([]);
+    expect(ownModulesUnder(run.urls, 'workers/registry.js')).not.toEqual([]);
   });
 });

@@ -1,11 +1,15 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { inject } from 'vitest';
 
 export const root = fileURLToPath(new URL('../..', import.meta.url));
-const main = join(root, 'src/producers/cli/main.ts');
-// An absolute loader URL, so the CLI can run from any working directory (e.g. a fresh temp dir).
-const tsxLoader = pathToFileURL(join(root, 'node_modules/tsx/dist/loader.mjs')).href;
+
+/** The CLI's entry: src/ transpiled once for this test run (global-cli.ts), an absolute path. */
+export const cliMain = (): string => inject('cliMain');
+
+/** The directory the CLI's modules run from, dist/'s layout: `${cliModules()}/producers/…`. */
+export const cliModules = (): string => resolve(dirname(cliMain()), '../..');
 
 export interface CliResult {
   code: number;
@@ -38,7 +42,7 @@ export function orq(
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      [...preload, '--import', tsxLoader, main, ...args],
+      [...preload, cliMain(), ...args],
       {
         cwd: options.cwd ?? root,
         env: cleanEnv(options.env ?? {}),
@@ -64,7 +68,7 @@ export function spawnOrq(
     stdin?: boolean;
   } = {},
 ): ChildProcess {
-  return spawn(process.execPath, ['--import', tsxLoader, main, ...args], {
+  return spawn(process.execPath, [cliMain(), ...args], {
     cwd: options.cwd ?? root,
     env: cleanEnv(options.env ?? {}),
     stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
