@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import module from 'node:module';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -45,6 +46,22 @@ describe('orq --version', () => {
     };
     const result = await orq(['--version']);
     expect(result).toMatchObject({ code: 0, stdout: `${version}\n` });
+  });
+});
+
+describe('the compile cache', () => {
+  it('is on where Node has one (22.1+), in its default place, and the command runs alike without', async () => {
+    const hasCache =
+      typeof (module as { enableCompileCache?: unknown }).enableCompileCache === 'function';
+    // os.tmpdir() follows TMPDIR: the default cache directory is under it.
+    const tmp = mkdtempSync(join(temp.dir, 'tmp-'));
+    const cache = join(tmp, 'node-compile-cache');
+    const result = await orq(['--version'], {
+      env: { TMPDIR: tmp, NODE_DISABLE_COMPILE_CACHE: undefined },
+    });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/^\d+\.\d+\.\d+/);
+    expect(existsSync(cache) && readdirSync(cache, { recursive: true }).length > 0).toBe(hasCache);
   });
 });
 

@@ -17,12 +17,21 @@ export interface CliResult {
   stderr: string;
 }
 
-/** The environment without any orq or Redis variable of the machine running the tests. */
-export function cleanEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+/**
+ * The environment without any orq or Redis variable of the machine running the tests, and with
+ * Node's compile cache off: the CLI runs from a new directory each test run, and the cache
+ * (keyed by path) would gain its modules anew every time. cli-startup.test.ts tests the cache.
+ */
+export function cleanEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {
   const base = Object.fromEntries(
     Object.entries(process.env).filter(([name]) => !name.startsWith('ORQ') && name !== 'REDIS_URL'),
   );
-  return { ...base, ...env };
+  // A variable given as undefined is not set at all (Node reads any value of some as "on").
+  return Object.fromEntries(
+    Object.entries({ ...base, NODE_DISABLE_COMPILE_CACHE: '1', ...env }).filter(
+      ([, value]) => value !== undefined,
+    ),
+  );
 }
 
 /**
@@ -32,7 +41,7 @@ export function cleanEnv(env: Record<string, string>): NodeJS.ProcessEnv {
 export function orq(
   args: string[],
   options: {
-    env?: Record<string, string>;
+    env?: Record<string, string | undefined>;
     cwd?: string;
     timeoutMs?: number;
     preload?: string[];
