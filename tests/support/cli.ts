@@ -26,7 +26,8 @@ export function cleanEnv(env: Record<string, string | undefined>): NodeJS.Proces
   const base = Object.fromEntries(
     Object.entries(process.env).filter(([name]) => !name.startsWith('ORQ') && name !== 'REDIS_URL'),
   );
-  // A variable given as undefined is not set at all (Node reads any value of some as "on").
+  // A variable given as undefined is left unset: NODE_DISABLE_COMPILE_CACHE turns the cache off
+  // whatever its value, even 0.
   return Object.fromEntries(
     Object.entries({ ...base, NODE_DISABLE_COMPILE_CACHE: '1', ...env }).filter(
       ([, value]) => value !== undefined,
