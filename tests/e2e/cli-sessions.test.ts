@@ -10,7 +10,15 @@ import { z } from 'zod';
 import { SessionView } from '../../src/producers/http/schemas.js';
 import { HistoryEntry } from '../../src/shared/domain/history.js';
 import { freePort } from '../../src/shared/redis-server.js';
-import { cliMain, orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
+import {
+  cleanEnv,
+  cliMain,
+  orq,
+  root,
+  spawnOrq,
+  stopProcess,
+  waitForOutput,
+} from '../support/cli.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { bullQueue, exited } from '../support/pods.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
@@ -641,7 +649,7 @@ describe('watch in a terminal', () => {
       execFile(
         'script',
         ['-qfec', command, '/dev/null'],
-        { cwd: root, env: { ...process.env, ...env, TERM: 'xterm' }, timeout: 60_000 },
+        { cwd: root, env: cleanEnv({ ...env, TERM: 'xterm' }), timeout: 60_000 },
         (error, stdout) => done({ code: error ? Number(error.code ?? 1) : 0, output: stdout }),
       );
     });

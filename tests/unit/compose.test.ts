@@ -232,6 +232,7 @@ describe('Dockerfile', () => {
     expect(existsSync(join(app, 'dist/shared/llm/prompts'))).toBe(true);
     const { stdout } = await run(process.execPath, [...entrypoint().slice(1), 'start', '--help'], {
       cwd: app,
+      env: cleanEnv({}),
     });
     expect(stdout).toMatch(/--roles <list>/);
   }, 180_000);
