@@ -1,5 +1,5 @@
 # orq: one image for every role (`orq start --roles …`) and the dashboard (`orq dashboard`).
-# docker-compose.yml runs it; see "Running orq with Docker Compose" in the README.
+# docker-compose.yml runs it; see docs/docker-compose.md.
 
 # --- build: install everything, compile, then drop the dev dependencies -----------------------
 FROM node:24-slim AS build

@@ -14,6 +14,9 @@
  *
  * Prints JSON lines like the benchmarks: `compare.session_ms` and `compare.node_cpu_ms`, each
  * the median of change ÷ base over the rounds (below 1: the change costs less), with the spread.
+ * Each round also moves the same jobs through raw BullMQ (the overhead benchmark's baseline), so
+ * `compare.overhead_ratio` gives both builds' overhead_ratio from the same rounds, and
+ * `compare.round_trips_per_task` every command each build's connections sent per task.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
@@ -23,11 +26,14 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
 import { Role } from '../src/shared/queues.js';
-import { pollSessionEnd, writePlanScenario } from './lib/orq.js';
+import { CommandTally, countEveryConnection } from './lib/command-counter.js';
+import { benchConfig, pollSessionEnd, writePlanScenario } from './lib/orq.js';
 import { independentTasks } from './lib/plans.js';
+import { RawPipeline } from './lib/raw-bullmq.js';
+import { median } from './lib/stats.js';
 import { pairedSummary, pairOrder, type Side } from './lib/paired.js';
 import { repoRoot } from './lib/processes.js';
-import { startBenchRedis } from './lib/redis.js';
+import { prefixBytes, startBenchRedis } from './lib/redis.js';
 import { log, Reporter } from './lib/report.js';
 import { cpuMsSince } from './lib/timing.js';
 
@@ -204,6 +210,9 @@ async function main(): Promise<void> {
   const checkouts: Checkout[] = [];
   const contenders: Contender[] = [];
   const redis = await startBenchRedis();
+  let raw: RawPipeline | undefined;
+  // Every round trip of each side, on whichever connection (both builds share this ioredis).
+  const every = countEveryConnection([redis.admin]);
   // Interrupted (Ctrl-C): no worktree, build or private redis-server is left behind.
   const removeCheckouts = () => {
     for (const c of checkouts.splice(0)) c.remove();
@@ -246,21 +255,40 @@ async function main(): Promise<void> {
       base: await start(base.label, base.dir, 'cmp-base'),
       change: await start(changeLabel, changeDir, 'cmp-change'),
     };
+    raw = await RawPipeline.startLike(redis.url, 'cmp-raw', benchConfig('cmp-raw'));
 
+    // One session per side on its empty prefix first: what its finished tasks cost in Redis,
+    // session state and jobs as retention keeps them (deterministic, unlike the timings).
+    const bytes = { base: 0, change: 0, baseJobs: 0, changeJobs: 0 };
+    for (const side of ['base', 'change'] as const) {
+      await sides[side].runSession();
+      const held = await prefixBytes(redis.admin, side === 'base' ? 'cmp-base' : 'cmp-change');
+      bytes[side] = (held.jobs + held.state) / options.tasks;
+      bytes[side === 'base' ? 'baseJobs' : 'changeJobs'] = held.jobs / options.tasks;
+    }
     log(`warm-up: ${options.warmup} session(s) of ${options.tasks} tasks per side`);
     for (let i = 0; i < options.warmup; i += 1) {
       for (const side of pairOrder(i)) await sides[side].runSession();
+      await raw.run(options.tasks);
     }
     const ms: Record<Side, number[]> = { base: [], change: [] };
     const cpu: Record<Side, number[]> = { base: [], change: [] };
+    const rawMs: number[] = [];
+    const trips: Record<Side, CommandTally> = {
+      base: new CommandTally(),
+      change: new CommandTally(),
+    };
     for (let round = 0; round < options.rounds; round += 1) {
       for (const side of pairOrder(round)) {
         const started = process.cpuUsage();
+        every.into(trips[side]);
         ms[side].push(await sides[side].runSession());
+        every.into(undefined);
         cpu[side].push(cpuMsSince(started));
       }
+      rawMs.push((await raw.run(options.tasks)).ms);
       log(
-        `round ${round + 1}/${options.rounds}: base ${ms.base.at(-1)} ms, change ${ms.change.at(-1)} ms`,
+        `round ${round + 1}/${options.rounds}: base ${ms.base.at(-1)} ms, change ${ms.change.at(-1)} ms, raw BullMQ ${rawMs.at(-1)} ms`,
       );
     }
 
@@ -271,6 +299,66 @@ async function main(): Promise<void> {
       tasks: options.tasks,
       provider: 'builtin, scripted plan, zero latency',
     };
+    reporter.record({
+      name: 'compare.redis_bytes_per_finished_task',
+      value: bytes.change / bytes.base,
+      unit: 'ratio',
+      note: "change ÷ base of the Redis bytes one session's finished tasks hold (state and retained jobs)",
+      base_bytes_per_task: Math.round(bytes.base),
+      change_bytes_per_task: Math.round(bytes.change),
+      base_job_bytes_per_task: Math.round(bytes.baseJobs),
+      change_job_bytes_per_task: Math.round(bytes.changeJobs),
+      ...context,
+    });
+    // Raw BullMQ's hops/s over orq's in each round (the same 3 + 3N hops), per build.
+    const overhead = (side: Side) => ms[side].map((m, i) => (rawMs[i] as number) / m);
+    const spread = (ratios: number[]) => ({
+      median: median(ratios),
+      low: Math.min(...ratios),
+      high: Math.max(...ratios),
+    });
+    const base_ = spread(overhead('base'));
+    const change_ = spread(overhead('change'));
+    // Paired as the session times are: round i's change ratio over its base ratio.
+    const paired = overhead('change').map((c, i) => c / (overhead('base')[i] as number));
+    reporter.record({
+      name: 'compare.overhead_ratio',
+      value: median(paired),
+      unit: 'ratio',
+      note: "change ÷ base of overhead_ratio (raw BullMQ ms ÷ orq ms) in each round, median; above 1 the change raised it. Each build's own median and spread beside it",
+      round_ratio_low: Math.min(...paired),
+      round_ratio_high: Math.max(...paired),
+      base_overhead_ratio: base_.median,
+      base_round_low: base_.low,
+      base_round_high: base_.high,
+      change_overhead_ratio: change_.median,
+      change_round_low: change_.low,
+      change_round_high: change_.high,
+      raw_median_ms: median(rawMs),
+      rounds: options.rounds,
+      ...context,
+    });
+    const perTask = (tally: CommandTally) => {
+      const counts = Object.entries(tally.take()).sort((a, b) => b[1] - a[1]);
+      const per = options.rounds * options.tasks;
+      return {
+        total: counts.reduce((sum, [, n]) => sum + n, 0) / per,
+        byCommand: Object.fromEntries(counts.map(([name, n]) => [name, n / per])),
+      };
+    };
+    const baseTrips = perTask(trips.base);
+    const changeTrips = perTask(trips.change);
+    reporter.record({
+      name: 'compare.round_trips_per_task',
+      value: changeTrips.total / baseTrips.total,
+      unit: 'ratio',
+      note: "change ÷ base of the commands every connection of a build sent per task (BullMQ's fetches, finishes and lock checks too)",
+      base_per_task: baseTrips.total,
+      change_per_task: changeTrips.total,
+      base_by_command: baseTrips.byCommand,
+      change_by_command: changeTrips.byCommand,
+      ...context,
+    });
     for (const [name, samples, unit] of [
       ['compare.session_ms', ms, 'ms'],
       ['compare.node_cpu_ms', cpu, 'ms of Node CPU'],
@@ -290,6 +378,8 @@ async function main(): Promise<void> {
       });
     }
   } finally {
+    every.restore();
+    await raw?.close().catch(() => undefined);
     for (const contender of contenders) await contender.close().catch(() => undefined);
     await redis.stop();
     removeCheckouts();

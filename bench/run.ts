@@ -22,8 +22,21 @@ import { scaling } from './scenarios/scaling.js';
 import { judgeNoise } from './scenarios/judge-noise.js';
 import { latency } from './scenarios/latency.js';
 import { startup } from './scenarios/startup.js';
+import { fairness } from './scenarios/fairness.js';
+import { quota } from './scenarios/quota.js';
+import { tracing } from './scenarios/tracing.js';
 
-const SCENARIOS: BenchScenario[] = [overhead, shapes, scaling, judgeNoise, latency, startup];
+const SCENARIOS: BenchScenario[] = [
+  overhead,
+  shapes,
+  scaling,
+  judgeNoise,
+  latency,
+  startup,
+  quota,
+  fairness,
+  tracing,
+];
 
 const USAGE = `usage: npm run bench -- [--quick] [--only ${SCENARIOS.map((s) => s.name).join(',')}] [--out DIR]`;
 

@@ -23,6 +23,7 @@ export { extractRequiredTerms, validateTermPreservation } from './shared/rules/t
 export { decideTaskOutcome, type TaskOutcome } from './shared/rules/task-outcome.js';
 export { replaceTaskWithSubtasks } from './shared/rules/replace-task.js';
 export { summarizeSessionProgress } from './shared/rules/session-progress.js';
+export { deriveSessionResult } from './shared/rules/session-result.js';
 
 // Runtime: queues, roles, client.
 export * from './shared/queues.js';
@@ -30,6 +31,7 @@ export type { RoleModels } from './shared/llm/types.js';
 export { createBuiltinModels } from './shared/llm/builtin.js';
 export { Scenario, loadScenarioFile } from './shared/llm/scenario.js';
 export { startRoles, type StartRolesOptions, type RunningRoles } from './workers/registry.js';
+export { startTracing, stopTracing, tracingWanted, type Tracing } from './shared/tracing/sdk.js';
 export {
   configuredConnection,
   type ClusterInput,
@@ -43,6 +45,7 @@ export {
   PruneRequest,
   ListRequest,
   HistoryRequest,
+  ResultRequest,
   WaitOptions,
   type OrqClient,
   type CreateClientOptions,

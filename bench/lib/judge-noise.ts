@@ -4,6 +4,14 @@ import {
   advanceRefinementCounters,
   makeRefinementDecision,
 } from '../../src/shared/rules/refinement.js';
+import {
+  addSpread,
+  nextJudgeStep,
+  noisePrior,
+  spreadOf,
+  type AdaptiveJudgingSettings,
+  type NoisePool,
+} from '../../src/shared/rules/adaptive-judging.js';
 import { median } from './stats.js';
 import { gaussian, seededRng, uniform, type Rng } from './random.js';
 
@@ -38,6 +46,16 @@ export interface JudgingVariant {
   k: number;
   /** Overrides deltaThreshold and deltaThresholdPercent (0 turns stagnation into "got worse"). */
   deltaThreshold?: number;
+  /**
+   * Adaptive judging (src/shared/rules/adaptive-judging.ts) instead of k fixed calls: one call,
+   * then more while a decision line lies within the margin; the mean score decides.
+   */
+  adaptive?: AdaptiveJudgingSettings;
+  /**
+   * With adaptive.learnNoise the run's sessions share one judge's memory of its noise, as one
+   * Redis does; it is emptied every `forgetEvery` sessions (a judge new to orq), never if unset.
+   */
+  forgetEvery?: number;
 }
 
 export interface DecisionTally {
@@ -52,14 +70,19 @@ export interface NoiseOutcome {
   /** Sessions whose final decision was wrong: a bad plan accepted or a good one rejected. */
   wrongOutcomes: number;
   llmCalls: number;
+  /** The judge's share of llmCalls. */
+  judgeCalls: number;
 }
 
 /** One judge verdict: the median of k noisy scores, rounded and clamped like a real judge's. */
 export function judgeScore(trueQuality: number, sigma: number, k: number, rng: Rng): number {
-  const scores = Array.from({ length: k }, () =>
-    Math.max(0, Math.min(100, Math.round(trueQuality + sigma * gaussian(rng)))),
-  );
+  const scores = Array.from({ length: k }, () => noisyScore(trueQuality, sigma, rng));
   return median(scores);
+}
+
+/** One judge call's score: rounded and clamped like a real judge's. */
+export function noisyScore(trueQuality: number, sigma: number, rng: Rng): number {
+  return Math.max(0, Math.min(100, Math.round(trueQuality + sigma * gaussian(rng))));
 }
 
 export function isWrong(decision: RefinementDecision, trueQuality: number): boolean {
@@ -97,9 +120,14 @@ export function simulateJudgeNoise(options: {
     byDecision: { accept: tally(), replan: tally(), reject: tally() },
     wrongOutcomes: 0,
     llmCalls: 0,
+    judgeCalls: 0,
   };
 
+  let pool: NoisePool = { sumSquares: 0, degrees: 0 };
   for (let s = 0; s < sessions; s += 1) {
+    if (variant.forgetEvery !== undefined && s % variant.forgetEvery === 0) {
+      pool = { sumSquares: 0, degrees: 0 };
+    }
     // Whole points, like the judge's scores: a judge without noise is then exactly right.
     let quality = Math.round(uniform(truth, ...model.firstQuality));
     // Draw every gain up front so the truth of a session does not depend on the variant.
@@ -110,8 +138,28 @@ export function simulateJudgeNoise(options: {
     let attemptCount = 0;
     let suggestionReplanCount = 0;
     for (let attempt = 0; ; attempt += 1) {
-      outcome.llmCalls += 1 + variant.k; // one plan, k judgements
-      const score = judgeScore(quality, model.sigma, variant.k, noise);
+      let score: number;
+      if (variant.adaptive) {
+        const context = { previousScore, attemptCount, suggestionReplanCount, refinement: config };
+        const prior = noisePrior(pool, variant.adaptive);
+        const scores = [noisyScore(quality, model.sigma, noise)];
+        for (;;) {
+          const step = nextJudgeStep(scores, context, variant.adaptive, prior);
+          if (!step.again) {
+            score = step.estimate;
+            break;
+          }
+          scores.push(noisyScore(quality, model.sigma, noise));
+        }
+        // What adaptiveJudge adds to the judge's memory (unused with learnNoise off).
+        pool = addSpread(pool, spreadOf(scores));
+        outcome.llmCalls += 1 + scores.length;
+        outcome.judgeCalls += scores.length;
+      } else {
+        outcome.llmCalls += 1 + variant.k; // one plan, k judgements
+        outcome.judgeCalls += variant.k;
+        score = judgeScore(quality, model.sigma, variant.k, noise);
+      }
       const acceptable = score >= ACCEPTANCE_THRESHOLD;
       const result = makeRefinementDecision({
         isAcceptable: acceptable,

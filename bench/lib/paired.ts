@@ -1,5 +1,5 @@
 /** Paired rounds of two variants measured in one process (bench/compare.ts). Pure. */
-import { median } from './stats.js';
+import { median, percentile } from './stats.js';
 
 export type Side = 'base' | 'change';
 
@@ -18,6 +18,9 @@ export interface PairedSummary {
   /** The lowest and highest single-round ratio: the spread behind the median. */
   low: number;
   high: number;
+  /** The 25th and 75th percentile of the round ratios: the middle half, one odd round aside. */
+  q1: number;
+  q3: number;
   baseMedian: number;
   changeMedian: number;
 }
@@ -35,6 +38,8 @@ export function pairedSummary(base: readonly number[], change: readonly number[]
     ratio: median(ratios),
     low: Math.min(...ratios),
     high: Math.max(...ratios),
+    q1: percentile(ratios, 25),
+    q3: percentile(ratios, 75),
     baseMedian: median(base),
     changeMedian: median(change),
   };

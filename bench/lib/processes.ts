@@ -64,3 +64,9 @@ export function spawnOrqStart(args: string[], redisUrl: string, prefix: string):
       }),
   };
 }
+
+/** Stops `pods` and drops them from the scenario context's set (`started`). */
+export async function stopPods(pods: readonly OrqPod[], started: Set<OrqPod>): Promise<void> {
+  await Promise.all(pods.map((p) => p.stop()));
+  for (const p of pods) started.delete(p);
+}

@@ -81,3 +81,34 @@ export function topCalls(
       .map(([name, count]) => [name, count / per]),
   );
 }
+
+/** Bytes Redis holds under one orq prefix: BullMQ's keys (`{prefix}:…`) and the session state's. */
+export interface PrefixBytes {
+  jobs: number;
+  state: number;
+  keys: number;
+}
+
+/**
+ * What one prefix costs in Redis (MEMORY USAGE of each key, exact: SAMPLES 0), read with SCAN:
+ * for a bench's own Redis between measured runs, not for a busy server.
+ */
+export async function prefixBytes(admin: Redis, prefix: string): Promise<PrefixBytes> {
+  const sum = async (match: string) => {
+    let bytes = 0;
+    let keys = 0;
+    let cursor = '0';
+    do {
+      const [next, batch] = await admin.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+      cursor = next;
+      if (batch.length === 0) continue;
+      const pipeline = admin.pipeline();
+      for (const key of batch) pipeline.memory('USAGE', key, 'SAMPLES', 0);
+      for (const [, value] of (await pipeline.exec()) ?? []) bytes += Number(value ?? 0);
+      keys += batch.length;
+    } while (cursor !== '0');
+    return { bytes, keys };
+  };
+  const [jobs, state] = await Promise.all([sum(`{${prefix}}:*`), sum(`${prefix}:*`)]);
+  return { jobs: jobs.bytes, state: state.bytes, keys: jobs.keys + state.keys };
+}

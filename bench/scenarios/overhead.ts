@@ -1,5 +1,5 @@
 import { Role } from '../../src/shared/queues.js';
-import { CommandTally } from '../lib/command-counter.js';
+import { CommandTally, countEveryConnection } from '../lib/command-counter.js';
 import type { BenchContext, BenchScenario } from '../lib/context.js';
 import {
   benchClient,
@@ -10,7 +10,7 @@ import {
 } from '../lib/orq.js';
 import { independentTasks } from '../lib/plans.js';
 import { RawPipeline } from '../lib/raw-bullmq.js';
-import { redisUsage, topCalls, usageDelta } from '../lib/redis.js';
+import { prefixBytes, redisUsage, topCalls, usageDelta, type PrefixBytes } from '../lib/redis.js';
 import { log } from '../lib/report.js';
 import { median } from '../lib/stats.js';
 import { cpuMsSince } from '../lib/timing.js';
@@ -35,6 +35,9 @@ interface SizeResult {
   raw: Sample[];
   orqCommands: Record<string, number>;
   rawCommands: Record<string, number>;
+  /** Every connection's commands (all but the bench's own admin connection). */
+  orqAll: Record<string, number>;
+  rawAll: Record<string, number>;
 }
 
 const pick = (samples: Sample[], key: 'ms' | 'nodeCpuMs' | 'redisCpuMs' | 'redisCalls') =>
@@ -98,14 +101,28 @@ async function run(ctx: BenchContext): Promise<void> {
   // job adds); BullMQ's own fetch/finish commands go on each Worker's connection, alike for both.
   const orqTally = new CommandTally();
   const rawTally = new CommandTally();
+  // And every round trip of each side, whichever connection it takes (BullMQ's fetches and
+  // finishes, a delivery's lock checks): counted while that side's round runs. Set up first,
+  // so the shared connections' own counters below pass their commands on to it.
+  const orqAll = new CommandTally();
+  const rawAll = new CommandTally();
+  const every = countEveryConnection([admin]);
   orqTally.attach(roles.store.redis);
   rawTally.attach(raw.sharedConnection());
   const results: SizeResult[] = [];
+  let memory: Memory | undefined;
   try {
     for (let i = 0; i < WARMUP_SESSIONS; i += 1) {
       await runSession(client, admin, prefix, warmup);
       await raw.run(warmupTasks);
     }
+    // What the warm-up's finished tasks cost in Redis, their jobs kept as retention keeps them
+    // (fewer than removeOnCompleteCount per queue, so none removed yet).
+    memory = {
+      finishedTasks: WARMUP_SESSIONS * warmupTasks,
+      orq: await prefixBytes(admin, prefix),
+      raw: await prefixBytes(admin, 'ovh-raw'),
+    };
     for (const { tasks, rounds } of sizes) {
       const scenario = writePlanScenario(
         ctx.tmpDir,
@@ -119,14 +136,21 @@ async function run(ctx: BenchContext): Promise<void> {
         raw: [],
         orqCommands: {},
         rawCommands: {},
+        orqAll: {},
+        rawAll: {},
       };
       orqTally.take();
       rawTally.take();
+      orqAll.take();
+      rawAll.take();
       for (let round = 0; round < rounds; round += 1) {
+        every.into(orqAll);
         const orq = await measure(
           async () => (await runSession(client, admin, prefix, scenario)).ms,
         );
+        every.into(rawAll);
         const base = await measure(async () => (await raw.run(tasks)).ms);
+        every.into(undefined);
         result.orq.push(orq);
         result.raw.push(base);
         log(
@@ -135,9 +159,12 @@ async function run(ctx: BenchContext): Promise<void> {
       }
       result.orqCommands = orqTally.take();
       result.rawCommands = rawTally.take();
+      result.orqAll = orqAll.take();
+      result.rawAll = rawAll.take();
       results.push(result);
     }
   } finally {
+    every.restore();
     await client.close();
     await roles.close(5_000);
     await raw.close();
@@ -145,12 +172,34 @@ async function run(ctx: BenchContext): Promise<void> {
   }
 
   for (const result of results) report(ctx, config.concurrency, result);
+  if (memory) reportMemory(ctx, memory, config.queues.removeOnCompleteCount);
+}
+
+interface Memory {
+  finishedTasks: number;
+  orq: PrefixBytes;
+  raw: PrefixBytes;
+}
+
+/** Redis bytes per finished task, orq's (jobs and state) and raw BullMQ's (jobs). */
+function reportMemory(ctx: BenchContext, memory: Memory, retainedPerQueue: number): void {
+  const per = (bytes: number) => Math.round(bytes / memory.finishedTasks);
+  ctx.reporter.record({
+    name: 'overhead.redis_bytes_per_finished_task',
+    value: per(memory.orq.jobs + memory.orq.state),
+    unit: 'bytes/task',
+    note: `MEMORY USAGE of every key under the prefix after ${memory.finishedTasks} finished tasks, jobs retained (up to ${retainedPerQueue} per queue)`,
+    jobs_bytes_per_task: per(memory.orq.jobs),
+    state_bytes_per_task: per(memory.orq.state),
+    raw_jobs_bytes_per_task: per(memory.raw.jobs),
+    keys: memory.orq.keys,
+  });
 }
 
 function report(
   ctx: BenchContext,
   concurrency: Record<string, number>,
-  { tasks, rounds, orq, raw, orqCommands, rawCommands }: SizeResult,
+  { tasks, rounds, orq, raw, orqCommands, rawCommands, orqAll, rawAll }: SizeResult,
 ): void {
   const headline = tasks === HEADLINE_TASKS;
   const suffix = headline ? '' : `.tasks_${tasks}`;
@@ -221,6 +270,23 @@ function report(
     value: rawClient.total,
     unit: 'commands/task',
     by_command: rawClient.byCommand,
+    tasks,
+  });
+  const orqEvery = perTask(orqAll, rounds * tasks);
+  const rawEvery = perTask(rawAll, rounds * tasks);
+  ctx.reporter.record({
+    name: 'overhead.orq_round_trips_per_task',
+    value: orqEvery.total,
+    unit: 'commands/task',
+    note: "every command orq's connections send (BullMQ's fetches, finishes and lock checks too; blocking fetches included)",
+    by_command: orqEvery.byCommand,
+    tasks,
+  });
+  ctx.reporter.record({
+    name: 'overhead.raw_round_trips_per_task',
+    value: rawEvery.total,
+    unit: 'commands/task',
+    by_command: rawEvery.byCommand,
     tasks,
   });
   ctx.reporter.record({

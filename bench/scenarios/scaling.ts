@@ -8,7 +8,7 @@ import {
   writePlanScenario,
 } from '../lib/orq.js';
 import { independentTasks } from '../lib/plans.js';
-import { spawnOrqStart, type OrqPod } from '../lib/processes.js';
+import { spawnOrqStart, stopPods, type OrqPod } from '../lib/processes.js';
 import { log } from '../lib/report.js';
 import { cpuMsSince } from '../lib/timing.js';
 
@@ -107,8 +107,7 @@ async function run(ctx: BenchContext): Promise<void> {
     }
   } finally {
     await client.close();
-    await Promise.all(pods.map((p) => p.stop()));
-    for (const p of pods) ctx.pods.delete(p);
+    await stopPods(pods, ctx.pods);
     await roles.close(5_000);
     await ctx.flush();
   }

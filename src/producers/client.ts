@@ -1,12 +1,16 @@
+import { inSpan, SpanKind, withTraceparent } from '../shared/tracing/trace.js';
 import { randomUUID } from 'node:crypto';
+import { inBand } from '../shared/fair-release.js';
 import { z } from 'zod';
 import { applyLegacyKeys, parseConfig, mergeConfig } from '../shared/config/load.js';
+import { callerLimitIssues } from '../shared/config/caller-limits.js';
 import { overridesOutside } from '../shared/config/override-policy.js';
 import { unsubmittableSettings } from '../shared/config/unworkable.js';
 import { submitDigest } from './submit-digest.js';
 import { ConnectionOption } from '../shared/connection-option.js';
 import { SessionConfig, type OrqConfig, type OrqConfigInput } from '../shared/config/schema.js';
 import type { HistoryEntry } from '../shared/domain/history.js';
+import type { SessionResult } from '../shared/domain/result.js';
 import type { TaskProgress } from '../shared/domain/progress.js';
 import {
   FINISHED_SESSION_STATES,
@@ -14,9 +18,17 @@ import {
   Session,
   SessionId,
   SessionState,
+  SessionPriority,
+  TenantId,
 } from '../shared/domain/session.js';
 import { TaskId, type Task } from '../shared/domain/task.js';
-import { describeZodIssues, OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
+import {
+  describeZodIssues,
+  OrqError,
+  parseForPeople,
+  parseOrThrow,
+  ValidationError,
+} from '../shared/errors.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
 import { readRunningJobs } from '../shared/running-progress.js';
 import {
@@ -45,6 +57,11 @@ import {
   type RedisConnection,
 } from '../shared/redis.js';
 import { LoggerOption, type Logger } from '../shared/logger.js';
+import {
+  deriveSessionResult,
+  resultIsFinal,
+  resultNotFinal,
+} from '../shared/rules/session-result.js';
 import { extractRequiredTerms } from '../shared/rules/terms.js';
 import { watchEnds, type WatchUntil } from '../shared/rules/watch-end.js';
 import {
@@ -59,7 +76,11 @@ import {
   type DeletedSession,
   type PruneReport,
 } from '../shared/store/session-retention.js';
+import { leastReservation } from '../shared/llm/metered.js';
+import { MODEL_ROLES } from '../shared/llm/role-config.js';
 import { UsageStore, type SessionUsage } from '../shared/store/usage-store.js';
+import { QuotaStore } from '../shared/store/quota-store.js';
+import type { QuotaView } from '../shared/domain/quota.js';
 import {
   sessionNotFound,
   SessionStore,
@@ -67,12 +88,27 @@ import {
   type StoredHistoryEntry,
 } from '../shared/store/session-store.js';
 import { TaskViewCache } from '../shared/store/task-view-cache.js';
+import { readTenantLoad, type TenantLoad } from '../shared/store/tenant-load.js';
+import {
+  formatCursor,
+  ListCursorText,
+  parseCursor,
+  type ListCursor,
+} from '../shared/store/session-index.js';
 import { Instruction } from './instruction.js';
+import { MAX_NESTING_DEPTH, nestsDeeperThan } from '../shared/nesting.js';
 
 export const SubmitRequest = z.strictObject({
   instruction: Instruction,
-  /** Per-session overrides of refinement, replanning, execution, planning, llm and budget settings. */
-  config: z.record(z.string(), z.unknown()).optional(),
+  /** Per-session overrides of refinement, replanning, execution, planning, llm, budget and result settings. */
+  config: z
+    .record(z.string(), z.unknown())
+    // Before anything walks it: merging a config nested 100,000 deep overflowed the stack.
+    .refine((config) => !nestsDeeperThan(config, MAX_NESTING_DEPTH), {
+      error: `nests deeper than ${MAX_NESTING_DEPTH} levels; no setting is that deep`,
+      abort: true,
+    })
+    .optional(),
   /**
    * The same key twice gives the same session; with another instruction, config or metadata it
    * is refused (CONFLICT), since answering with the old session would drop what changed.
@@ -85,6 +121,10 @@ export const SubmitRequest = z.strictObject({
     .regex(/^\S(.*\S)?$/s, 'an idempotency key neither starts nor ends with a space')
     .optional(),
   metadata: z.record(z.string(), z.string()).optional(),
+  /** Whose session this is: the workers are shared fairly among tenants (default `default`). */
+  tenant: TenantId.optional(),
+  /** 1 to 9, higher served first (default 5): every job of a higher one goes before a lower's. */
+  priority: SessionPriority.optional(),
 });
 export type SubmitRequest = z.input<typeof SubmitRequest>;
 
@@ -132,9 +172,20 @@ export const StreamId = z
 /** What `list` takes: a page of the sessions, newest first. */
 export const ListRequest = z.strictObject({
   limit: z.number().int().min(1).optional(),
+  /** Sessions skipped (after the cursor, when there is one). */
   offset: z.number().int().min(0).optional(),
+  /** Where the previous page ended: its `next`. Stays right as sessions come and go. */
+  after: ListCursorText.optional(),
+  /** Only this tenant's sessions; every page still holds `limit` of them when there are. */
+  tenant: TenantId.optional(),
 });
 export type ListRequest = z.input<typeof ListRequest>;
+
+/** One page of sessions, and the cursor of the next one when there are more. */
+export interface SessionPage {
+  sessions: Session[];
+  next?: string;
+}
 
 /** What `history` takes: the entries after a stream id, at most `count` of them. */
 export const HistoryRequest = z.strictObject({
@@ -142,6 +193,13 @@ export const HistoryRequest = z.strictObject({
   count: z.number().int().min(1).optional(),
 });
 export type HistoryRequest = z.input<typeof HistoryRequest>;
+
+/** What `result` takes. */
+export const ResultRequest = z.strictObject({
+  /** Give the result so far of a session still planning or running, instead of refusing it. */
+  partial: z.boolean().optional(),
+});
+export type ResultRequest = z.input<typeof ResultRequest>;
 
 /** What `wait` takes: how long to wait at most, and for what (WatchOptions.until). */
 export const WaitOptions = z.strictObject({
@@ -190,6 +248,12 @@ export interface SubmitOptions {
    * unset. The HTTP API passes http.sessionOverrides: its callers are not the operator.
    */
   allowedOverrides?: readonly string[];
+  /**
+   * With allowedOverrides: the `provider/model` choices (`provider/*` for any model) a request
+   * may make besides those the client's config uses, as http.models lists them. A request that
+   * sets allowedOverrides may also only lower the budget (caller-limits.ts).
+   */
+  offeredModels?: readonly string[];
 }
 
 export interface SubmitOutcome {
@@ -208,8 +272,17 @@ export interface OrqClient {
   submitWithOutcome(request: SubmitRequest, options?: SubmitOptions): Promise<SubmitOutcome>;
   get(sessionId: string): Promise<SessionView>;
   list(options?: ListRequest): Promise<Session[]>;
+  /** As list, with the cursor of the next page (`after`) when there are more sessions. */
+  listPage(options?: ListRequest): Promise<SessionPage>;
   history(sessionId: string, options?: HistoryRequest): Promise<StoredHistoryEntry[]>;
   historyJsonl(sessionId: string): Promise<string>;
+  /**
+   * What the session produced (rules/session-result.ts): the outputs of its final tasks, or of
+   * the tasks its result.tasks setting names, with notes on anything missing. A session that
+   * stopped short (BLOCKED, FAILED, CANCELLED, BUDGET_EXHAUSTED) gives what it did; one still
+   * PLANNING or RUNNING is refused (INVALID_STATE) unless `partial` is set.
+   */
+  result(sessionId: string, options?: ResultRequest): Promise<SessionResult>;
   cancel(sessionId: string, reason?: string): Promise<void>;
   /**
    * Deletes a finished session and every key kept of it (record, tasks, history, usage, leases,
@@ -228,7 +301,14 @@ export interface OrqClient {
   resume(
     sessionId: string,
     request?: ResumeRequest,
-    options?: { waitMs?: number },
+    options?: {
+      waitMs?: number;
+      /**
+       * Refuse a budget above the client's own config (FORBIDDEN): for callers who are not the
+       * operator (the HTTP API), who may only lower a budget (issue 41).
+       */
+      budgetWithinConfig?: boolean;
+    },
   ): Promise<string>;
   /**
    * Follows the session's history until it settles (WatchOptions.until). A resume or cancel the
@@ -257,6 +337,13 @@ export interface OrqClient {
    * LIST); empty when the server does not answer that (some managed Redis refuse CLIENT LIST).
    */
   consumers(): Promise<Partial<Record<Role, number>>>;
+  /**
+   * Every provider limit (llm.<role>.rateLimit) the pods have used, with what is left of it
+   * now, the calls in flight, the pause after a 429 and what it has counted (issue 33).
+   */
+  quotas(): Promise<QuotaView[]>;
+  /** Per tenant: its sessions with work, tasks in flight and tasks waiting for a slot. */
+  tenants(): Promise<TenantLoad[]>;
   close(): Promise<void>;
 }
 
@@ -302,6 +389,8 @@ const UNTAKEN_JOB_STATES: readonly string[] = [
  * that key was created and deleted meanwhile.
  */
 const SUBMIT_TRIES = 3;
+/** Index reads of one listing page: each passes over entries whose session is gone. */
+const LIST_ROUNDS = 8;
 
 /** Sessions, and tasks in all, whose records one client keeps as get() read them. */
 const TASK_CACHE_SESSIONS = 4;
@@ -314,6 +403,7 @@ const SESSION_CONFIG_KEYS = [
   'planning',
   'llm',
   'budget',
+  'result',
 ] as const;
 
 /** Refuses a request that sets a session setting outside `allowed`, naming each one. */
@@ -331,6 +421,24 @@ function assertOverridesAllowed(overrides: unknown, allowed: readonly string[]):
   );
 }
 
+/** Refuses a caller's model or budget choice the operator does not offer, naming each one. */
+function assertWithinCallerLimits(
+  operator: SessionConfig,
+  chosen: SessionConfig,
+  offeredModels: readonly string[],
+): void {
+  const issues = callerLimitIssues(operator, chosen, offeredModels);
+  if (issues.length === 0) return;
+  throw new OrqError(
+    'FORBIDDEN',
+    `this API does not let a submit choose ${issues.map((issue) => `${issue.path} (${issue.message})`).join('; ')}`,
+    {
+      hint: "Choose among the offered models, or leave them out to use the pods' own; a budget may only be lowered. The operator offers more models with http.models.",
+      details: { refused: issues.map((issue) => issue.path) },
+    },
+  );
+}
+
 /** Builds the session's effective config: client defaults, then the request's overrides. */
 export function sessionConfig(
   base: OrqConfig,
@@ -340,7 +448,7 @@ export function sessionConfig(
   // The request's legacy maxQualityRetries must map to maxRefinementAttempts before the merge:
   // the defaults always carry maxRefinementAttempts, which would otherwise always win (seed 000).
   const merged = mergeConfig(defaults, applyLegacyKeys(overrides ?? {}));
-  const result = SessionConfig.safeParse(merged);
+  const result = parseForPeople(SessionConfig, merged);
   if (!result.success) {
     throw new ValidationError('submit request', describeZodIssues(result.error, 'config'));
   }
@@ -387,6 +495,7 @@ export async function openClient(
   const prefix = config.redis.prefix;
   const store = new SessionStore(redis, prefix, config.queues.historyMaxLength);
   const usageStore = new UsageStore(redis, prefix);
+  const quotaStore = new QuotaStore(redis, prefix);
 
   /** A BUDGET_EXHAUSTED session resumes only with limits above what it has used. */
   async function checkBudgetRaise(session: Session, budget: BudgetRaise | undefined) {
@@ -403,8 +512,8 @@ export async function openClient(
     }
     const { total } = await usageStore.read(session.id);
     const used = total.inputTokens + total.outputTokens;
-    // Each call first reserves reserveTokensPerCall: a limit with less room left stops again.
-    const room = session.config.budget.reserveTokensPerCall;
+    // Each call first reserves at least its output limit: a limit with less room stops again.
+    const room = Math.max(...MODEL_ROLES.map((role) => leastReservation(session.config, role)));
     if (budget.maxTokens !== undefined && budget.maxTokens < used + room) {
       throw refuse(
         `maxTokens ${budget.maxTokens} leaves less than one call's reservation (${room}) above the ${used} tokens already used`,
@@ -452,7 +561,12 @@ export async function openClient(
     }
   }
 
-  const queues = new QueueSet(redis, prefix, defaultJobOptions(config.queues));
+  const queues = new QueueSet(
+    redis,
+    prefix,
+    defaultJobOptions(config.queues),
+    config.queues.taskJobNames,
+  );
   const blockingConnections = new Set<RedisConnection>();
 
   /**
@@ -487,22 +601,28 @@ export async function openClient(
     try {
       return await fn();
     } catch (error) {
-      throw asRedisUnavailable(error, addressSetting);
+      throw asRedisUnavailable(error, addressSetting, redis);
     }
   };
 
   const taskViews = new TaskViewCache(TASK_CACHE_SESSIONS, TASK_CACHE_TASKS);
 
+  /** The session and its tasks in plan order, the tasks read through the task view cache. */
+  async function loadWithTasks(sessionId: string) {
+    const snapshot = await store.requireSession(sessionId);
+    const tasks = await store.loadTasksInOrder(
+      sessionId,
+      snapshot.session.taskIds,
+      taskViews.of(sessionId),
+    );
+    taskViews.trim();
+    return { snapshot, tasks };
+  }
+
   const get = (sessionId: string): Promise<SessionView> =>
     guard(async () => {
       parseOrThrow(SessionId, sessionId, 'session id');
-      const snapshot = await store.requireSession(sessionId);
-      const tasks = await store.loadTasksInOrder(
-        sessionId,
-        snapshot.session.taskIds,
-        taskViews.of(sessionId),
-      );
-      taskViews.trim();
+      const { snapshot, tasks } = await loadWithTasks(sessionId);
       const usage = await usageStore.read(sessionId);
       const { progress, queued } = await readRunningJobs(queues, sessionId, tasks);
       const { counters } = snapshot;
@@ -602,6 +722,8 @@ export async function openClient(
         signal: listening.signal,
       });
     });
+    /** Set by entriesOf when the session itself changed state: the watch may be over. */
+    let sessionMoved = false;
     /** The entries of one XREAD reply, moving the cursor past each. */
     function* entriesOf(
       reply: [string, [string, string[]][]][] | null,
@@ -611,6 +733,7 @@ export async function openClient(
           cursor = id;
           const index = fields.indexOf('e');
           const entry = JSON.parse(fields[index + 1] ?? '{}') as HistoryEntry;
+          if (entry.type === 'state_change' && entry.entity === 'session') sessionMoved = true;
           yield { id, entry };
         }
       }
@@ -644,9 +767,12 @@ export async function openClient(
           aborted,
         ]);
         if (reply === 'aborted') return;
+        sessionMoved = false;
         yield* entriesOf(reply);
-        if (reply && reply.length > 0) continue;
-        // Nothing new: stop once the session has settled and every entry was read.
+        // More may come, unless the session just moved where the watch ends: asked at once, not
+        // after another blockMs without entries (which every watch and wait would sit out).
+        if (reply && reply.length > 0 && !sessionMoved) continue;
+        // Nothing new, or the session moved: stop once it has settled and every entry was read.
         const over = await settledThroughDrops();
         if (over === 'aborted') return;
         if (over) {
@@ -661,7 +787,7 @@ export async function openClient(
       }
     } catch (error) {
       // A watcher learns that Redis went away as REDIS_UNAVAILABLE, like every other call.
-      throw asRedisUnavailable(error, addressSetting);
+      throw asRedisUnavailable(error, addressSetting, redis);
     } finally {
       listening.abort();
       blockingConnections.delete(reader);
@@ -676,7 +802,14 @@ export async function openClient(
     guard(async () => {
       const parsed = parseOrThrow(SubmitRequest, request, 'submit request');
       const effective = sessionConfig(config, parsed.config);
-      if (options.allowedOverrides) assertOverridesAllowed(parsed.config, options.allowedOverrides);
+      if (options.allowedOverrides) {
+        assertOverridesAllowed(parsed.config, options.allowedOverrides);
+        assertWithinCallerLimits(
+          sessionConfig(config, undefined),
+          effective,
+          options.offeredModels ?? [],
+        );
+      }
       const key = parsed.idempotencyKey;
       // A try ends without an answer only when its key named a session deleted meanwhile (a
       // fresh id never does), and the next one claims the key for a new session.
@@ -744,8 +877,20 @@ export async function openClient(
         }
       }
 
-      /** Creates session `id`; undefined when the id is a deleted session's, which stays deleted. */
-      async function submitSession(id: string): Promise<SubmitOutcome | undefined> {
+      /**
+       * Creates session `id` in the span that roots the session's trace: its plan job carries
+       * the span's context (tracing/trace.ts), and every later job the context of its cause.
+       */
+      function submitSession(id: string): Promise<SubmitOutcome | undefined> {
+        return inSpan(
+          'submit_session',
+          { kind: SpanKind.PRODUCER, sessionId: id, attributes: { 'orq.session.id': id } },
+          () => storeSession(id),
+        );
+      }
+
+      /** Stores session `id`; undefined when the id is a deleted session's, which stays deleted. */
+      async function storeSession(id: string): Promise<SubmitOutcome | undefined> {
         const now = new Date().toISOString();
         const requiredTerms = extractRequiredTerms(parsed.instruction, {
           customTerms: effective.refinement.customRequiredTerms,
@@ -761,9 +906,12 @@ export async function openClient(
           planning: {},
           taskIds: [],
           metadata: parsed.metadata ?? {},
+          ...(parsed.tenant !== undefined ? { tenant: parsed.tenant } : {}),
+          ...(parsed.priority !== undefined ? { priority: parsed.priority } : {}),
           ...(parsed.idempotencyKey
             ? { idempotencyKey: parsed.idempotencyKey, requestDigest: submitDigest(parsed) }
             : {}),
+          ...withTraceparent({}),
         });
         // Indexed first: a submit that dies after storing the session leaves it where the
         // outbox sweeper looks (the newest sessions), so its plan job is enqueued anyway.
@@ -771,7 +919,12 @@ export async function openClient(
         const result = await store.apply(id, {
           eventId: `submit|${id}`,
           session: { record: session, expectedVersion: 0 },
-          outbox: [outboxJob('plan', 'plan', jobIds.plan(id, 0), { sessionId: id, attempt: 0 })],
+          outbox: [
+            inBand(
+              session,
+              outboxJob('plan', 'plan', jobIds.plan(id, 0), { sessionId: id, attempt: 0 }),
+            ),
+          ],
           history: [
             { type: 'state_change', entity: 'session', to: 'PLANNING', reason: 'submitted' },
             {
@@ -784,7 +937,7 @@ export async function openClient(
         });
         if (result.status === 'GONE') {
           // Indexed above, maybe after the delete dropped the entry: it must not name the id.
-          await store.unindexSession(id);
+          await store.unindexSession(id, session.tenant);
           return undefined;
         }
         if (result.status !== 'OK' && result.status !== 'DUPLICATE') {
@@ -801,6 +954,49 @@ export async function openClient(
         return { session: stored, created: result.status === 'OK' };
       }
     });
+
+  function listPage(listOptions: ListRequest = {}): Promise<SessionPage> {
+    return guard(async () => {
+      const request = parseOrThrow(ListRequest, listOptions, 'list options');
+      const limit = request.limit ?? 50;
+      const { tenant } = request;
+      const found: { session: Session; entry: ListCursor }[] = [];
+      let after = request.after !== undefined ? parseCursor(request.after) : undefined;
+      let offset = request.offset ?? 0;
+      // One more than the page, to tell whether a next page exists. An entry whose session is
+      // gone (deleted since, or mid-submit) is passed over and the next read: boundedly.
+      for (let round = 0; round < LIST_ROUNDS; round += 1) {
+        const want = limit + 1 - found.length;
+        const entries = await store.index.page({
+          limit: want,
+          offset,
+          ...(after ? { after } : {}),
+          ...(tenant !== undefined ? { tenant } : {}),
+        });
+        offset = 0;
+        const snapshots = await Promise.all(entries.map((entry) => store.loadSession(entry.id)));
+        for (const [i, snapshot] of snapshots.entries()) {
+          if (!snapshot || (tenant !== undefined && snapshot.session.tenant !== tenant)) continue;
+          found.push({ session: snapshot.session, entry: entries[i]! });
+        }
+        if (entries.length < want) return { sessions: found.map((f) => f.session) };
+        if (found.length > limit) {
+          const page = found.slice(0, limit);
+          return { sessions: page.map((f) => f.session), next: formatCursor(page.at(-1)!.entry) };
+        }
+        after = entries.at(-1);
+      }
+      // Many entries in a row named no session: a short page, and the cursor to read on from.
+      return {
+        sessions: found.map((f) => f.session),
+        ...(after ? { next: formatCursor(after) } : {}),
+      };
+    });
+  }
+
+  function tenants(): Promise<TenantLoad[]> {
+    return guard(() => readTenantLoad(store.redis, store.prefix, queues.fair));
+  }
 
   function consumers(): Promise<Partial<Record<Role, number>>> {
     return guard(async () => {
@@ -856,14 +1052,11 @@ export async function openClient(
 
     get,
 
-    list: (listOptions = {}) =>
-      guard(async () => {
-        const ids = await store.listSessionIds(
-          parseOrThrow(ListRequest, listOptions, 'list options'),
-        );
-        const sessions = await Promise.all(ids.map((id) => store.loadSession(id)));
-        return sessions.flatMap((s) => (s ? [s.session] : []));
-      }),
+    quotas: () => guard(() => quotaStore.report()),
+
+    list: async (listOptions = {}) => (await listPage(listOptions)).sessions,
+
+    listPage,
 
     history: (sessionId, historyOptions) =>
       guard(async () => {
@@ -883,6 +1076,17 @@ export async function openClient(
         );
       }),
 
+    result: (sessionId, resultOptions) =>
+      guard(async () => {
+        parseOrThrow(SessionId, sessionId, 'session id');
+        const { partial } = parseOrThrow(ResultRequest, resultOptions ?? {}, 'result options');
+        const { snapshot, tasks } = await loadWithTasks(sessionId);
+        const { session } = snapshot;
+        const result = deriveSessionResult(session, tasks);
+        if (!partial && !resultIsFinal(session.state)) throw resultNotFinal(result);
+        return result;
+      }),
+
     cancel: (sessionId, reason = 'cancelled by user') =>
       guard(async () => {
         parseOrThrow(SessionId, sessionId, 'session id');
@@ -897,12 +1101,14 @@ export async function openClient(
         }
         // Recorded as a resume is: a wait right after the cancel goes on through the BLOCKED
         // state from before it until the coordinator applies it.
-        await enqueueRequest(
-          sessionId,
-          outboxJob('coordinator', 'cancel', jobIds.cancel(sessionId, randomUUID()), {
+        await inSessionTrace('cancel_session', session, () =>
+          enqueueRequest(
             sessionId,
-            reason,
-          }),
+            outboxJob('coordinator', 'cancel', jobIds.cancel(sessionId, randomUUID()), {
+              sessionId,
+              reason,
+            }),
+          ),
         );
       }),
 
@@ -938,6 +1144,24 @@ export async function openClient(
       guard(async () => {
         parseOrThrow(SessionId, sessionId, 'session id');
         const parsed = parseOrThrow(ResumeRequest, request, 'resume request');
+        if (resumeOptions.budgetWithinConfig && parsed.budget) {
+          const ceiling = config.budget;
+          const over = (['maxTokens', 'maxUsd'] as const).filter((limit) => {
+            const asked = parsed.budget?.[limit];
+            const max = ceiling[limit];
+            return asked !== undefined && max !== undefined && asked > max;
+          });
+          if (over.length > 0) {
+            throw new OrqError(
+              'FORBIDDEN',
+              `this API does not let a resume raise ${over.map((limit) => `budget.${limit} above this server's ${ceiling[limit]}`).join(' or ')}`,
+              {
+                hint: 'Ask the operator: `orq resume` with --max-tokens or --max-usd is not limited.',
+                details: { refused: over.map((limit) => `budget.${limit}`) },
+              },
+            );
+          }
+        }
         const { session } = await store.requireSession(sessionId);
         if (session.state === 'BUDGET_EXHAUSTED') {
           await checkBudgetRaise(session, parsed.budget);
@@ -958,16 +1182,18 @@ export async function openClient(
         const requestId = randomUUID();
         const eventId = jobIds.resume(sessionId, requestId);
         const last = await store.lastHistoryId(sessionId);
-        await enqueueRequest(
-          sessionId,
-          outboxJob('coordinator', 'resume', eventId, {
+        await inSessionTrace('resume_session', session, () =>
+          enqueueRequest(
             sessionId,
-            mode: parsed.mode,
-            requestId,
-            ...(parsed.taskIds ? { taskIds: parsed.taskIds } : {}),
-            ...(parsed.note ? { note: parsed.note } : {}),
-            ...(parsed.budget ? { budget: parsed.budget } : {}),
-          }),
+            outboxJob('coordinator', 'resume', eventId, {
+              sessionId,
+              mode: parsed.mode,
+              requestId,
+              ...(parsed.taskIds ? { taskIds: parsed.taskIds } : {}),
+              ...(parsed.note ? { note: parsed.note } : {}),
+              ...(parsed.budget ? { budget: parsed.budget } : {}),
+            }),
+          ),
         );
         const waitMs = resumeOptions.waitMs ?? 5_000;
         if (waitMs > 0) {
@@ -1019,6 +1245,7 @@ export async function openClient(
     },
 
     consumers,
+    tenants,
 
     async close() {
       for (const c of blockingConnections) c.disconnect();
@@ -1026,4 +1253,18 @@ export async function openClient(
       redis.disconnect();
     },
   };
+}
+
+/** A request about a session (cancel, resume) as a span in the session's trace, under its submit. */
+function inSessionTrace<T>(name: string, session: Session, work: () => Promise<T>): Promise<T> {
+  return inSpan(
+    name,
+    {
+      kind: SpanKind.PRODUCER,
+      traceparent: session.traceparent,
+      sessionId: session.id,
+      attributes: { 'orq.session.id': session.id },
+    },
+    work,
+  );
 }

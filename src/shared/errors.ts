@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { readableIssueMessage } from './issue-wording.js';
 
 export type OrqErrorCode =
   | 'CONFIG_INVALID'
@@ -19,8 +20,16 @@ export type OrqErrorCode =
   | 'LISTEN_FAILED'
   /** A model call could not reserve its estimate within the session's budget (issue 4). */
   | 'BUDGET_EXHAUSTED'
+  /** A model call must wait for its provider's shared quota (issue 33): its job is handed back. */
+  | 'QUOTA_WAIT'
+  /** A work job must wait for a slot of its tenant's cap (issue 33): it is handed back. */
+  | 'TENANT_WAIT'
+  /** A model call's reservation fits its budget only once calls in flight settle: handed back. */
+  | 'BUDGET_WAIT'
   /** The caller may not do this here (a session setting the HTTP API does not let it set). */
-  | 'FORBIDDEN';
+  | 'FORBIDDEN'
+  /** A job's delivery lost its lock (its pod paused or cut off past it): it stops (issue 35). */
+  | 'DELIVERY_LOST';
 
 export interface OrqErrorOptions {
   /** What the user can do about it. */
@@ -52,6 +61,30 @@ export class OrqError extends Error {
   }
 }
 
+/**
+ * A job must wait longer than it should sleep holding its lock (a provider's quota, its tenant's
+ * cap, room in its session's budget): the worker hands it back to its queue as delayed until `retryAt`, spending no attempt,
+ * with `activity` as its progress (registry.ts).
+ */
+export class MustWaitError extends OrqError {
+  constructor(
+    code: 'QUOTA_WAIT' | 'TENANT_WAIT' | 'BUDGET_WAIT',
+    /** What the job waits for, shown as its progress: `waiting for quota (<limit>)`. */
+    readonly activity: string,
+    readonly waitMs: number,
+    message: string,
+    options: OrqErrorOptions = {},
+  ) {
+    super(code, message, options);
+    this.name = 'MustWaitError';
+  }
+
+  /** When the job should run again: the wait, and jitter of up to a fifth (at most 1 s). */
+  retryAt(now: number = Date.now()): number {
+    return now + this.waitMs + Math.round(Math.random() * Math.min(1_000, this.waitMs / 5));
+  }
+}
+
 export interface FieldIssue {
   /** Dotted path of the offending field, e.g. `refinement.noiseThreshold`. */
   path: string;
@@ -63,17 +96,43 @@ export interface FieldIssue {
   settings?: string[];
 }
 
-/** Turns zod issues into `path: message` pairs a person can act on. */
+/** `unknown key "prefx" at the top level`, or `unknown key "refinement.fooBar"` below it. */
+export function unknownKeyMessage(path: readonly string[]): string {
+  return `unknown key "${path.join('.')}"${path.length === 1 ? ' at the top level' : ''}`;
+}
+
+/**
+ * One issue as a sentence: `path: message`, or the message alone when it names its field
+ * already (an unknown key) or the issue is about the whole input, as `(root): …` told nobody.
+ */
+export function issueText(issue: FieldIssue): string {
+  if (issue.path === '(root)' || issue.path === '' || issue.message.includes(`"${issue.path}"`))
+    return issue.message;
+  return `${issue.path}: ${issue.message}`;
+}
+
+/** Turns zod issues into `path: message` pairs a person can act on, one per unknown key. */
 export function describeZodIssues(error: z.ZodError, pathPrefix = ''): FieldIssue[] {
-  return error.issues.map((issue) => {
+  return error.issues.flatMap((issue): FieldIssue[] => {
     const segments = [pathPrefix, ...issue.path.map(String)].filter((s) => s !== '');
-    let message = issue.message;
     if (issue.code === 'unrecognized_keys') {
-      const keys = issue.keys.map((k) => [...segments, k].join('.'));
-      message = `unknown key${keys.length > 1 ? 's' : ''} ${keys.map((k) => `"${k}"`).join(', ')}`;
+      return issue.keys.map((key) => ({
+        path: [...segments, key].join('.'),
+        message: unknownKeyMessage([...segments, key]),
+      }));
     }
-    return { path: segments.join('.') || '(root)', message };
+    return [{ path: segments.join('.') || '(root)', message: issue.message }];
   });
+}
+
+/** safeParse with orq's wording of the issues (readableIssueMessage): every caller's one place. */
+export function parseForPeople<T extends z.ZodType>(
+  schema: T,
+  input: unknown,
+): z.ZodSafeParseResult<z.infer<T>> {
+  return schema.safeParse(input, { error: readableIssueMessage }) as z.ZodSafeParseResult<
+    z.infer<T>
+  >;
 }
 
 /** A payload, request or file failed its zod schema. */
@@ -81,8 +140,7 @@ export class ValidationError extends OrqError {
   readonly issues: FieldIssue[];
 
   constructor(what: string, issues: FieldIssue[], options: OrqErrorOptions = {}) {
-    const list = issues.map((i) => `${i.path}: ${i.message}`).join('; ');
-    super('VALIDATION_FAILED', `Invalid ${what}: ${list}`, options);
+    super('VALIDATION_FAILED', `Invalid ${what}: ${issues.map(issueText).join('; ')}`, options);
     this.name = 'ValidationError';
     this.issues = issues;
   }
@@ -98,7 +156,7 @@ export class ConfigError extends OrqError {
 
   /** `source`: where the configuration came from (a file, `the environment`), when known. */
   constructor(source: string | undefined, issues: FieldIssue[]) {
-    const list = issues.map((i) => `${i.path}: ${i.message}`).join('; ');
+    const list = issues.map(issueText).join('; ');
     super('CONFIG_INVALID', `Invalid configuration${source ? ` in ${source}` : ''}: ${list}`, {
       hint: 'Run `orq config schema` for every key, its type and default.',
       ...(source ? { details: { source } } : {}),
@@ -121,7 +179,7 @@ export function parseOrThrow<T extends z.ZodType>(
   input: unknown,
   what: string,
 ): z.infer<T> {
-  const result = schema.safeParse(input);
+  const result = parseForPeople(schema, input);
   if (!result.success) throw ValidationError.fromZod(what, result.error);
   return result.data;
 }

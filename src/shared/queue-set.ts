@@ -1,9 +1,10 @@
 import { Queue, type JobsOptions } from 'bullmq';
-import { ALL_QUEUES, queuePrefix, type OutboxJob, type QueueName } from './queues.js';
+import { ALL_QUEUES, jobKind, queuePrefix, type OutboxJob, type QueueName } from './queues.js';
 import type { SessionStore } from './store/session-store.js';
 import { chunked } from './chunked.js';
 import { settlesWithin } from './settles-within.js';
 import type { RedisConnection } from './redis.js';
+import { FairRelease, fairPriority, type ReleasedJob } from './fair-release.js';
 
 const COORDINATOR_MIN_ATTEMPTS = 10;
 
@@ -20,12 +21,17 @@ const READY_WAIT_MS = 1_000;
 /** One BullMQ Queue per orq queue, sharing a connection, with orq's default job options. */
 export class QueueSet {
   private readonly queues = new Map<QueueName, Queue>();
+  /** The fair-release tags every pod shares (fair-release.ts). */
+  readonly fair: FairRelease;
 
   constructor(
     private readonly connection: RedisConnection,
     readonly prefix: string,
     private readonly jobOptions: JobsOptions,
+    /** queues.taskJobNames: 'plain' adds task jobs under their bare kind, as older pods expect. */
+    private readonly taskJobNames: 'descriptive' | 'plain' = 'descriptive',
   ) {
+    this.fair = new FairRelease(connection, prefix);
     for (const name of ALL_QUEUES) {
       const queue = new Queue(name, {
         connection,
@@ -52,7 +58,12 @@ export class QueueSet {
 
   /** Adds a job under its deterministic id: adding the same id again is a no-op in BullMQ. */
   async add(job: OutboxJob): Promise<void> {
-    await this.get(job.queue).add(job.name, job.data, this.optionsFor(job));
+    const [released] = (await this.releaseFairly([job])) as [OutboxJob];
+    await this.get(released.queue).add(
+      this.nameOf(released),
+      released.data,
+      this.optionsFor(released),
+    );
   }
 
   /**
@@ -66,7 +77,7 @@ export class QueueSet {
   /** Adds many jobs with one addBulk per queue and ADD_BULK_CHUNK jobs (same dedup by id as `add`). */
   async addAll(jobs: readonly OutboxJob[]): Promise<void> {
     const byQueue = new Map<QueueName, OutboxJob[]>();
-    for (const job of jobs) {
+    for (const job of await this.releaseFairly(jobs)) {
       const group = byQueue.get(job.queue);
       if (group) group.push(job);
       else byQueue.set(job.queue, [job]);
@@ -75,16 +86,58 @@ export class QueueSet {
       [...byQueue].map(async ([name, group]) => {
         for (const slice of chunked(group, ADD_BULK_CHUNK)) {
           await this.get(name).addBulk(
-            slice.map((job) => ({ name: job.name, data: job.data, opts: this.optionsFor(job) })),
+            slice.map((job) => ({
+              name: this.nameOf(job),
+              data: job.data,
+              opts: this.optionsFor(job),
+            })),
           );
         }
       }),
     );
   }
 
+  /**
+   * Work jobs with a fair share get their BullMQ priority from their session's SFQ tags, one
+   * Redis call per session and flush (fair-release.ts); other jobs go as they are.
+   */
+  private async releaseFairly(jobs: readonly OutboxJob[]): Promise<readonly OutboxJob[]> {
+    const bySession = new Map<string, number[]>();
+    jobs.forEach((job, i) => {
+      const sessionId = (job.data as { sessionId?: unknown } | null)?.sessionId;
+      if (!job.fairShare || typeof sessionId !== 'string') return;
+      const group = bySession.get(sessionId);
+      if (group) group.push(i);
+      else bySession.set(sessionId, [i]);
+    });
+    if (bySession.size === 0) return jobs;
+    const released = [...jobs];
+    await Promise.all(
+      [...bySession].map(async ([sessionId, indexes]) => {
+        const share = jobs[indexes[0] as number]?.fairShare as NonNullable<OutboxJob['fairShare']>;
+        const tags = await this.fair.release(sessionId, share.tenant, indexes.length);
+        indexes.forEach((index, k) => {
+          const job = jobs[index] as OutboxJob;
+          const { tag, lead } = tags[k] as ReleasedJob;
+          released[index] = {
+            ...job,
+            data: { ...(job.data as object), fairTag: tag },
+            priority: fairPriority(share.priority, lead, job.fairShare?.criticalPath),
+          };
+        });
+      }),
+    );
+    return released;
+  }
+
+  private nameOf(job: OutboxJob): string {
+    return this.taskJobNames === 'plain' ? jobKind(job.name) : job.name;
+  }
+
   private optionsFor(job: OutboxJob): JobsOptions {
     return {
       jobId: job.jobId,
+      ...(job.priority ? { priority: job.priority } : {}),
       // A dropped coordinator event would stall its session: give events more tries than role jobs.
       ...(job.queue === 'coordinator'
         ? { attempts: Math.max(this.jobOptions.attempts ?? 1, COORDINATOR_MIN_ATTEMPTS) }

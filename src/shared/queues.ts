@@ -5,8 +5,9 @@ import { BudgetConfig, type OrqConfig } from './config/schema.js';
 import { PlanBreakdown, QualityJudgement, ReplanBreakdown } from './domain/plan.js';
 import { Feedback } from './domain/refinement.js';
 import { SessionId } from './domain/session.js';
-import { TaskId, TaskJudgement, TaskResult, TokenUsage } from './domain/task.js';
+import { ReplanningInfo, TaskId, TaskJudgement, TaskResult, TokenUsage } from './domain/task.js';
 import type { RedisConnection } from './redis.js';
+import { withTraceparent } from './tracing/trace.js';
 
 /** One queue per role (DESIGN.md "Roles and queues"). */
 export const QueueName = {
@@ -32,6 +33,17 @@ export const ROLE_QUEUE: Record<Role, QueueName> = {
 
 const attempt = z.number().int().min(0);
 const count = z.number().int().min(0);
+/**
+ * The W3C traceparent of the span that enqueued the job (tracing/trace.ts), so its processing
+ * on any pod joins the session's trace; absent when tracing is off.
+ */
+const traceparent = z.string().max(64).optional();
+/**
+ * The fence the work delivery that ran the task took (keys.ts `fences`), passed on from its
+ * result to the verdict: the coordinator refuses a verdict on a delivery that a later one of the
+ * same job has superseded. Older jobs lack it: not checked.
+ */
+const fence = z.number().int().min(1).optional();
 
 /**
  * One model call's usage, passed on with what the call produced instead of counted at once: the
@@ -53,6 +65,7 @@ export type UnsettledUsage = z.infer<typeof UnsettledUsage>;
 
 export const PlanJob = z.object({
   sessionId: SessionId,
+  traceparent,
   attempt,
   feedback: Feedback.optional(),
 });
@@ -60,14 +73,60 @@ export type PlanJob = z.infer<typeof PlanJob>;
 
 export const JudgePlanJob = z.object({
   sessionId: SessionId,
+  traceparent,
   attempt,
   plan: PlanBreakdown,
   usage: TokenUsage.optional(),
 });
 export type JudgePlanJob = z.infer<typeof JudgePlanJob>;
 
+/**
+ * A dependency's result as a task job carries it: its output when short (DEPENDENCY_OUTPUT_INLINE
+ * bytes at most), else only a reference (no `output`), which the worker reads from the store.
+ */
+export const DependencyRef = z.object({
+  taskId: TaskId,
+  title: z.string(),
+  /** Absent: the output was too long to copy; read it from the task's record. */
+  output: z.string().optional(),
+});
+export type DependencyRef = z.infer<typeof DependencyRef>;
+
+/**
+ * The task as it was when a work, task-judge or replan job was created (issue 40): what the job
+ * is about, for a person in Bull Board and for the role, which acts on it without reading the
+ * task again while the task's version in the store is still `version`. The store stays the
+ * truth: a changed version sends the role back to the record (task-card.ts).
+ */
+export const TaskCard = z.object({
+  id: TaskId,
+  title: z.string(),
+  attempt,
+  /** The task's version in the store once the job's own write landed (taskVersions). */
+  version: z.number().int().min(1),
+  replanningInfo: ReplanningInfo.optional(),
+  /** Judge feedback for a continuation, or a user's note on a resume. */
+  feedback: z.string().optional(),
+  /**
+   * What the task asks, when it fits TASK_BODY_INLINE bytes; absent for a longer one, which the
+   * role reads from the store (the card still names the task).
+   */
+  body: z
+    .object({
+      acceptance: z.string(),
+      context: z.string().default(''),
+      scopePaths: z.array(z.string()).default([]),
+      executor: z.string().optional(),
+    })
+    .optional(),
+  /** Its dependencies in order, with their outputs or references to them. */
+  dependencies: z.array(DependencyRef).default([]),
+});
+export type TaskCard = z.infer<typeof TaskCard>;
+
 export const ExecuteJob = z.object({
   sessionId: SessionId,
+  traceparent,
   taskId: TaskId,
   attempt,
   /**
@@ -75,26 +134,67 @@ export const ExecuteJob = z.object({
    * task in one round trip. A hint: the worker goes by the task it reads (older jobs lack it).
    */
   dependencies: z.array(TaskId).optional(),
+  /** The job's fair-release tag (fair-release.ts): the worker that takes it moves V up to it. */
+  fairTag: z.number().optional(),
+  /** Its session's tenant, for the tenant's cap (tenant-cap.ts; older jobs lack it: default). */
+  tenant: z.string().optional(),
+  /** The task as dispatched (older jobs lack it: the worker reads the task). */
+  task: TaskCard.optional(),
 });
 export type ExecuteJob = z.infer<typeof ExecuteJob>;
 
-export const JudgeTaskJob = z.object({
+/**
+ * An execution's result as a judge job or verdict event carries it: the result itself when it
+ * fits TASK_BODY_INLINE bytes as JSON (task-card.ts inlineResult), so Bull Board shows it; a
+ * longer one only as `storedResult`, the worker having stored it (SessionStore.putResult) for
+ * the judge and the coordinator to read. One of the two is always there.
+ */
+const executionResult = {
+  result: TaskResult.optional(),
+  /** The result was too long to copy: read it from the session's `results` hash. */
+  storedResult: z.literal(true).optional(),
+};
+const hasResult = [
+  (d: { result?: unknown; storedResult?: true }) =>
+    d.result !== undefined || d.storedResult === true,
+  { message: 'give result, or storedResult: true for a result the worker stored' },
+] as const;
+
+export const JudgeTaskJob = z
+  .object({
+    sessionId: SessionId,
+    traceparent,
+    taskId: TaskId,
+    attempt,
+    ...executionResult,
+    /** The execution's calls, counted by the judge's read of the task (once per job id). */
+    unsettledUsage: z.array(UnsettledUsage).optional(),
+    /** The task as its worker ran it (older jobs lack it: the judge reads the task). */
+    task: TaskCard.optional(),
+    fence,
+  })
+  .refine(...hasResult);
+export type JudgeTaskJob = z.infer<typeof JudgeTaskJob>;
+
+export const ReplanJob = z.object({
   sessionId: SessionId,
   taskId: TaskId,
   attempt,
-  result: TaskResult,
-  /** The execution's calls, counted by the judge's read of the task (once per job id). */
-  unsettledUsage: z.array(UnsettledUsage).optional(),
+  /** The task as judged (older jobs lack it: the replanner reads the task). */
+  task: TaskCard.optional(),
+  /** The verdict that asked for the replan. */
+  judgement: TaskJudgement.optional(),
+  /** The execution's result, when short enough to copy (TASK_BODY_INLINE); else read. */
+  result: TaskResult.optional(),
+  traceparent,
 });
-export type JudgeTaskJob = z.infer<typeof JudgeTaskJob>;
-
-export const ReplanJob = z.object({ sessionId: SessionId, taskId: TaskId, attempt });
 export type ReplanJob = z.infer<typeof ReplanJob>;
 
 // ---- coordinator events ----------------------------------------------------
 
 export const PlanJudgedEvent = z.object({
   sessionId: SessionId,
+  traceparent,
   attempt,
   plan: PlanBreakdown,
   judgement: QualityJudgement,
@@ -102,19 +202,24 @@ export const PlanJudgedEvent = z.object({
 });
 export type PlanJudgedEvent = z.infer<typeof PlanJudgedEvent>;
 
-export const TaskJudgedEvent = z.object({
-  sessionId: SessionId,
-  taskId: TaskId,
-  attempt,
-  result: TaskResult,
-  judgement: TaskJudgement,
-  /** The judge's calls, counted by the coordinator's write of this event (applied or ignored). */
-  unsettledUsage: z.array(UnsettledUsage).optional(),
-});
+export const TaskJudgedEvent = z
+  .object({
+    sessionId: SessionId,
+    traceparent,
+    taskId: TaskId,
+    attempt,
+    ...executionResult,
+    judgement: TaskJudgement,
+    /** The judge's calls, counted by the coordinator's write of this event (applied or ignored). */
+    unsettledUsage: z.array(UnsettledUsage).optional(),
+    fence,
+  })
+  .refine(...hasResult);
 export type TaskJudgedEvent = z.infer<typeof TaskJudgedEvent>;
 
 export const TaskReplannedEvent = z.object({
   sessionId: SessionId,
+  traceparent,
   taskId: TaskId,
   attempt,
   breakdown: ReplanBreakdown,
@@ -123,6 +228,7 @@ export type TaskReplannedEvent = z.infer<typeof TaskReplannedEvent>;
 
 export const CancelEvent = z.object({
   sessionId: SessionId,
+  traceparent,
   reason: z.string().default('cancelled by user'),
 });
 export type CancelEvent = z.infer<typeof CancelEvent>;
@@ -143,6 +249,7 @@ export type BudgetRaise = z.infer<typeof BudgetRaise>;
 
 export const ResumeEvent = z.object({
   sessionId: SessionId,
+  traceparent,
   /** retry: run the blocked tasks again; skip: let dependents go on without them; continue: retry with the note as feedback. */
   mode: ResumeMode,
   taskIds: z.array(TaskId).optional(),
@@ -156,6 +263,7 @@ export type ResumeEvent = z.infer<typeof ResumeEvent>;
 /** A role job failed its last try: the coordinator records why and fails or blocks. */
 export const JobFailedEvent = z.object({
   sessionId: SessionId,
+  traceparent,
   role: Role,
   taskId: TaskId.optional(),
   /** Absent only for a malformed job whose own attempt was not a valid number. */
@@ -184,6 +292,27 @@ export const JobSchemas = {
   },
 } as const satisfies Record<QueueName, Record<string, z.ZodType>>;
 
+/**
+ * A job's kind: its name's first word. Task jobs are named for a person reading Bull Board,
+ * `execute t4 "Write parser" #2`; roles route on the kind, so the older bare names still work.
+ */
+export function jobKind(name: string): string {
+  const space = name.indexOf(' ');
+  return space < 0 ? name : name.slice(0, space);
+}
+
+/** Title characters a job name keeps. */
+const NAME_TITLE_CHARS = 60;
+
+/** The name of a task job: its kind, the task's id, its title (cut short) and the attempt. */
+export function taskJobName(kind: string, task: { id: string; title: string; attempt: number }) {
+  const title =
+    task.title.length > NAME_TITLE_CHARS
+      ? `${task.title.slice(0, NAME_TITLE_CHARS - 1)}…`
+      : task.title;
+  return `${kind} ${task.id} ${JSON.stringify(title)} #${task.attempt}`;
+}
+
 export type JobName<Q extends QueueName> = keyof (typeof JobSchemas)[Q] & string;
 export type JobPayload<Q extends QueueName, N extends JobName<Q>> = z.infer<
   (typeof JobSchemas)[Q][N] extends z.ZodType ? (typeof JobSchemas)[Q][N] : never
@@ -196,6 +325,24 @@ export const OutboxJob = z.object({
   name: z.string(),
   jobId: z.string(),
   data: z.unknown(),
+  /** The BullMQ priority number to add the job with (fair-release.ts); none: BullMQ's 0. */
+  priority: z
+    .number()
+    .int()
+    .min(1)
+    .max(2 ** 21 - 1)
+    .optional(),
+  /**
+   * A work job released fairly: its number is its session priority's band plus its lead in
+   * start-time fair queuing, computed when it is added (QueueSet.addAll).
+   */
+  fairShare: z
+    .object({
+      tenant: z.string(),
+      priority: z.number().int().min(1).max(9),
+      criticalPath: z.number().int().min(1).optional(),
+    })
+    .optional(),
 });
 export type OutboxJob = z.infer<typeof OutboxJob>;
 
@@ -203,15 +350,24 @@ export type OutboxJob = z.infer<typeof OutboxJob>;
 // BullMQ refuses ':' in custom ids; '|' is free because session and task ids cannot contain it.
 // The same logical job always gets the same id, so a retry after a crash adds no duplicate.
 
+/** What names a later work delivery's hand-offs and stored result: none for the first. */
+export const fenceSuffix = (fence: number | undefined) => (fence && fence > 1 ? `|f${fence}` : '');
+
 export const jobIds = {
   plan: (sid: string, attempt: number) => `plan|${sid}|${attempt}`,
   judgePlan: (sid: string, attempt: number) => `judge-plan|${sid}|${attempt}`,
   execute: (sid: string, tid: string, attempt: number) => `work|${sid}|${tid}|${attempt}`,
-  judgeTask: (sid: string, tid: string, attempt: number) => `judge-task|${sid}|${tid}|${attempt}`,
+  /**
+   * The hand-off of one work delivery, by the fence it took (keys.ts `fences`): a later
+   * delivery's result must not be dropped as a duplicate of a superseded one's, which the
+   * coordinator refuses. The first delivery's (fence 1, or none) keeps the plain id.
+   */
+  judgeTask: (sid: string, tid: string, attempt: number, fence?: number) =>
+    `judge-task|${sid}|${tid}|${attempt}${fenceSuffix(fence)}`,
   replan: (sid: string, tid: string, attempt: number) => `replan|${sid}|${tid}|${attempt}`,
   planJudged: (sid: string, attempt: number) => `ev-plan-judged|${sid}|${attempt}`,
-  taskJudged: (sid: string, tid: string, attempt: number) =>
-    `ev-task-judged|${sid}|${tid}|${attempt}`,
+  taskJudged: (sid: string, tid: string, attempt: number, fence?: number) =>
+    `ev-task-judged|${sid}|${tid}|${attempt}${fenceSuffix(fence)}`,
   taskReplanned: (sid: string, tid: string, attempt: number) =>
     `ev-task-replanned|${sid}|${tid}|${attempt}`,
   /**
@@ -227,13 +383,25 @@ export const jobIds = {
 /** Whether a coordinator event id is a resume's (jobIds.resume). */
 export const isResumeEvent = (eventId: string): boolean => eventId.startsWith('ev-resume|');
 
+/** `next`, added with the BullMQ priority of `job`, the job whose step produced it. */
+export function withPriorityOf(job: { opts: { priority?: number } }, next: OutboxJob): OutboxJob {
+  return job.opts.priority ? { ...next, priority: job.opts.priority } : next;
+}
+
+/** A job for the outbox; a task job named for its task when `data` carries the task's card. */
 export function outboxJob<Q extends QueueName, N extends JobName<Q>>(
   queue: Q,
   name: N,
   jobId: string,
   data: JobPayload<Q, N>,
 ): OutboxJob {
-  return { queue, name, jobId, data };
+  const card = (data as { task?: TaskCard }).task;
+  return {
+    queue,
+    name: card ? taskJobName(name, card) : name,
+    jobId,
+    data: withTraceparent(data as object),
+  };
 }
 
 /** Retention and retry policy for every orq job (issue 7: memory returns to a bounded size). */

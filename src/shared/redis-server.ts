@@ -69,7 +69,9 @@ export async function redisAnswers(url: string): Promise<boolean> {
   } catch {
     return false;
   } finally {
-    probe.disconnect();
+    // A refused probe has ended already: ioredis's disconnect would then wait 2 s for a close
+    // its socket emitted before, holding the process (every `orq` starting a private Redis).
+    if (probe.status !== 'end') probe.disconnect();
   }
 }
 

@@ -1,10 +1,26 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { OrqError } from './errors.js';
 import type { Logger } from './logger.js';
+import { isLoopbackHost } from './loopback.js';
 import { nextOutage, UP, type OutageEvent, type OutageState } from './outage.js';
 
 /** A connection to one Redis server or to a Redis Cluster: ioredis's two clients. */
 export type RedisConnection = Redis | Cluster;
+
+/**
+ * Defines each Lua script as a command on `redis` (`name: [number of keys, script]`) unless the
+ * connection has it already: stores sharing one connection define their scripts once, and a
+ * script defined on the connection can be called in its pipelines too.
+ */
+export function defineScripts(
+  redis: RedisConnection,
+  scripts: Record<string, readonly [numberOfKeys: number, lua: string]>,
+): void {
+  const commands = redis as unknown as Record<string, unknown>;
+  for (const [name, [numberOfKeys, lua]] of Object.entries(scripts)) {
+    if (typeof commands[name] !== 'function') redis.defineCommand(name, { numberOfKeys, lua });
+  }
+}
 
 /**
  * A Redis Cluster, by seed nodes (`redis://` or `rediss://` URLs; the client finds the other
@@ -34,6 +50,48 @@ export function configuredConnection(config: {
   return cluster ? { cluster: [url] } : url;
 }
 
+/** The host of a `redis://` URL without a password, if it is not loopback. */
+function unprotectedUrlHost(address: string, password?: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(address);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return undefined;
+  if (url.password || url.searchParams.get('password') || password) return undefined;
+  return isLoopbackHost(url.hostname) ? undefined : url.hostname;
+}
+
+/**
+ * The address of a Redis that anyone on the network may reach without a password (issue 41):
+ * not loopback, no password in the URL or the options. Undefined when protected, local or a
+ * socket. Redis itself may still refuse strangers (protected mode, a firewall): this is a hint.
+ */
+export function unprotectedRedisHost(input: ConnectionInput): string | undefined {
+  if (isCluster(input)) {
+    const password = input.options?.redisOptions?.password;
+    return input.cluster.map((seed) => unprotectedUrlHost(seed, password)).find(Boolean);
+  }
+  if (typeof input === 'string') return unprotectedUrlHost(input);
+  if (input.path || input.password) return undefined;
+  const host = input.host ?? 'localhost';
+  return isLoopbackHost(host) ? undefined : host;
+}
+
+/** Hosts warned about already: one warning per process, not one per connection. */
+const warnedHosts = new Set<string>();
+
+function warnIfUnprotected(input: ConnectionInput, logger: Logger): void {
+  const host = unprotectedRedisHost(input);
+  if (host === undefined || warnedHosts.has(host)) return;
+  warnedHosts.add(host);
+  logger.warn(
+    { redisHost: host },
+    `Redis at ${host} is reached without a password: anyone who can reach it can read every session (and its secrets) and add jobs. Set a password (requirepass, or an ACL user) and put it in REDIS_URL (redis://:<password>@${host}:6379), or keep Redis on a private network`,
+  );
+}
+
 /**
  * Connections follow BullMQ's guidance: consumers retry forever (`maxRetriesPerRequest: null`)
  * so blocking reads survive a Redis restart; producers fail fast so a caller learns at once
@@ -60,6 +118,7 @@ export function createConnection(
     : typeof input === 'string'
       ? new Redis(input, { ...common, lazyConnect: false })
       : new Redis({ ...input, ...common });
+  if (logger) warnIfUnprotected(input, logger);
   if (outage) {
     reportOutages(redis, outage);
   } else {
@@ -494,18 +553,43 @@ export function isTransportError(error: unknown): boolean {
   );
 }
 
+/** What went wrong with the connection, in words: ioredis's own text names its options. */
+function transportReason(error: unknown): string | undefined {
+  const message = error instanceof Error ? error.message : String(error);
+  if (/ECONNREFUSED/.test(message)) return 'connection refused';
+  if (/ENOTFOUND|EAI_AGAIN/.test(message)) return 'the host name does not resolve';
+  if (/ETIMEDOUT/.test(message)) return 'the connection timed out';
+  if (/EHOSTUNREACH/.test(message)) return 'no route to the host';
+  if (/ECONNRESET|EPIPE|Connection is closed/.test(message)) return 'the connection was lost';
+  if (/enableOfflineQueue|Stream isn't writeable/.test(message))
+    return 'not connected, reconnecting';
+  if (/max retries per request/i.test(message)) return 'the command failed on every retry';
+  return undefined;
+}
+
 /**
  * Turns a transport error from ioredis into REDIS_UNAVAILABLE, leaving other errors alone.
- * `setting`: where the address was set, for the hint.
+ * `setting`: where the address was set, for the hint; `redis`: the connection, whose address
+ * the message names. ioredis's own text stays in `cause`, for the logs.
  */
-export function asRedisUnavailable(error: unknown, setting: AddressSetting = 'REDIS_URL'): unknown {
+export function asRedisUnavailable(
+  error: unknown,
+  setting: AddressSetting = 'REDIS_URL',
+  redis?: RedisConnection,
+): unknown {
   if (error instanceof OrqError) return error;
   if (isTransportError(error)) {
-    const message = error instanceof Error ? error.message : String(error);
-    return new OrqError('REDIS_UNAVAILABLE', `Redis is unreachable (${message})`, {
-      hint: ADDRESS_HINTS[setting].unreachable,
-      cause: error,
-    });
+    const reason = transportReason(error);
+    const where = redis ? describeConnection(redis) : 'Redis';
+    return new OrqError(
+      'REDIS_UNAVAILABLE',
+      `${where} is unreachable${reason ? ` (${reason})` : ''}`,
+      {
+        hint: ADDRESS_HINTS[setting].unreachable,
+        ...(redis ? { details: { address: addressOf(redis) } } : {}),
+        cause: error,
+      },
+    );
   }
   return error;
 }

@@ -129,6 +129,7 @@ export function cancellableModels(
   }
   return {
     label: models.label,
+    ...(models.estimate ? { estimate: models.estimate.bind(models) } : {}),
     plan: (request) => run(request, (q) => models.plan(q)),
     judgePlan: (request) => run(request, (q) => models.judgePlan(q)),
     execute: (request) => run(request, (q) => models.execute(q)),

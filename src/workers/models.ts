@@ -1,11 +1,16 @@
+import { tracedChat, type ModelCallEvents } from '../shared/tracing/genai.js';
+import type { Logger } from '../shared/logger.js';
+import type { LlmRoleConfig } from '../shared/config/schema.js';
 import type { Session, SessionState } from '../shared/domain/session.js';
 import { createBuiltinModels } from '../shared/llm/builtin.js';
 import { resolveApiKey, type ChatProvider, type ModelRole } from '../shared/llm/chat.js';
+import { countHttpAttempts, type HttpAttemptEvents } from '../shared/llm/http-attempts.js';
 import { createLlmModels, type LlmRoleConfigs } from '../shared/llm/llm-models.js';
 import { canonicalJson } from '../shared/llm/record-replay.js';
 import { meteredChat, meteredModels } from '../shared/llm/metered.js';
 import { MODEL_ROLES, roleConfig, sessionRoleConfigs } from '../shared/llm/role-config.js';
-import { sampledJudge } from '../shared/llm/sampled-judge.js';
+import type { ProviderQuotas } from '../shared/llm/quota.js';
+import { judgeSampling, type JudgeNoiseMemory } from '../shared/llm/sampled-judge.js';
 import { loadScenarioFile } from '../shared/llm/scenario.js';
 import type { RoleModels } from '../shared/llm/types.js';
 import { UsageTally } from '../shared/llm/usage-tally.js';
@@ -41,6 +46,28 @@ export interface ModelResolverOptions {
   env?: NodeJS.ProcessEnv;
   /** Counts every call's tokens per session, role and task, and enforces the budget. */
   usageStore?: UsageStore;
+  /** Enforces the providers' rateLimit settings across pods (issue 33). */
+  quotas?: ProviderQuotas;
+  /** Where a role's fall-back to prompt-mode structured output is logged. */
+  logger?: Logger;
+  /** Told of every HTTP request of the real-model calls, retries included (pod metrics). */
+  httpAttempts?: HttpAttemptEvents;
+  /** Told of every model call, with its tokens and duration (pod metrics). */
+  modelCalls?: ModelCallEvents;
+  /** Where adaptive judging keeps what it learns of each judge's noise (learnNoise). */
+  judgeNoise?: JudgeNoiseMemory;
+}
+
+/**
+ * Which judge's noise a session's plan judge learns from and adds to: its provider, model and
+ * server, and for the builtin provider its scenario (a scripted judge is its own judge).
+ */
+export function judgeIdentity(llm: Session['config']['llm']): string {
+  const cfg = roleConfig(llm, 'judge');
+  const server = cfg.baseUrl !== undefined ? ` at ${cfg.baseUrl}` : '';
+  const scenario =
+    cfg.provider === 'builtin' && llm.scenario !== undefined ? ` scenario ${llm.scenario}` : '';
+  return `${cfg.provider}/${cfg.model}${server}${scenario}`;
 }
 
 /**
@@ -54,6 +81,11 @@ export interface ExecutionControls {
   sessionFinished(): boolean;
   /** The provider with every request reserved and counted for the worker role and the task. */
   meterChat(provider: ChatProvider): ChatProvider;
+  /**
+   * The provider under its config's rateLimit, shared by every pod (issue 33), with its HTTP
+   * requests counted in the pod's metrics.
+   */
+  limitChat(provider: ChatProvider, config: LlmRoleConfig): ChatProvider;
   /** Stops watching the session; call it when the execution ends. */
   release(): void;
 }
@@ -107,10 +139,21 @@ export class ModelResolver {
     const base =
       this.options.override ??
       (cfg.provider === 'builtin' ? await this.builtinFor(session) : this.llmFor(session));
-    const { usageStore } = this.options;
+    const { usageStore, judgeNoise } = this.options;
     // Sampling outside metering: each judge sample reserves and counts as a call of its own.
     const metered = usageStore ? meteredModels(base, { usageStore, session, role }) : base;
-    return role === 'judge' ? sampledJudge(metered, session.config.llm.judgeSamples.k) : metered;
+    return role === 'judge'
+      ? judgeSampling(
+          metered,
+          session.config.llm.judgeSamples,
+          session.config.refinement,
+          // Not while recording or replaying: the calls made must not depend on what the
+          // cluster learned before, or a replay would ask for calls the recording lacks.
+          judgeNoise && session.config.llm.record.mode === 'off'
+            ? { memory: judgeNoise, judge: judgeIdentity(session.config.llm) }
+            : undefined,
+        )
+      : metered;
   }
 
   /**
@@ -155,6 +198,29 @@ export class ModelResolver {
         usageStore
           ? meteredChat(provider, { usageStore, session, role: 'worker', taskId })
           : provider,
+      limitChat: (provider, config) => {
+        const { quotas, httpAttempts } = this.options;
+        const gated = quotas
+          ? quotas.gate(provider, 'worker', config, this.options.env ?? process.env)
+          : provider;
+        const counted = httpAttempts
+          ? countHttpAttempts(
+              gated,
+              { provider: config.provider, model: config.model, role: 'worker' },
+              httpAttempts,
+            )
+          : gated;
+        return tracedChat(
+          counted,
+          {
+            provider: config.provider,
+            model: config.model,
+            role: 'worker',
+            baseUrl: config.baseUrl,
+          },
+          this.options.modelCalls,
+        );
+      },
       release: () => lease?.release(),
     };
   }
@@ -162,13 +228,24 @@ export class ModelResolver {
   private llmFor(session: Session): RoleModels {
     const roleConfigs: LlmRoleConfigs = sessionRoleConfigs(session.config);
     const { maxRepairAttempts, record } = session.config.llm;
-    const key = canonicalJson({ roleConfigs, maxRepairAttempts, record });
+    const { logprobScores } = session.config.llm.judgeSamples;
+    const key = canonicalJson({ roleConfigs, maxRepairAttempts, record, logprobScores });
     let models = this.llmByConfig.get(key);
     if (!models) {
       models = createLlmModels(roleConfigs, {
         maxRepairAttempts,
         record,
+        logprobScores,
         ...(this.options.env ? { env: this.options.env } : {}),
+        ...(this.options.quotas ? { quotas: this.options.quotas } : {}),
+        onFormatFallback: (fallback) =>
+          this.options.logger?.warn(
+            fallback,
+            `the ${fallback.role} model's server ignored structured output (${fallback.issues}); ` +
+              `this pod now puts the schema in its prompts; set llm.${fallback.role}.structuredOutput "prompt" to do so from the start`,
+          ),
+        ...(this.options.httpAttempts ? { httpAttempts: this.options.httpAttempts } : {}),
+        ...(this.options.modelCalls ? { modelCalls: this.options.modelCalls } : {}),
       });
       if (this.cancellation) models = cancellableModels(models, this.cancellation);
       if (this.llmByConfig.size >= MAX_CACHED_CONFIGS) {

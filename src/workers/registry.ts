@@ -1,6 +1,13 @@
-import { UnrecoverableError, WaitingError, Worker, type Job, type Processor } from 'bullmq';
+import {
+  DelayedError,
+  UnrecoverableError,
+  WaitingError,
+  Worker,
+  type Job,
+  type Processor,
+} from 'bullmq';
 import type { OrqConfig } from '../shared/config/schema.js';
-import { OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
+import { MustWaitError, OrqError, parseOrThrow, ValidationError } from '../shared/errors.js';
 import { ConnectionOption } from '../shared/connection-option.js';
 import { LoggerOption, type Logger } from '../shared/logger.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
@@ -9,6 +16,7 @@ import {
   defaultJobOptions,
   jobIds,
   JobFailedEvent,
+  jobKind,
   JobSchemas,
   outboxJob,
   queuePrefix,
@@ -27,9 +35,19 @@ import {
   type RedisConnection,
 } from '../shared/redis.js';
 import { settlesWithin } from '../shared/settles-within.js';
+import type { Attributes } from '@opentelemetry/api';
+import { inSpan, SpanKind } from '../shared/tracing/trace.js';
 import { muteBullmqEvictionWarnings } from '../shared/bullmq-warnings.js';
+import { routeProviderWarnings } from '../shared/llm/provider-warnings.js';
+import { keyVariables, takeProviderKeys } from '../shared/llm/provider-keys.js';
 import { SessionStore } from '../shared/store/session-store.js';
+import { JudgeNoiseStore } from '../shared/store/judge-noise-store.js';
 import { UsageStore } from '../shared/store/usage-store.js';
+import { QuotaStore } from '../shared/store/quota-store.js';
+import { ProviderQuotas, QuotaWaitError } from '../shared/llm/quota.js';
+import { QuotaWaits } from '../shared/store/quota-waits.js';
+import { TenantSlots } from '../shared/store/tenant-slots.js';
+import { withTenantCap } from './tenant-cap.js';
 import { createCoordinatorProcessor } from './coordinator/coordinator.js';
 import { startOutboxSweeper } from './coordinator/outbox-sweeper.js';
 import { startRetentionSweeper } from './coordinator/retention-sweeper.js';
@@ -44,6 +62,7 @@ import type { RoleModels } from '../shared/llm/types.js';
 import { isPermanentCallFailure } from '../shared/llm/chat.js';
 import type { RoleMetrics } from './metrics.js';
 import { podHealth, type PodHealth } from './pod-health.js';
+import { DeliveryLostError, deliveryStarted, isDeliveryLost, LOCK_LOST } from './delivery.js';
 
 export interface StartRolesOptions {
   roles: readonly Role[];
@@ -95,7 +114,8 @@ export interface RunningRoles {
 /** The payload schema of a role's job by name; undefined for a name the queue does not have. */
 function jobSchema(role: Role, name: string): ZodType | undefined {
   const schemas = JobSchemas[ROLE_QUEUE[role]] as Record<string, ZodType>;
-  return Object.hasOwn(schemas, name) ? schemas[name] : undefined;
+  const kind = jobKind(name);
+  return Object.hasOwn(schemas, kind) ? schemas[kind] : undefined;
 }
 
 /**
@@ -133,7 +153,7 @@ function failureEvent(
   const data = (job.data ?? {}) as { sessionId?: unknown; taskId?: unknown; attempt?: unknown };
   const attempt = JobFailedEvent.shape.attempt.safeParse(data.attempt);
   const taskId =
-    role === 'planner' || job.name === 'judge-plan' || job.name === 'plan-judged'
+    role === 'planner' || jobKind(job.name) === 'judge-plan' || job.name === 'plan-judged'
       ? undefined
       : JobFailedEvent.shape.taskId.safeParse(data.taskId).data;
   const event = JobFailedEvent.safeParse({
@@ -160,7 +180,7 @@ function wrapProcessor(
   shutdown: ShutdownState,
   metrics?: RoleMetrics,
 ): Processor {
-  const wrapped = async (job: Job, token?: string, signal?: AbortSignal) => {
+  const run = async (job: Job, token?: string, signal?: AbortSignal) => {
     const data = job.data as { sessionId?: string; taskId?: string } | undefined;
     // Built on the first line logged: most jobs log nothing at the default level.
     let child: Logger | undefined;
@@ -172,7 +192,9 @@ function wrapProcessor(
         taskId: data?.taskId,
       }));
     const started = Date.now();
+    deliveryStarted(job);
     shutdown.active += 1;
+    shutdown.running.set(job, token);
     try {
       // (The coordinator checks its events itself, recording bad ones in their session.)
       if (role !== 'coordinator' && !jobSchema(role, job.name)) {
@@ -181,18 +203,34 @@ function wrapProcessor(
         ]);
       }
       const result: unknown = await processor(job, token, signal);
+      // Handed back by close() while it ran: the job is not this delivery's to complete.
+      if (shutdown.handBacks.has(job)) throw new WaitingError();
       if (ctx.logger.isLevelEnabled('debug')) {
         log().debug({ ms: Date.now() - started, result }, 'job done');
       }
       metrics?.observeJob(role, 'completed', (Date.now() - started) / 1000);
       return result;
     } catch (error) {
+      if (error instanceof WaitingError) throw error;
+      // Its lock lapsed and the job may run elsewhere by now: that delivery takes it from here,
+      // so this one reports nothing (a job-failed event would block a task that still runs).
+      if (isDeliveryLost(error, signal)) {
+        log().warn({ attemptsStarted: job.attemptsStarted }, 'job stopped: it lost its lock');
+        throw error instanceof DeliveryLostError
+          ? error
+          : new DeliveryLostError(ROLE_QUEUE[role], job.id);
+      }
       // Cancelled by close() past its timeout: not a failure of the job. Hand it back to its
       // queue without spending an attempt, so another pod takes it now, not when its lock lapses.
-      if (signal?.aborted && shutdown.abandoning) {
-        log().warn('job handed back to its queue on shutdown');
-        await job.moveToWait(token).catch(() => undefined);
+      if ((signal?.aborted && shutdown.abandoning) || shutdown.handBacks.has(job)) {
+        await handBackOnShutdown(job, token, shutdown, log());
         throw new WaitingError();
+      }
+      if (error instanceof MustWaitError && token) {
+        const retryAt = await handBackToWait(role, job, token, error);
+        log().info({ ...error.details, waitMs: error.waitMs }, error.message);
+        if (error instanceof QuotaWaitError) await noteQuotaWait(ctx, job, retryAt, log());
+        throw new DelayedError();
       }
       metrics?.observeJob(role, 'failed', (Date.now() - started) / 1000);
       // A budget refusal is final too: a retry would be refused again (the refusal is sticky).
@@ -226,12 +264,108 @@ function wrapProcessor(
       throw error;
     } finally {
       shutdown.active -= 1;
+      shutdown.running.delete(job);
     }
   };
+  // The whole job in its span: a job-failed event it sends joins the session's trace too.
+  const wrapped = (job: Job, token?: string, signal?: AbortSignal) =>
+    inJobSpan(role, job, () => run(job, token, signal));
   // BullMQ gives a job an abort signal (Worker.cancelAllJobs on shutdown) only when its processor
   // declares a third parameter, and builds an AbortController per job for it. Model calls need
   // it; the coordinator's transitions make none and are short, so it declares two.
   return role === 'coordinator' ? (job: Job, token?: string) => wrapped(job, token) : wrapped;
+}
+
+/**
+ * A job's processing as a span, child of the span that enqueued it (the job's `traceparent`), so
+ * a session is one trace across its queues and pods; DelayedError and WaitingError (the job is
+ * handed back to wait) are not failures.
+ */
+function inJobSpan<T>(role: Role, job: Job, process: () => Promise<T>): Promise<T> {
+  const data = (job.data ?? {}) as { sessionId?: unknown; taskId?: unknown; traceparent?: unknown };
+  const sessionId = typeof data.sessionId === 'string' ? data.sessionId : undefined;
+  const attributes: Attributes = {
+    'orq.role': role,
+    'messaging.system': 'bullmq',
+    'messaging.operation.type': 'process',
+    'messaging.destination.name': ROLE_QUEUE[role],
+    'messaging.message.id': job.id ?? '',
+    'orq.job.attempt': job.attemptsMade,
+  };
+  if (sessionId) attributes['orq.session.id'] = sessionId;
+  if (typeof data.taskId === 'string') attributes['orq.task.id'] = data.taskId;
+  // The planner's job is the session's plan operation (its model calls are children of it).
+  if (role === 'planner') attributes['gen_ai.operation.name'] = 'plan';
+  return inSpan(
+    // The job's kind, not its name: a task job's name carries its task's title, and a span
+    // name should not vary with every task.
+    role === 'planner' ? `plan ${sessionId ?? ''}`.trim() : `${role} ${jobKind(job.name)}`,
+    { kind: SpanKind.CONSUMER, attributes, traceparent: data.traceparent, sessionId },
+    process,
+    (error) =>
+      !(
+        error instanceof DelayedError ||
+        error instanceof WaitingError ||
+        error instanceof MustWaitError
+      ),
+  );
+}
+
+/**
+ * A job that must wait (its provider's quota, its tenant's cap: issue 33) goes back to its queue
+ * as delayed until it may run, with what it waits for as its progress. Delayed rather than
+ * `worker.rateLimit()`: that stops the whole queue for every worker, and one work or judge queue
+ * serves sessions of many providers and tenants, most of them with room to spare. Moving it
+ * releases its lock, and BullMQ counts no failed attempt for a job that throws DelayedError.
+ * Returns when the job runs again.
+ */
+async function handBackToWait(
+  role: Role,
+  job: Job,
+  token: string,
+  error: MustWaitError,
+): Promise<number> {
+  const { activity } = error;
+  const at = new Date().toISOString();
+  const { attempt } = (job.data ?? {}) as { attempt?: unknown };
+  // A work job's progress is a TaskProgress (orq status shows it); the others' is only shown
+  // by Bull Board.
+  const progress =
+    role === 'worker' && typeof attempt === 'number'
+      ? { attempt, at, activity }
+      : { at, activity, ...error.details };
+  await job.updateProgress(progress).catch(() => undefined);
+  const retryAt = error.retryAt();
+  await job.moveToDelayed(retryAt, token);
+  return retryAt;
+}
+
+/**
+ * Counts a job handed back for quota against its session's tenant, for the tenant view (work
+ * jobs carry their tenant; for the others, one read of the session). Only what people see
+ * depends on it: a failure is logged, and the job waits all the same.
+ */
+async function noteQuotaWait(
+  ctx: RoleContext,
+  job: Job,
+  retryAt: number,
+  logger: Logger,
+): Promise<void> {
+  const { sessionId, tenant } = (job.data ?? {}) as { sessionId?: unknown; tenant?: unknown };
+  if (typeof sessionId !== 'string' || !job.id) return;
+  try {
+    const owner =
+      typeof tenant === 'string'
+        ? tenant
+        : (await ctx.store.loadSession(sessionId))?.session.tenant;
+    if (owner === undefined) return;
+    await new QuotaWaits(ctx.store.redis, ctx.store.prefix).note(
+      { tenant: owner, sessionId, jobId: job.id },
+      retryAt,
+    );
+  } catch (cause) {
+    logger.debug({ err: (cause as Error).message }, 'quota wait not counted for its tenant');
+  }
 }
 
 /**
@@ -263,6 +397,42 @@ interface ShutdownState {
   abandoning: boolean;
   /** Jobs whose processors run now: what a graceful close waits for. */
   active: number;
+  /** The running jobs with their lock tokens: what close() hands back itself. */
+  running: Map<Job, string | undefined>;
+  /** Each job handed back on shutdown, once (by its processor or by close): whether it went. */
+  handBacks: Map<Job, Promise<boolean>>;
+}
+
+/**
+ * Moves a job cancelled by close() back to its queue, once, whoever asks first (its processor
+ * reacting to the abort, or close() for one that has not reacted within the grace), while the
+ * connection is still open. Says whether it went: one that could not be moved comes back only
+ * when its lock lapses, counted as a stall.
+ */
+function handBackOnShutdown(
+  job: Job,
+  token: string | undefined,
+  shutdown: ShutdownState,
+  log: Logger,
+): Promise<boolean> {
+  let handBack = shutdown.handBacks.get(job);
+  if (!handBack) {
+    handBack = job.moveToWait(token).then(
+      () => {
+        log.warn('job handed back to its queue on shutdown');
+        return true;
+      },
+      (error: unknown) => {
+        log.warn(
+          { err: (error as Error).message },
+          'could not hand the job back to its queue on shutdown; it is redelivered when its lock lapses',
+        );
+        return false;
+      },
+    );
+    shutdown.handBacks.set(job, handBack);
+  }
+  return handBack;
 }
 
 /** How long cancelled jobs get to hand themselves back before the connections are closed. */
@@ -293,6 +463,8 @@ export async function launchRoles(
 ): Promise<RunningRoles> {
   const { config, logger } = options;
   parseOrThrow(RolesOptions, options, 'startRoles options');
+  // Before any job runs: no program a task starts inherits a provider key (issue 41).
+  takeProviderKeys(keyVariables(config));
   const redis = createConnection(options.connection, 'consumer', logger);
   try {
     await refuseUnfitServer(redis, addressSetting);
@@ -302,17 +474,36 @@ export async function launchRoles(
   }
   // BullMQ's own warning, once per connection, is muted only where orq's check could tell.
   if (await checkEvictionPolicy(redis, logger)) muteBullmqEvictionWarnings();
+  // Warnings about model calls (an SDK's deprecated model, a prompt cut) go to the log, once each.
+  routeProviderWarnings(logger);
   const store = new SessionStore(redis, config.redis.prefix, config.queues.historyMaxLength);
-  const queues = new QueueSet(redis, config.redis.prefix, defaultJobOptions(config.queues));
+  const queues = new QueueSet(
+    redis,
+    config.redis.prefix,
+    defaultJobOptions(config.queues),
+    config.queues.taskJobNames,
+  );
   const models = new ModelResolver({
     ...(options.latencyMs !== undefined ? { latencyMs: options.latencyMs } : {}),
     ...(options.models ? { override: options.models } : {}),
     ...(options.cancelPollMs !== undefined ? { cancelPollMs: options.cancelPollMs } : {}),
     usageStore: new UsageStore(redis, config.redis.prefix),
+    judgeNoise: new JudgeNoiseStore(redis, config.redis.prefix),
+    quotas: new ProviderQuotas(new QuotaStore(redis, config.redis.prefix), {
+      ...(options.metrics ? { events: options.metrics } : {}),
+    }),
+    ...(options.metrics ? { httpAttempts: options.metrics, modelCalls: options.metrics } : {}),
     // Real-model calls of a session cancelled meanwhile are aborted (issue 4).
     sessionState: async (sessionId) => (await store.loadSession(sessionId))?.session.state,
+    logger,
   });
-  const ctx: RoleContext = { store, queues, models, logger };
+  const ctx: RoleContext = {
+    store,
+    queues,
+    models,
+    logger,
+    lockDurationMs: config.queues.lockDurationMs,
+  };
   const coordinatorCtx = {
     store,
     queues,
@@ -323,12 +514,24 @@ export async function launchRoles(
   const processors: Record<Role, Processor> = {
     planner: createPlannerProcessor(ctx),
     judge: createJudgeProcessor(ctx),
-    worker: createWorkerProcessor(ctx),
+    // Tenant caps hold back work jobs only: planning, judging and replanning are never capped.
+    worker: withTenantCap(
+      createWorkerProcessor(ctx),
+      new TenantSlots(redis, config.redis.prefix),
+      config.tenants,
+      config.queues.lockDurationMs,
+      logger,
+    ),
     replanner: createReplannerProcessor(ctx),
     coordinator: createCoordinatorProcessor(coordinatorCtx),
   };
 
-  const shutdown: ShutdownState = { abandoning: false, active: 0 };
+  const shutdown: ShutdownState = {
+    abandoning: false,
+    active: 0,
+    running: new Map(),
+    handBacks: new Map(),
+  };
   const connections: RedisConnection[] = [redis];
   const workers = options.roles.map((role) => {
     // One outage log per role: its connection and the blocking one BullMQ makes from it.
@@ -352,6 +555,15 @@ export async function launchRoles(
       else logger.error({ role, err: error.message }, 'worker error');
     });
     worker.on('failed', (job, error) => void reportDeferredFailure(role, job, error, ctx));
+    // A renewal that failed (the process was paused or cut off past the lock): the job may be
+    // another pod's by now, so its processor here is aborted; executors stop on the signal.
+    // Coordinator events have no signal (wrapProcessor), and need none: their apply is atomic.
+    worker.on('lockRenewalFailed', (jobIds) => {
+      for (const jobId of jobIds) {
+        logger.warn({ role, jobId }, 'job lost its lock: stopping it here');
+        worker.cancelJob(jobId, LOCK_LOST);
+      }
+    });
     return worker;
   });
   await Promise.all(workers.map((w) => w.waitUntilReady()));
@@ -414,6 +626,23 @@ export async function launchRoles(
         shutdown.abandoning = true;
         for (const w of workers) w.cancelAllJobs('shutdown timeout');
         await settlesWithin(graceful, ABANDON_GRACE_MS);
+        // Those that have not reacted yet are handed back here, before the connections close:
+        // their own hand-back, later, would find no connection, and the job would come back only
+        // when its lock lapsed, counted as a stall. Bounded: with Redis gone the moves wait for
+        // ever, until the disconnect below fails them.
+        await settlesWithin(
+          Promise.all(
+            [...shutdown.running].map(([job, token]) =>
+              handBackOnShutdown(
+                job,
+                token,
+                shutdown,
+                logger.child({ jobId: job.id, queue: job.queueName }),
+              ),
+            ),
+          ),
+          ABANDON_GRACE_MS,
+        );
       }
       stopFollowing();
       await queues.close();

@@ -1,13 +1,12 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
+import { CHROMIUM_ARGS, chromiumExecutable } from '../support/chromium.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 
-/** Debian's chromium; `.ci/run` installs it. Playwright gives it a fresh, empty profile. */
-const CHROMIUM = '/usr/bin/chromium';
 const TOKEN = 'board-token-0123456789abcdef';
 const QUEUES = ['plan', 'judge', 'work', 'replan', 'coordinator'];
 
@@ -17,11 +16,6 @@ let browser: Browser;
 let dir: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium); .ci/run does this before the tests`,
-    );
-  }
   dir = mkdtempSync(join(tmpdir(), 'orq-board-'));
   cluster = await startCluster();
   server = await startHttpServer({
@@ -30,18 +24,10 @@ beforeAll(async () => {
     port: 0,
     token: TOKEN,
   });
+  // Playwright gives the browser a fresh, empty profile (--user-data-dir) of its own.
   browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
+    executablePath: await chromiumExecutable(),
+    args: [...CHROMIUM_ARGS],
   });
 }, 60_000);
 
@@ -60,6 +46,16 @@ describe('Bull Board in headless Chromium', () => {
     const context = await browser.newContext();
     try {
       const page = await context.newPage();
+      // Works offline: every request stays on orq's server; and no console errors.
+      const elsewhere: string[] = [];
+      const errors: string[] = [];
+      page.on('request', (request) => {
+        if (!request.url().startsWith(server.url)) elsewhere.push(request.url());
+      });
+      page.on('console', (message) => {
+        if (message.type() === 'error') errors.push(message.text());
+      });
+      page.on('pageerror', (error) => errors.push(error.message));
       const response = await page.goto(`${server.url}/admin/queues?token=${TOKEN}`);
       expect(response?.status()).toBe(200);
       // The redirect drops the token from the address; the cookie carries the credential.
@@ -74,6 +70,8 @@ describe('Bull Board in headless Chromium', () => {
       }
       const text = await page.innerText('body');
       for (const queue of QUEUES) expect(text).toContain(queue);
+      expect(elsewhere).toEqual([]);
+      expect(errors).toEqual([]);
 
       const shot = join(dir, 'bull-board.png');
       await page.screenshot({ path: shot, fullPage: true });

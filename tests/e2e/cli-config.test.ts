@@ -41,10 +41,41 @@ describe('orq config check', () => {
     const result = await orq(['config', 'check', file]);
     expect(result.code).toBe(2);
     const lines = result.stderr.trim().split('\n');
-    expect(lines).toContainEqual(
-      `${file}: refinement.noiseThreshold: Too big: expected number to be <=10`,
+    expect(lines).toContainEqual(`${file}: refinement.noiseThreshold: at most 10, got 11`);
+    expect(lines).toContainEqual(`${file}: unknown key "foo" at the top level`);
+  });
+
+  it("words a bad value as what the key expects and what it got, not zod's", async () => {
+    const file = writeTemp('nan.yaml', 'prefx: x\nconcurrency:\n  worker: .nan\n');
+    const result = await orq(['config', 'check', file]);
+    expect(result.code).toBe(2);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines).toContainEqual(`${file}: unknown key "prefx" at the top level`);
+    expect(lines).toContainEqual(`${file}: concurrency.worker: expected a number, got NaN`);
+    expect(result.stderr).not.toMatch(/\(root\)|received|Invalid input/);
+    // A command that loads it says the same in its one line.
+    const run = await orq(['status', '--config', file]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain(
+      `orq: Invalid configuration in ${file}: concurrency.worker: expected a number, got NaN; unknown key "prefx" at the top level.`,
     );
-    expect(lines).toContainEqual(`${file}: foo: unknown key "foo"`);
+  });
+
+  it('names the option a bad value was given to, and what it takes', async () => {
+    for (const [args, line] of [
+      [
+        ['status', '--limit', 'abc'],
+        'orq: --limit: expected a whole number from 1 to 500, got "abc"',
+      ],
+      [
+        ['start', '--latency', 'abc'],
+        'orq: --latency: expected a whole number from 0 to 600,000, got "abc"',
+      ],
+    ] as const) {
+      const result = await orq([...args]);
+      expect(result.code, args.join(' ')).toBe(2);
+      expect(result.stderr).toBe(`${line}\n`);
+    }
   });
 
   it('prints advice as warnings and still exits 0, or 1 with --strict', async () => {

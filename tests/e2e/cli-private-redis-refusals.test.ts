@@ -61,7 +61,7 @@ describe('orq run refusals before its private Redis', () => {
     const [empty, commas, emptyRun, malformed] = results;
     for (const result of results) {
       expect(result.code, result.stderr).toBe(2);
-      expect(result.stderr).toMatch(/^orq: option '--task <id>' argument '.*' is invalid\. .+\n$/);
+      expect(result.stderr).toMatch(/^orq: --task: .+\n$/);
       expect(result.stdout).toBe('');
     }
     for (const result of [empty, commas, emptyRun]) {

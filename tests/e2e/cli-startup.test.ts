@@ -79,6 +79,9 @@ describe('orq start-up', () => {
       'fastify',
       '@bull-board/api',
       'prom-client',
+      // Tracing is off without an OTEL_* endpoint: its SDK does not load.
+      '@opentelemetry/sdk-trace-node',
+      '@opentelemetry/exporter-trace-otlp-http',
     ]) {
       expect(loaded, heavy).not.toContain(heavy);
     }

@@ -13,7 +13,7 @@ afterEach(async () => {
 });
 
 describe('orq dashboard', () => {
-  it('serves the HTTP API and Bull Board behind the token until SIGTERM', async () => {
+  it('serves the HTTP API, the session view and Bull Board behind the token until SIGTERM', async () => {
     const token = randomUUID();
     const env = {
       REDIS_URL: inject('redisUrl'),
@@ -29,6 +29,7 @@ describe('orq dashboard', () => {
     const url = /HTTP API on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout)?.[1];
     expect(url, stdout).toBeDefined();
     expect(stdout).toContain(`${url}/admin/queues?token=<ORQ_API_TOKEN>`);
+    expect(stdout).toContain(`orq: API reference at ${url}/docs?token=<ORQ_API_TOKEN>`);
     expect(stdout).not.toContain(token);
 
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
@@ -36,6 +37,17 @@ describe('orq dashboard', () => {
     const list = await fetch(`${url}/sessions`, { headers: { authorization: `Bearer ${token}` } });
     expect(list.status).toBe(200);
     expect(await list.json()).toEqual([]);
+
+    // The session view, with its script served from the files beside the built modules.
+    expect(stdout).toContain(`orq: sessions at ${url}/ui?token=<ORQ_API_TOKEN>`);
+    const bearer = { headers: { authorization: `Bearer ${token}` } };
+    expect((await fetch(`${url}/ui`)).status).toBe(401);
+    const view = await fetch(`${url}/ui`, bearer);
+    expect(view.status).toBe(200);
+    expect(await view.text()).toContain('<h1>Sessions</h1>');
+    const script = await fetch(`${url}/ui/assets/ui.js`, bearer);
+    expect(script.status).toBe(200);
+    expect(await script.text()).toContain('new EventSource(');
 
     expect(await stopProcess(child)).toBe(0);
   });

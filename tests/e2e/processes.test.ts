@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
@@ -75,6 +75,29 @@ describe('orq as separate processes', () => {
       env: { REDIS_URL: inject('redisUrl'), ORQ_PREFIX: `p${randomUUID().slice(0, 8)}` },
     });
     await waitForOutput(child, 'roles started');
+    expect(await stopProcess(child)).toBe(0);
+  });
+
+  it('a pod says first that it is starting, with its roles and name, before its roles start', async () => {
+    const child = spawnOrq(['start', '--roles', 'worker,judge'], {
+      env: { REDIS_URL: inject('redisUrl'), ORQ_PREFIX: `p${randomUUID().slice(0, 8)}` },
+    });
+    children.push(child);
+    let output = '';
+    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    await waitForOutput(child, 'roles started');
+    const lines = output
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    // In the pod's log format (pino JSON lines), the first of them all.
+    expect(lines[0]).toMatchObject({
+      msg: 'pod starting',
+      roles: ['worker', 'judge'],
+      pod: hostname(),
+      level: 30,
+    });
+    expect(lines.findIndex((line) => line.msg === 'roles started')).toBeGreaterThan(0);
     expect(await stopProcess(child)).toBe(0);
   });
 

@@ -3,10 +3,11 @@ import type { ChildProcess } from 'node:child_process';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import { jobIds } from '../../src/shared/queues.js';
+import type { SubmitRequest } from '../../src/producers/client.js';
 import { FAULT_CRASH_AFTER_APPLY } from '../../src/workers/coordinator/fault-injection.js';
 import { root, spawnOrq } from '../support/cli.js';
 import { ALL_ROLES, startCluster, type TestCluster } from '../support/cluster.js';
-import { bullQueue, exited, Pods, queueEnv } from '../support/pods.js';
+import { bullQueue, exited, FAST_LOCKS, Pods, queueEnv } from '../support/pods.js';
 import {
   decisions,
   eventually,
@@ -18,8 +19,6 @@ import {
 } from '../support/scenarios.js';
 
 const diamond = resolve(root, 'examples/scenarios/diamond.yaml');
-/** Locks that expire quickly, so a killed process's jobs are redelivered within seconds. */
-const FAST_LOCKS = { lockDurationMs: 2_000, stalledIntervalMs: 1_000 };
 
 let cluster: TestCluster | undefined;
 let pods: Pods | undefined;
@@ -68,28 +67,34 @@ function modelCalls(calls: RecordedCalls, taskIds: string[]) {
   );
 }
 
+/**
+ * Planner, judge and coordinator in this process (counting the judge's calls); one worker
+ * process of its own, whose every model call sleeps 60 s, so a kill surely lands inside the
+ * first execution; its short lock makes the killed worker's job stall quickly. Submits
+ * `request` and gives the work queue to watch.
+ */
+async function withDoomedWorker(scenario: string, request: SubmitRequest) {
+  const { models, calls } = recordingModels(scenario);
+  cluster = await startCluster({ roles: ['planner', 'judge', 'replanner', 'coordinator'], models });
+  const { client } = cluster;
+  const workers = new Pods({
+    REDIS_URL: inject('redisUrl'),
+    ORQ_PREFIX: cluster.prefix,
+    ...queueEnv(FAST_LOCKS),
+  });
+  pods = workers;
+  const doomed = await workers.start('worker', ['--latency', '60000', '--concurrency', '1']);
+  const { id } = await client.submit(request);
+  const work = bullQueue(client.store.redis, cluster.prefix, 'work');
+  return { calls, client, doomed, id, work, workers };
+}
+
 describe('kill -9 of a worker process in the middle of a task', () => {
   it('redelivers the task after its lock expires; it completes once, judged and applied once', async () => {
-    // Planner, judge and coordinator in this process (counting the judge's calls); workers are
-    // processes of their own. Their short lock makes the killed worker's job stall quickly.
-    const { models, calls } = recordingModels(diamond);
-    cluster = await startCluster({
-      roles: ['planner', 'judge', 'replanner', 'coordinator'],
-      models,
-    });
-    const { client } = cluster;
-    pods = new Pods({
-      REDIS_URL: inject('redisUrl'),
-      ORQ_PREFIX: cluster.prefix,
-      ...queueEnv(FAST_LOCKS),
-    });
-    // Each model call of this worker sleeps 60 s: the kill surely lands inside A's execution.
-    const doomed = await pods.start('worker', ['--latency', '60000', '--concurrency', '1']);
-    const { id } = await client.submit({
+    const { calls, client, doomed, id, work, workers } = await withDoomedWorker(diamond, {
       instruction: 'diamond',
       config: { llm: { scenario: diamond } },
     });
-    const work = bullQueue(client.store.redis, cluster.prefix, 'work');
     try {
       const active = await eventually(
         async () => {
@@ -109,7 +114,7 @@ describe('kill -9 of a worker process in the middle of a task', () => {
       });
       expect(executionsOf(await historyOf(client, id), 'A')).toEqual([]);
 
-      await pods.start('worker');
+      await workers.start('worker');
       const view = await client.wait(id, { timeoutMs: 40_000 });
       expect(view.session.state).toBe('COMPLETED');
       // The same job (same id, same attempt of A) ran again after its lock expired.
@@ -266,4 +271,57 @@ describe('kill -9 of coordinators between their state write and their next enque
       await supervisor;
     }
   }, 150_000);
+});
+
+describe('kill -9 of a worker holding one of its session’s slots', () => {
+  it('gives the slot back by redelivery: the waiting task runs after, every task once', async () => {
+    // X and Y are independent, but the session has one slot: Y waits in the ready set while the
+    // killed worker holds X's.
+    const scenario = scenarios.write('one-slot', {
+      plans: [
+        {
+          tasks: [
+            { id: 'X', title: 'X', acceptance: 'x', context: 'c' },
+            { id: 'Y', title: 'Y', acceptance: 'y', context: 'c' },
+          ],
+        },
+      ],
+      planJudgements: [{ score: 90, isAcceptable: true }],
+    });
+    const { calls, client, doomed, id, work, workers } = await withDoomedWorker(scenario, {
+      instruction: 'one slot',
+      config: { llm: { scenario }, scheduling: { maxTasksInFlight: 1 } },
+    });
+    try {
+      await eventually(
+        async () => ((await work.getActive()).length > 0 ? true : undefined),
+        "X's job to be active in the worker",
+        20_000,
+      );
+      doomed.kill('SIGKILL');
+      expect(await exited(doomed)).toBe('SIGKILL');
+      const held = await client.get(id);
+      expect(held.tasks.map((t) => [t.id, t.state])).toEqual([
+        ['X', 'RUNNING'],
+        ['Y', 'READY'],
+      ]);
+
+      await workers.start('worker');
+      const view = await client.wait(id, { timeoutMs: 40_000 });
+      expect(view.session.state).toBe('COMPLETED');
+      const h = await historyOf(client, id);
+      const once = { executions: [1], judgements: 1, done: 1 };
+      expect(effects(h, ['X', 'Y'])).toEqual({ X: once, Y: once });
+      // Y was dispatched only once X was done: the one slot was never shared.
+      const doneX = h.findIndex(
+        (e) => e.type === 'state_change' && e.taskId === 'X' && e.to === 'DONE',
+      );
+      expect(movesTo(h, 'Y', 'RUNNING')).toHaveLength(1);
+      expect(h.indexOf(movesTo(h, 'Y', 'RUNNING')[0] as HistoryEntry)).toBeGreaterThan(doneX);
+      // The judge (in this process) saw each task once.
+      expect(calls.judgeTask.map((r) => r.task.id).sort()).toEqual(['X', 'Y']);
+    } finally {
+      await work.close();
+    }
+  }, 90_000);
 });

@@ -155,10 +155,22 @@ describe('load', () => {
         const h = (await client!.history(view.session.id)).map((e) => e.entry);
         expect(taskIds.map((id) => executionsOf(h, id).length)).toEqual(taskIds.map(() => 1));
       }
-      // Nothing left behind in any queue, nothing failed.
+      // Nothing left behind in any queue (fair release adds jobs with a priority), nothing failed.
       for (const queue of pod!.queues.all()) {
-        const counts = await queue.getJobCounts('failed', 'waiting', 'active', 'delayed');
-        expect(counts).toMatchObject({ failed: 0, waiting: 0, active: 0, delayed: 0 });
+        const counts = await queue.getJobCounts(
+          'failed',
+          'waiting',
+          'prioritized',
+          'active',
+          'delayed',
+        );
+        expect(counts).toMatchObject({
+          failed: 0,
+          waiting: 0,
+          prioritized: 0,
+          active: 0,
+          delayed: 0,
+        });
       }
       return {
         elapsedMs,

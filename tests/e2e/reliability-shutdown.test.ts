@@ -1,12 +1,18 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import type { Job } from 'bullmq';
+import { root, spawnOrq } from '../support/cli.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
-import { bullQueue, exited, Pods, queueEnv } from '../support/pods.js';
+import { bullQueue, exited, FAST_LOCKS, Pods, queueEnv } from '../support/pods.js';
+import { tempFilesPerFile } from '../support/temp-files.js';
 import { eventually, executionsOf, historyOf, scenarioDir } from '../support/scenarios.js';
 
 let cluster: TestCluster | undefined;
 let pods: Pods | undefined;
 const scenarios = scenarioDir();
+const temp = tempFilesPerFile('orq-shutdown-');
 afterEach(async () => {
   await pods?.stopAll();
   await cluster?.close();
@@ -26,7 +32,6 @@ const twoTasks = scenarios.write('two-tasks', {
   ],
   planJudgements: [{ score: 90, isAcceptable: true }],
 });
-const FAST_LOCKS = { lockDurationMs: 2_000, stalledIntervalMs: 1_000 };
 
 /** Everything but workers in this process; workers are `orq start --roles worker` processes. */
 async function setUp() {
@@ -86,11 +91,12 @@ describe('graceful shutdown on SIGTERM', () => {
       );
       // Nothing else was taken: the other task of the first session and both tasks of the
       // second (queued after the SIGTERM once its plan was accepted) wait for another worker.
-      await eventually(
-        async () => ((await work.getWaitingCount()) === 3 ? true : undefined),
-        'the second session’s jobs to be queued',
-      );
-      const waiting = (await work.getWaiting()).map(
+      await eventually(async () => {
+        // Fair release adds work jobs with a priority: they wait as 'prioritized'.
+        const counts = await work.getJobCounts('waiting', 'prioritized');
+        return counts.waiting! + counts.prioritized! === 3 ? true : undefined;
+      }, 'the second session’s jobs to be queued');
+      const waiting = (await work.getJobs(['waiting', 'prioritized'])).map(
         (j) =>
           `${(j.data as { sessionId: string }).sessionId === first ? 1 : 2}:${(j.data as { taskId: string }).taskId}`,
       );
@@ -146,4 +152,34 @@ describe('graceful shutdown on SIGTERM', () => {
       await work.close();
     }
   }, 90_000);
+});
+
+describe('a SIGTERM at start-up', () => {
+  it('stops the pod as it would later, exit 0, though it came before the pod started', async () => {
+    // A module hook sends the pod SIGTERM as it loads its commands, long before it has read
+    // its config and said it is starting (sent from outside, the signal came too late on a
+    // fast machine: the pod had started its roles by then).
+    const loaded = temp.write('loaded.txt', '');
+    const pod = spawnOrq(['start', '--roles', 'worker'], {
+      env: {
+        REDIS_URL: inject('redisUrl'),
+        ORQ_PREFIX: 'sigterm-at-start',
+        ORQ_LOG_LEVEL: 'info',
+        ORQ_TEST_LOADED_FILE: loaded,
+        ORQ_TEST_SIGTERM_AT: '/producers/cli/program.js',
+      },
+      preload: [pathToFileURL(join(root, 'tests/support/record-loads.mjs')).href],
+    });
+    let output = '';
+    pod.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    pod.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    expect(await exited(pod), output).toBe(0);
+    expect(readFileSync(loaded, 'utf8')).toContain('/producers/cli/program.js');
+    // Node 20 hands the pod the signal before it starts its roles: it starts none. Node 24
+    // loads the commands without a turn of the event loop and sees the signal only once its
+    // roles run; then it stops them as a later SIGTERM would. Either way: exit 0, not death by
+    // the signal, which is what a handler installed late gave.
+    if (!output.includes('roles started')) expect(output).toContain('no job was taken');
+    else expect(output).toContain('shutting down');
+  }, 60_000);
 });

@@ -58,6 +58,21 @@ describe('watch', () => {
     }
   });
 
+  it('ends when it reads the move that settles the session, without another blocking read', async () => {
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'ends without one more wait' });
+    const entries: HistoryEntry[] = [];
+    // Each read waits up to ten minutes for entries: a watch that read once more after the
+    // last entry before it looked at the session would outlast the test's timeout.
+    const watching = (async () => {
+      for await (const { entry } of client.watch(id, { blockMs: 600_000 })) entries.push(entry);
+    })();
+    await eventually(() => (entries.length > 0 ? true : undefined), 'the first entries');
+    await complete(client.store, id);
+    await watching;
+    expect(entries.at(-1)).toMatchObject({ type: 'state_change', to: 'COMPLETED' });
+  });
+
   it("waits for the client's own connection when it drops alone, and goes on to the end", async () => {
     const { client } = cluster;
     const { id } = await client.submit({ instruction: 'a connection dropped mid-watch' });

@@ -1,7 +1,8 @@
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { TokenUsage } from '../../src/shared/domain/task.js';
 import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
+import { countTokens } from '../../src/shared/llm/token-estimate.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import type { RoleModels } from '../../src/shared/llm/types.js';
 import { formatSessionTable } from '../../src/producers/cli/format.js';
@@ -9,6 +10,13 @@ import { UsageStore } from '../../src/shared/store/usage-store.js';
 import { outboxJob } from '../../src/shared/queues.js';
 import { orq } from '../support/cli.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
+import {
+  startFakeLlmServer,
+  type FakeLlmRequest,
+  type FakeLlmServer,
+  type FakeReply,
+  type Protocol,
+} from '../support/fake-llm-server.js';
 import {
   decisions,
   deferred,
@@ -250,6 +258,208 @@ describe('a budget', () => {
     expect(history.some((e) => e.type === 'error' && e.code === 'BUDGET_EXHAUSTED')).toBe(true);
     expect(formatSessionTable(view)).toMatch(/budget: \d+ of 7500 tokens; exhausted \(tokens\)/);
   });
+});
+
+describe('a budget over real providers, with parallel workers', () => {
+  const TASKS = 40;
+  const maxTokens = 20_000;
+  const plan = {
+    summary: 'forty independent parts',
+    tasks: Array.from({ length: TASKS }, (_, i) => ({
+      id: `t${i + 1}`,
+      title: `Part ${i + 1}`,
+      acceptance: `part ${i + 1} is written`,
+      dependencies: [],
+    })),
+  };
+  const output = 'The part is written, with its tests and a note on what it leaves out. '.repeat(8);
+  function answerFor(request: FakeLlmRequest): unknown {
+    switch (request.schemaName) {
+      case 'PlanBreakdown':
+        return plan;
+      case 'QualityJudgement':
+        return { score: 90, isAcceptable: true, issues: [], suggestions: [] };
+      case 'TaskOutput':
+        return { output, log: '' };
+      case 'TaskJudgement':
+        return {
+          success: true,
+          shouldContinue: false,
+          shouldReplan: false,
+          reason: 'meets the criteria',
+        };
+      default:
+        throw new Error(`no answer for ${request.schemaName}`);
+    }
+  }
+
+  /** What the server billed, as it counts it: the prompts it got and the JSON it answered. */
+  let billed = 0;
+  let reportsUsage = true;
+  const servers = {} as Record<Protocol, FakeLlmServer>;
+  beforeAll(async () => {
+    process.env.BUDGET_TEST_KEY = 'sk-budget-test';
+    const script = async (request: FakeLlmRequest): Promise<FakeReply> => {
+      const json = answerFor(request);
+      const usage = {
+        input: await countTokens(request.text),
+        output: await countTokens(JSON.stringify(json)),
+      };
+      billed += usage.input + usage.output;
+      return { json, usage, noUsage: !reportsUsage };
+    };
+    servers.openai = await startFakeLlmServer('openai', script);
+    servers.anthropic = await startFakeLlmServer('anthropic', script);
+  });
+  afterAll(() => Promise.all(Object.values(servers).map((s) => s.close())));
+
+  it.each([
+    ['openai', true],
+    ['anthropic', true],
+    ['anthropic', false],
+    ['openai', false],
+  ] as const)(
+    'stops within 90 to 100 percent of maxTokens through the %s protocol (usage reported: %s)',
+    async (protocol, reports) => {
+      billed = 0;
+      reportsUsage = reports;
+      // One attempt: a wait for budget room counted as a failed attempt would fail its task.
+      cluster = await startCluster({
+        roles: ['planner', 'judge', 'replanner', 'coordinator'],
+        config: { queues: { attempts: 1 } },
+      });
+      await cluster.startPod(['worker'], { concurrency: 4 });
+      const session = await cluster.client.submit({
+        instruction: 'Write the forty parts',
+        config: {
+          llm: {
+            default: {
+              provider: protocol,
+              baseUrl: servers[protocol].baseUrl,
+              model: 'test',
+              apiKeyEnv: 'BUDGET_TEST_KEY',
+              maxOutputTokens: 300,
+            },
+            planner: { maxOutputTokens: 2000 },
+          },
+          // The default reserveTokensPerCall (4000) stands only for calls with no output limit.
+          budget: { maxTokens },
+        },
+      });
+      const view = await cluster.client.wait(session.id, { timeoutMs: 90_000 });
+      expect(view.session.state).toBe('BUDGET_EXHAUSTED');
+      const done = view.tasks.filter((t) => t.state === 'DONE').length;
+      expect(view.tasks.filter((t) => t.state !== 'DONE' && t.state !== 'CANCELLED')).toEqual([]);
+      expect(done).toBeGreaterThanOrEqual(1);
+      expect(done).toBeLessThan(TASKS);
+
+      const redis = new Redis(inject('redisUrl'));
+      try {
+        const usageStore = new UsageStore(redis, cluster.prefix);
+        const usage = await eventually(async () => {
+          const u = await usageStore.read(session.id);
+          return u.reserved.tokens === 0 ? u : undefined;
+        }, 'calls in flight to settle');
+        const used = usage.total.inputTokens + usage.total.outputTokens;
+        // Stopped because the next call did not fit beside what was used, not while calls in
+        // flight held the room: those were waited for (their jobs handed back).
+        expect(used).toBeGreaterThanOrEqual(0.9 * maxTokens);
+        expect(used).toBeLessThanOrEqual(maxTokens);
+        expect(billed).toBeLessThanOrEqual(maxTokens);
+        if (reports) expect(billed).toBeGreaterThanOrEqual(0.9 * maxTokens);
+        const pod = cluster.pods[0]!;
+        const waits = await redis.hget(pod.store.keys(session.id).usage, 'budget_waits');
+        expect(Number(waits)).toBeGreaterThanOrEqual(1);
+        // Those calls were handed back to wait, not failed: only the final refusal fails jobs.
+        const failed = [
+          ...(await pod.queues.get('work').getFailed()),
+          ...(await pod.queues.get('judge').getFailed()),
+        ];
+        for (const job of failed) expect(job.failedReason).toMatch(/budget is already|> maxTokens/);
+        for (const job of failed) expect(job.failedReason).not.toMatch(/waiting for budget/);
+      } finally {
+        redis.disconnect();
+      }
+    },
+    120_000,
+  );
+
+  it.each(['openai', 'anthropic'] as const)(
+    'keeps its budget through the %s protocol with flaky, slow, fenced, invalid and usage-less replies',
+    async (protocol) => {
+      // Every 7th request a 500 (the SDK tries again), every 5th off the schema (a repair turn), every
+      // 3rd fenced, every other one without usage, each 20 ms late.
+      let n = 0;
+      let chaosBilled = 0;
+      const server = await startFakeLlmServer(protocol, async (request): Promise<FakeReply> => {
+        // This request's own number, taken before any await: requests overlap.
+        n += 1;
+        const k = n;
+        await new Promise((r) => setTimeout(r, 20));
+        if (k % 7 === 0) return { status: 500 };
+        const input = await countTokens(request.text);
+        if (k % 5 === 0 && !request.followUp) {
+          // An answer that misses the schema, billed as the server counts it.
+          const json = { note: 'Here is what I would do, in a few words.' };
+          const output = await countTokens(JSON.stringify(json));
+          chaosBilled += input + output;
+          return { json, usage: { input, output }, noUsage: k % 2 === 0 };
+        }
+        const json = answerFor(request);
+        const output = await countTokens(JSON.stringify(json));
+        chaosBilled += input + output;
+        return {
+          json,
+          usage: { input, output },
+          noUsage: k % 2 === 0,
+          ...(k % 3 === 0 ? { wrap: 'fence' as const } : {}),
+        };
+      });
+      try {
+        cluster = await startCluster({
+          roles: ['planner', 'judge', 'replanner', 'coordinator'],
+          config: { queues: { attempts: 3 } },
+        });
+        await cluster.startPod(['worker'], { concurrency: 4 });
+        const session = await cluster.client.submit({
+          instruction: 'Write the forty parts',
+          config: {
+            llm: {
+              default: {
+                provider: protocol,
+                baseUrl: server.baseUrl,
+                model: 'test',
+                apiKeyEnv: 'BUDGET_TEST_KEY',
+                maxOutputTokens: 300,
+                maxRetries: 3,
+              },
+              planner: { maxOutputTokens: 2000 },
+              maxRepairAttempts: 2,
+            },
+            budget: { maxTokens },
+          },
+        });
+        const view = await cluster.client.wait(session.id, { timeoutMs: 90_000 });
+        expect(view.session.state).toBe('BUDGET_EXHAUSTED');
+        const redis = new Redis(inject('redisUrl'));
+        try {
+          const usage = await eventually(async () => {
+            const u = await new UsageStore(redis, cluster!.prefix).read(session.id);
+            return u.reserved.tokens === 0 ? u : undefined;
+          }, 'calls in flight to settle');
+          // Repair turns happened, and the budget held both in orq's count and the server's.
+          expect(server.requests.some((r) => r.followUp)).toBe(true);
+          expect(usage.total.inputTokens + usage.total.outputTokens).toBeLessThanOrEqual(maxTokens);
+          expect(chaosBilled).toBeLessThanOrEqual(maxTokens);
+        } finally {
+          redis.disconnect();
+        }
+      } finally {
+        await server.close();
+      }
+    },
+    120_000,
+  );
 });
 
 /**
@@ -647,5 +857,102 @@ describe('judge samples', () => {
       scoreDirection: 'stable',
     });
     expect(reject?.inputs).toMatchObject({ reasonCode: 'stagnation_noise' });
+  });
+
+  it('adaptive: ask the judge again only near the acceptance score, with every extra call and its reason in history', async () => {
+    const scenario = scenarios.write('adaptive-judge', {
+      planJudgements: [
+        // Attempt 0: 72 is within the margin of 70; the next two take the mean below it.
+        [
+          { score: 72, isAcceptable: true },
+          { score: 60, isAcceptable: false, issues: ['no tests planned'] },
+          { score: 62, isAcceptable: false, issues: ['still no tests'] },
+        ],
+        // Attempt 1 (the replan): far above 70, one call.
+        { score: 90, isAcceptable: true },
+      ],
+    });
+    cluster = await startCluster();
+    const session = await cluster.client.submit({
+      instruction: 'Write the parser and add the tests',
+      config: { llm: { scenario, judgeSamples: { mode: 'adaptive' } } },
+    });
+    const view = await cluster.client.wait(session.id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.usage.byRole.judge?.calls).toBeGreaterThanOrEqual(4);
+
+    const history = await historyOf(cluster.client, session.id);
+    const judgements = history.flatMap((e) =>
+      e.type === 'judgement' && e.subject === 'plan' ? [e.judgement] : [],
+    );
+    expect(judgements).toHaveLength(2);
+    const [first, second] = judgements;
+    expect(first).toMatchObject({ score: 65, isAcceptable: false, samples: [72, 60, 62] });
+    expect(first && 'adaptive' in first ? first.adaptive : undefined).toMatchObject({
+      extraCalls: [
+        { call: 2, reason: expect.stringMatching(/mean score 72 of 1 call.*acceptance score 70/) },
+        { call: 3, reason: expect.stringMatching(/mean score 66 of 2 calls.*acceptance score 70/) },
+      ],
+      stopped: expect.stringMatching(/no line that changes the decision/),
+    });
+    expect(second).toMatchObject({ score: 90, samples: [90], adaptive: { extraCalls: [] } });
+    // The first plan's two repeats were kept in Redis for this judge: the second plan's σ is
+    // learned from them (learnNoise, on by default).
+    expect(first && 'adaptive' in first ? first.adaptive?.prior : undefined).toEqual({
+      sigma: 7.5,
+      learnedFrom: 0,
+    });
+    expect(second && 'adaptive' in second ? second.adaptive?.prior : undefined).toMatchObject({
+      learnedFrom: 2,
+    });
+    const [replan] = decisions(history, 'refinement:replan');
+    expect(replan?.inputs).toMatchObject({ score: 65 });
+  });
+
+  it('confirmTaskVerdicts: a blocked verdict a second and third opinion overturn does not block the task', async () => {
+    const scenario = scenarios.write('confirmed-verdicts', {
+      plans: [
+        {
+          tasks: [{ id: 't1', title: 'Write the parser', acceptance: 'parses', context: 'c' }],
+        },
+      ],
+      planJudgements: [{ score: 90, isAcceptable: true }],
+      tasks: {
+        t1: {
+          judgements: [
+            [
+              { success: false, shouldContinue: false, shouldReplan: false, reason: 'hopeless' },
+              { success: false, shouldContinue: true, shouldReplan: false, reason: 'add tests' },
+              { success: false, shouldContinue: true, shouldReplan: false, reason: 'tests' },
+            ],
+            { success: true, shouldContinue: false, shouldReplan: false, reason: 'done' },
+          ],
+        },
+      },
+    });
+    cluster = await startCluster();
+    const session = await cluster.client.submit({
+      instruction: 'Write the parser',
+      config: { llm: { scenario, judgeSamples: { confirmTaskVerdicts: ['replan', 'blocked'] } } },
+    });
+    const view = await cluster.client.wait(session.id, { timeoutMs: TIMEOUT, until: 'settled' });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.tasks.map((t) => [t.id, t.state, t.attempts])).toEqual([['t1', 'DONE', 2]]);
+    // One plan judgement, three opinions on the first execution, one on the second.
+    expect(view.usage.byRole.judge?.calls).toBe(5);
+    const history = await historyOf(cluster.client, session.id);
+    const verdicts = history.flatMap((e) =>
+      e.type === 'judgement' && e.subject === 'task' ? [e.judgement] : [],
+    );
+    expect(verdicts).toHaveLength(2);
+    expect(verdicts[0]).toMatchObject({
+      shouldContinue: true,
+      reason: 'add tests',
+      confirmation: {
+        verdicts: ['blocked', 'continue', 'continue'],
+        reason: 'blocked, continue, continue: continue by majority',
+      },
+    });
+    expect(verdicts[1]).not.toHaveProperty('confirmation');
   });
 });

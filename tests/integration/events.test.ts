@@ -261,7 +261,7 @@ describe('submit', () => {
 
     const typo = await refused({ instruction: 'x', config: { refinement: { noiseTreshold: 3 } } });
     expect(typo.message).toContain('config.refinement.noiseTreshold');
-    expect(typo.issues[0]?.path).toBe('config.refinement');
+    expect(typo.issues[0]?.path).toBe('config.refinement.noiseTreshold');
 
     const range = await refused({
       instruction: 'x',

@@ -1,4 +1,11 @@
-import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -8,6 +15,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { formatHistoryEntry } from '../../src/producers/cli/format.js';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import { OrqError } from '../../src/shared/errors.js';
 import { createAgentExecutor } from '../../src/workers/executors/agent/executor.js';
@@ -20,9 +28,14 @@ import {
 } from '../../src/workers/executors/agent/scripted-model.js';
 import type { AgentPlan } from '../../src/workers/executors/agent/types.js';
 import { jobIds } from '../../src/shared/queues.js';
+import { ProviderQuotas, QuotaWaitError } from '../../src/shared/llm/quota.js';
+import type { ChatProvider } from '../../src/shared/llm/chat.js';
+import type { LlmRoleConfig } from '../../src/shared/config/schema.js';
+import { QuotaStore } from '../../src/shared/store/quota-store.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { bullQueue } from '../support/pods.js';
-import { FAKE_USAGE, startFakeLlmServer } from '../support/fake-llm-server.js';
+import { taskWorkspacePath } from '../../src/workers/executors/workspace-dir.js';
+import { FAKE_USAGE, startFakeLlmServer, type FakeReply } from '../support/fake-llm-server.js';
 import {
   executorContext,
   historyOf,
@@ -213,6 +226,25 @@ describe('the agent executor (seed 004 inside a task)', () => {
       expect(action).toMatchObject({ error: expect.stringContaining('outside the workspace') });
     }
     expect(JSON.stringify(actions)).not.toContain('top secret');
+  });
+
+  it('runs no tool once its delivery lost its job', async () => {
+    const { session, executor, ctx } = run({
+      actions: [
+        { tool: 'write_file', input: { path: 'a.txt', content: 'A' } },
+        { tool: 'write_file', input: { path: 'b.txt', content: 'B' } },
+        { done: true, summary: 'a and b written' },
+      ],
+    });
+    let confirmations = 0;
+    const lost = new OrqError('DELIVERY_LOST', 'work job lost its lock');
+    // Still this delivery's job for the first tool; another pod's by the second.
+    const confirmCurrent = () =>
+      (confirmations += 1) === 1 ? Promise.resolve() : Promise.reject(lost);
+    await expect(executor.execute({ ...ctx, confirmCurrent })).rejects.toBe(lost);
+    const workspace = taskWorkspacePath(join(tmp, 'ws'), session.id, task.id);
+    expect(readFileSync(join(workspace, 'a.txt'), 'utf8')).toBe('A');
+    expect(existsSync(join(workspace, 'b.txt'))).toBe(false);
   });
 
   it('resumes a crashed run from its last plan instead of planning again', async () => {
@@ -491,31 +523,34 @@ describe('a session whose tasks run through the builtin agent', () => {
   });
 });
 
+/** The structured replies of an agent that writes hello.txt: its plan, ... */
+const HELLO_PLAN: FakeReply = {
+  json: {
+    ...plan('Write hello.txt'),
+    action_plan: { execution_order: ['s1'], actions: ['write_file'] },
+  },
+};
+
+/** ... its first decision, the write, and every later one, done. */
+function helloDecision(decision: number): FakeReply {
+  return decision === 1
+    ? {
+        json: {
+          kind: 'tool',
+          tool: 'write_file',
+          arguments: '{"path":"hello.txt","content":"hello"}',
+          summary: '',
+        },
+      }
+    : { json: { kind: 'done', tool: '', arguments: '{}', summary: 'hello.txt written' } };
+}
+
 describe('the agent executor with a real LLM (OpenAI protocol, local fake server)', () => {
   it('plans, calls a tool from the structured reply and finishes (toolCalling structured)', async () => {
     let decisions = 0;
     const llm = await startFakeLlmServer('openai', (request) => {
-      if (request.schemaName === 'AgentPlan') {
-        return {
-          json: {
-            ...plan('Write hello.txt'),
-            action_plan: { execution_order: ['s1'], actions: ['write_file'] },
-          },
-        };
-      }
-      if (request.schemaName === 'AgentDecision') {
-        decisions += 1;
-        return decisions === 1
-          ? {
-              json: {
-                kind: 'tool',
-                tool: 'write_file',
-                arguments: '{"path":"hello.txt","content":"hello"}',
-                summary: '',
-              },
-            }
-          : { json: { kind: 'done', tool: '', arguments: '{}', summary: 'hello.txt written' } };
-      }
+      if (request.schemaName === 'AgentPlan') return HELLO_PLAN;
+      if (request.schemaName === 'AgentDecision') return helloDecision((decisions += 1));
       return { status: 500 };
     });
     try {
@@ -551,6 +586,63 @@ describe('the agent executor with a real LLM (OpenAI protocol, local fake server
       expect(llm.requests[2]?.text).toContain('called write_file');
       const history = ofTask(await historyOf(db.store, session.id));
       expect(history.map((e) => e.type)).toEqual(['plan', 'action']);
+      // orq status and watch show the agent's plan by its subtasks, not as 0 tasks of a plan.
+      expect(formatHistoryEntry(history[0]!)).toMatch(
+        /t1 agent planned 1 subtask\(s\) \(execution 1\)$/,
+      );
+    } finally {
+      await llm.close();
+    }
+  });
+});
+
+describe('the agent executor under a provider quota', () => {
+  it('gives its job back on a 429 mid-run, and the run resumes from its recorded steps', async () => {
+    let decisions = 0;
+    const llm = await startFakeLlmServer('openai', (request) => {
+      if (request.schemaName === 'AgentPlan') return HELLO_PLAN;
+      // The first decision is answered 429; the next two write the file and say done.
+      decisions += 1;
+      return decisions === 1 ? { status: 429, retryAfterMs: 2_500 } : helloDecision(decisions - 1);
+    });
+    try {
+      process.env.AGENT_QUOTA_KEY = 'sk-agent-quota';
+      const session = makeSession({
+        execution: { workspaceRoot: join(tmp, 'ws-quota') },
+        llm: {
+          worker: {
+            provider: 'openai',
+            model: 'fake-model',
+            baseUrl: llm.baseUrl,
+            apiKeyEnv: 'AGENT_QUOTA_KEY',
+            maxRetries: 2,
+            toolCalling: 'structured',
+            rateLimit: {},
+          },
+        },
+      });
+      const store = new QuotaStore(db.redis, `agentquota${Date.now()}`);
+      const withQuotas = (quotas: ProviderQuotas) => ({
+        ...executorContext(db.store, session, task),
+        limitChat: (provider: ChatProvider, config: LlmRoleConfig) =>
+          quotas.gate(provider, 'worker', config, process.env),
+      });
+      await expect(
+        createAgentExecutor().execute(withQuotas(new ProviderQuotas(store))),
+      ).rejects.toBeInstanceOf(QuotaWaitError);
+      // The SDK did not retry the 429 itself (maxRetries 2).
+      expect(llm.statuses.filter((s) => s === 429)).toHaveLength(1);
+
+      // Delivered again, the run waits out the pause and goes on from its recorded plan.
+      const patient = new ProviderQuotas(store, { maxInJobWaitMs: 10_000 });
+      const result = await createAgentExecutor().execute(withQuotas(patient));
+      expect(result.output).toBe('hello.txt written');
+      expect(llm.requests.map((r) => r.schemaName)).toEqual([
+        'AgentPlan',
+        'AgentDecision',
+        'AgentDecision',
+        'AgentDecision',
+      ]);
     } finally {
       await llm.close();
     }
@@ -615,7 +707,8 @@ describe.each(['openai', 'anthropic'] as const)(
             expect.arrayContaining(['path', 'content']),
           );
         } else {
-          expect(body.tool_choice).toMatchObject({ type: 'any' });
+          // auto: current Claude models answer 400 to a forced tool_choice (any or tool).
+          expect(body.tool_choice).toMatchObject({ type: 'auto', disable_parallel_tool_use: true });
           const write = offered.find((t) => t.name === 'write_file') as {
             input_schema: { properties: Record<string, unknown> };
           };

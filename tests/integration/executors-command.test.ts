@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import type { CommandExecutorConfig } from '../../src/shared/config/schema.js';
 import type { ProgressUpdate } from '../../src/shared/domain/progress.js';
-import { ValidationError } from '../../src/shared/errors.js';
+import { OrqError, ValidationError } from '../../src/shared/errors.js';
 import {
   agentRecordPath,
   processStart,
@@ -28,28 +28,12 @@ import { bullQueue } from '../support/pods.js';
 import { formatSessionTable } from '../../src/producers/cli/format.js';
 import { jobIds } from '../../src/shared/queues.js';
 import { executorContext, makeSession, openStore } from '../support/executors.js';
+import { git } from '../support/git.js';
 import { eventually } from '../support/scenarios.js';
 import { taskWorkspacePath } from '../../src/workers/executors/workspace-dir.js';
 
 const FAKE_AGENT = fileURLToPath(new URL('../fixtures/fake-coding-agent.mjs', import.meta.url));
 const CHECK_FIXED = fileURLToPath(new URL('../fixtures/check-fixed.mjs', import.meta.url));
-
-/** git with a local identity: the tests never rely on a global git config. */
-function git(args: string[], cwd: string): string {
-  return execFileSync(
-    'git',
-    [
-      '-c',
-      'user.name=orq-test',
-      '-c',
-      'user.email=orq-test@example.com',
-      '-c',
-      'init.defaultBranch=main',
-      ...args,
-    ],
-    { cwd, encoding: 'utf8' },
-  ).trim();
-}
 
 let tmp: string;
 let db: ReturnType<typeof openStore>;
@@ -292,7 +276,9 @@ describe('the command executor', () => {
     const { repo, session, branch } = setup({}, ['--commit']);
     const executor = createCommandExecutor();
     const first = await executor.execute(executorContext(db.store, session, task, { attempt: 1 }));
-    // The same attempt again, as after a worker crash: its first commit is already on the branch.
+    // The same attempt again, as after a worker crash: its first commit is already on the branch,
+    // but the crash came before the run was recorded as finished, so the agent runs again.
+    git(['update-ref', '-d', `refs/orq/${branch}/agent-run-1-1`], repo);
     const again = await executor.execute(executorContext(db.store, session, task, { attempt: 1 }));
     const base = (r: typeof first) => r.artifacts.find((a) => a.kind === 'git')?.meta?.baseCommit;
     expect(base(again)).toBe(base(first));
@@ -303,6 +289,77 @@ describe('the command executor', () => {
     // The next attempt starts from where the last one ended.
     const next = await executor.execute(executorContext(db.store, session, task, { attempt: 2 }));
     expect(base(next)).toBe(git(['rev-parse', `${branch}~1`], repo));
+  });
+
+  it('a redelivered attempt whose agent run ended and was committed does not run the agent again', async () => {
+    const { repo, session, branch } = setup();
+    const executor = createCommandExecutor();
+    const first = await executor.execute(executorContext(db.store, session, task, { attempt: 1 }));
+    // The same attempt again, as after a pod paused past its lock: the first delivery's result
+    // was lost, its work was not.
+    const again = await executor.execute(executorContext(db.store, session, task, { attempt: 1 }));
+    expect(again.error).toBeUndefined();
+    expect(again.log).toMatch(
+      /agent round 1 ran in an earlier delivery of attempt 1 \(commit [0-9a-f]{12}, exit code 0\): not run again/,
+    );
+    expect(git(['show', `${branch}:t1.txt`], repo)).toBe('t1: Write the parser');
+    expect(git(['rev-list', '--count', `main..${branch}`], repo)).toBe('1');
+    const commit = (r: typeof first) => r.artifacts.find((a) => a.kind === 'git')?.meta?.commit;
+    expect(commit(again)).toBe(commit(first));
+    expect(again.output).toContain('fake agent edited t1.txt for task t1');
+    // The next attempt runs the agent.
+    await executor.execute(executorContext(db.store, session, task, { attempt: 2 }));
+    expect(git(['rev-list', '--count', `main..${branch}`], repo)).toBe('2');
+  });
+
+  it('gives the agent the attempt and a key that is the same for every delivery of it', async () => {
+    const { session } = setup({
+      template: [
+        process.execPath,
+        '-e',
+        'console.log(`key=${process.env.ORQ_IDEMPOTENCY_KEY} attempt=${process.env.ORQ_ATTEMPT}`)',
+      ],
+    });
+    const result = await createCommandExecutor().execute(
+      executorContext(db.store, session, task, { attempt: 3 }),
+    );
+    expect(result.output).toContain(`key=orq:${session.id}:t1:3 attempt=3`);
+  });
+
+  it('starts nothing and commits nothing once its delivery lost its job', async () => {
+    const pidfile = join(tmp, 'lost-delivery.pid');
+    const { repo, session, branch } = setup({}, ['--pidfile', pidfile]);
+    let confirmations = 0;
+    const lost = new OrqError('DELIVERY_LOST', 'work job lost its lock');
+    const ctx = {
+      ...executorContext(db.store, session, task),
+      // Still current at the start and when it takes the task's lock; the job's lock lapses
+      // during the worktree's set-up.
+      confirmCurrent: () => ((confirmations += 1) <= 2 ? Promise.resolve() : Promise.reject(lost)),
+    };
+    await expect(createCommandExecutor().execute(ctx)).rejects.toBe(lost);
+    expect(existsSync(pidfile)).toBe(false);
+    expect(git(['rev-list', '--count', `main..${branch}`], repo)).toBe('0');
+    // The worktree is left to the job's new delivery, which may work in it by now.
+    expect(worktrees(repo)).toHaveLength(2);
+  });
+
+  it('opens nothing once its delivery lost its job while it waited for the task', async () => {
+    const pidfile = join(tmp, 'lost-before-open.pid');
+    const { repo, session } = setup({}, ['--pidfile', pidfile]);
+    let confirmations = 0;
+    const lost = new OrqError('DELIVERY_LOST', 'work job lost its lock');
+    const ctx = {
+      ...executorContext(db.store, session, task),
+      // Current at the start; lost by the time it holds the task's lock.
+      confirmCurrent: () => ((confirmations += 1) === 1 ? Promise.resolve() : Promise.reject(lost)),
+    };
+    await expect(createCommandExecutor().execute(ctx)).rejects.toBe(lost);
+    expect(existsSync(pidfile)).toBe(false);
+    expect(worktrees(repo)).toHaveLength(1);
+    // The task's lock was given back: the next delivery runs at once.
+    const next = await createCommandExecutor().execute(executorContext(db.store, session, task));
+    expect(next.error).toBeUndefined();
   });
 
   it('shows the head of a diff too large to read whole, and stops git past it', async () => {

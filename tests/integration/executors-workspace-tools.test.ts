@@ -1,5 +1,7 @@
+import { execFileSync } from 'node:child_process';
 import {
   existsSync,
+  readFileSync,
   mkdirSync,
   mkdtempSync,
   realpathSync,
@@ -11,6 +13,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Toolbox } from '../../src/workers/executors/agent/tools/toolbox.js';
+import type { Tool } from '../../src/workers/executors/agent/tools/types.js';
+import { detectSandbox, sandboxFor } from '../../src/workers/executors/sandbox.js';
 import { createWorkspaceTools } from '../../src/workers/executors/agent/tools/workspace.js';
 
 // Paths are fixed when the file loads: the it.each tables below are built before any hook runs.
@@ -237,5 +241,119 @@ describe('run_command', () => {
     } finally {
       delete process.env.ORQ_TEST_SECRET;
     }
+  });
+});
+
+describe('files the tools must not touch (issue 41)', () => {
+  it('refuses to read or overwrite a hardlink to a file outside the workspace', async () => {
+    const target = join(outside, 'linked.txt');
+    writeFileSync(target, 'outside content');
+    // What an allowed `ln` does: the link is an ordinary name inside the workspace.
+    const allowed = toolbox({ commandAllowlist: ['ln'] });
+    const made = await allowed.call('run_command', { command: ['ln', target, 'hard.txt'] }, signal);
+    expect(made.ok).toBe(true);
+    const read = await toolbox().call('read_file', { path: 'hard.txt' }, signal);
+    expect(read).toMatchObject({ ok: false, error: expect.stringContaining('2 hard links') });
+    const written = await toolbox().call(
+      'write_file',
+      { path: 'hard.txt', content: 'overwritten' },
+      signal,
+    );
+    expect(written).toMatchObject({ ok: false, error: expect.stringContaining('hard links') });
+    const appended = await toolbox().call(
+      'write_file',
+      { path: 'hard.txt', content: 'more', append: true },
+      signal,
+    );
+    expect(appended.ok).toBe(false);
+    expect(readFileSync(target, 'utf8')).toBe('outside content');
+    const found = await toolbox().call('search_files', { pattern: 'outside content' }, signal);
+    expect(found).toEqual({ ok: true, output: 'no matches' });
+    rmSync(join(root, 'hard.txt'));
+  });
+
+  it('refuses a FIFO at once, for reading and writing, instead of hanging', async () => {
+    const fifo = join(root, 'pipe');
+    execFileSync('mkfifo', [fifo]);
+    try {
+      const read = await toolbox().call('read_file', { path: 'pipe' }, signal);
+      expect(read).toMatchObject({ ok: false, error: '"pipe" is not a regular file' });
+      const written = await toolbox().call('write_file', { path: 'pipe', content: 'x' }, signal);
+      expect(written).toMatchObject({ ok: false, error: '"pipe" is not a regular file' });
+    } finally {
+      rmSync(fifo);
+    }
+  });
+
+  it('abandons a tool call that outlives the time limit, and stops at a cancellation', async () => {
+    let sawAbort = false;
+    const stuck: Tool = {
+      spec: { name: 'stuck', description: 'never answers', inputSchema: {} },
+      call: (_input, toolSignal) =>
+        new Promise(() => {
+          toolSignal.addEventListener('abort', () => (sawAbort = true));
+        }),
+    };
+    const limited = new Toolbox([stuck], { timeoutMs: 20, graceMs: 0 });
+    expect(await limited.call('stuck', {}, signal)).toEqual({
+      ok: false,
+      error: 'stuck did not finish within 0s (execution.toolTimeoutSeconds) and was abandoned',
+    });
+    expect(sawAbort).toBe(true);
+
+    const run = new AbortController();
+    const unlimited = new Toolbox([stuck]);
+    const call = unlimited.call('stuck', {}, run.signal);
+    run.abort(new Error('session cancelled'));
+    await expect(call).rejects.toThrow('session cancelled');
+  });
+});
+
+describe('the command sandbox (issue 41)', () => {
+  // The pod's environment as the kernel keeps it: what /proc/<pid>/environ shows.
+  const podEnviron = `/proc/${process.pid}/environ`;
+  const marker = readFileSync(podEnviron, 'utf8').split('\0')[0]!;
+
+  it("keeps an allowlisted program from reading the pod's environment", async () => {
+    const sandbox = detectSandbox();
+    // This machine has unshare and user namespaces; a pod without them says so in its log.
+    expect(sandbox.kind).not.toBe('none');
+    const tools = new Toolbox(
+      createWorkspaceTools({
+        root,
+        timeoutMs: 10_000,
+        maxOutputBytes: 65_536,
+        commandAllowlist: ['cat'],
+        sandbox,
+      }),
+    );
+    const outcome = await tools.call('run_command', { command: ['cat', podEnviron] }, signal);
+    expect(outcome.ok).toBe(false);
+    expect(JSON.stringify(outcome)).not.toContain(marker);
+    // The program runs, in the workspace, and sees its own process only.
+    const own = await tools.call('run_command', { command: ['cat', 'notes.txt'] }, signal);
+    expect(own).toMatchObject({ ok: true, output: expect.stringContaining('alpha') as string });
+
+    // Without the sandbox, the same command reads it: what the sandbox is for.
+    const open = await toolbox({ commandAllowlist: ['cat'] }).call(
+      'run_command',
+      { command: ['cat', podEnviron] },
+      signal,
+    );
+    expect(JSON.stringify(open)).toContain(marker);
+  });
+
+  it('refuses commands where a sandbox is required and none works', async () => {
+    const tools = new Toolbox(
+      createWorkspaceTools({
+        root,
+        timeoutMs: 10_000,
+        maxOutputBytes: 65_536,
+        sandbox: { error: 'execution.toolSandbox is required, but no sandbox works here' },
+      }),
+    );
+    const outcome = await tools.call('run_command', { command: ['true'] }, signal);
+    expect(outcome).toMatchObject({ ok: false, error: expect.stringContaining('refused') });
+    expect(sandboxFor('off')).toMatchObject({ kind: 'none' });
   });
 });

@@ -158,9 +158,21 @@ describe('sessions over HTTP', () => {
     expect(configBody.error).toBe('VALIDATION_FAILED');
     expect(configBody.message).toContain('config.refinement.noiseTreshold');
 
-    const badKey = await submit({ instruction: 'x', priority: 3 });
+    const badKey = await submit({ instruction: 'x', urgency: 3 });
     expect(badKey.status).toBe(400);
-    expect(((await badKey.json()) as { message: string }).message).toContain('"priority"');
+    expect(((await badKey.json()) as { message: string }).message).toContain('"urgency"');
+  });
+
+  it('takes a tenant and a priority with the submit, and shows the tenant’s load', async () => {
+    const created = await submit({ instruction: 'Write the README', tenant: 'acme', priority: 8 });
+    expect(created.status).toBe(201);
+    expect(await created.json()).toMatchObject({ tenant: 'acme', priority: 8 });
+    const out = await submit({ instruction: 'x', priority: 10 });
+    expect(out.status).toBe(400);
+    expect(((await out.json()) as { message: string }).message).toContain('priority');
+    const tenants = await fetch(url('/tenants'), { headers: auth });
+    expect(tenants.status).toBe(200);
+    expect(await tenants.json()).toMatchObject({ tenants: expect.any(Array) });
   });
 
   it('answers 403 naming each setting a caller may not set, and claims no idempotency key', async () => {
@@ -169,7 +181,10 @@ describe('sessions over HTTP', () => {
       instruction: 'run my program',
       idempotencyKey: key,
       config: {
-        execution: { command: { template: ['id'], repository: '.' } },
+        execution: {
+          // providerKeys would hand the pod's keys to the program: refused with the rest.
+          command: { template: ['id'], repository: '.', providerKeys: ['OPENAI_API_KEY'] },
+        },
         llm: {
           judge: { model: 'judge-model', baseUrl: 'http://attacker.example', apiKeyEnv: 'HOME' },
         },
@@ -181,6 +196,7 @@ describe('sessions over HTTP', () => {
     for (const path of [
       'config.execution.command.template',
       'config.execution.command.repository',
+      'config.execution.command.providerKeys',
       'config.llm.judge.baseUrl',
       'config.llm.judge.apiKeyEnv',
     ]) {
@@ -381,7 +397,8 @@ describe('sessions over HTTP', () => {
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({
       error: 'VALIDATION_FAILED',
-      issues: [{ path: '(root)', message: expect.stringContaining('expected object') as string }],
+      message: 'Invalid body: expected an object, got null',
+      issues: [{ path: '(root)', message: 'expected an object, got null' }],
     });
   });
 
@@ -806,6 +823,7 @@ describe('documents and metrics', () => {
       '/healthz',
       '/readyz',
       '/metrics',
+      '/quotas',
     ]) {
       expect(Object.keys(doc.paths)).toContain(path);
     }
@@ -845,6 +863,9 @@ describe('documents and metrics', () => {
     expect(
       Number(/^orq_llm_tokens\{role="planner",direction="out"\} (\d+)$/m.exec(text)?.[1]),
     ).toBeGreaterThan(0);
+    expect(Number(/^orq_llm_calls\{role="planner"\} (\d+)$/m.exec(text)?.[1])).toBeGreaterThan(0);
+    // The builtin provider sends no HTTP request.
+    expect(text).toMatch(/^orq_llm_http_requests\{role="planner"\} 0$/m);
     expect(text).toMatch(/^orq_api_sessions_submitted_total\{outcome="created"\} \d+$/m);
   });
 });
@@ -866,9 +887,14 @@ describe('with Redis down', () => {
 
       const list = await fetch(`${down.url}/sessions`, { headers: auth });
       expect(list.status).toBe(503);
-      const body = (await list.json()) as { error: string; message: string };
+      const body = (await list.json()) as { error: string; message: string; hint: string };
       expect(body.error).toBe('REDIS_UNAVAILABLE');
-      expect(body.message).toMatch(/Redis is unreachable/);
+      // Where Redis was looked for and what to do, not ioredis's words about its options.
+      const { hostname, port } = new URL(redis.url);
+      expect(body.message).toMatch(new RegExp(`^Redis at ${hostname}:${port} is unreachable`));
+      expect(body.message).not.toMatch(/enableOfflineQueue|Stream isn't writeable|ioredis/);
+      // A server made with createClient: the hint names its `connection` option.
+      expect(body.hint).toContain('Check the `connection` option of createClient');
 
       // Bull Board's API answers like the rest of the API, not with its own 500.
       const board = await fetch(`${down.url}/admin/queues/api/queues`, { headers: auth });

@@ -2,21 +2,29 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
-import { QualityJudgement } from '../../src/shared/domain/plan.js';
+import { QualityJudgementAnswer } from '../../src/shared/domain/plan.js';
 import type { Task } from '../../src/shared/domain/task.js';
-import { createAnthropicProvider } from '../../src/shared/llm/anthropic-provider.js';
 import {
-  estimateUsage,
+  createAnthropicProvider,
+  DEFAULT_ANTHROPIC_MAX_TOKENS,
+} from '../../src/shared/llm/anthropic-provider.js';
+import {
   isPermanentCallFailure,
   usageOfFailure,
   type ChatProvider,
   type ChatRequest,
 } from '../../src/shared/llm/chat.js';
 import { OrqError } from '../../src/shared/errors.js';
+import { createLlmModels } from '../../src/shared/llm/llm-models.js';
 import { createOpenAiProvider } from '../../src/shared/llm/openai-provider.js';
+import { callStructured } from '../../src/shared/llm/structured.js';
+import { sessionRoleConfigs } from '../../src/shared/llm/role-config.js';
+import { routeProviderWarnings } from '../../src/shared/llm/provider-warnings.js';
+import { countTokens } from '../../src/shared/llm/token-estimate.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import {
   FAKE_USAGE,
@@ -26,7 +34,7 @@ import {
   type FakeReply,
   type Protocol,
 } from '../support/fake-llm-server.js';
-import { eventually, executionsOf, historyOf } from '../support/scenarios.js';
+import { decisions, eventually, executionsOf, historyOf } from '../support/scenarios.js';
 
 /**
  * Real providers (the official SDKs) against real HTTP servers on 127.0.0.1 that speak the
@@ -95,7 +103,14 @@ function happyReply(request: FakeLlmRequest): FakeReply {
       if (request.text.includes('[replan]') && id === 't2' && execution === '1') {
         return { json: replanVerdict };
       }
-      return { json: { success: true, reason: 'meets the criteria' } };
+      return {
+        json: {
+          success: true,
+          shouldContinue: false,
+          shouldReplan: false,
+          reason: 'meets the criteria',
+        },
+      };
     }
     case 'ReplanBreakdown':
       return { json: subtasks };
@@ -202,11 +217,14 @@ describe.each(['openai', 'anthropic'] as const)('a whole session through the %s 
       // This SDK sends the key as a bearer token; older ones used x-api-key.
       const sent = first?.headers['x-api-key'] ?? first?.headers.authorization;
       expect([KEY, `Bearer ${KEY}`]).toContain(sent);
-      expect(first?.body.tool_choice).toMatchObject({ type: 'tool', name: 'PlanBreakdown' });
-      const tools = first?.body.tools as { name: string; input_schema: { type: string } }[];
-      expect(tools.map((t) => [t.name, t.input_schema.type])).toEqual([
-        ['PlanBreakdown', 'object'],
-      ]);
+      // JSON outputs, not a forced tool: current Claude models answer 400 to tool_choice tool.
+      expect(first?.body).not.toHaveProperty('tool_choice');
+      expect(first?.body).not.toHaveProperty('tools');
+      const format = (first?.body.output_config as { format: Record<string, unknown> }).format;
+      expect(format).toMatchObject({
+        type: 'json_schema',
+        schema: { title: 'PlanBreakdown', type: 'object', additionalProperties: false },
+      });
     }
 
     // Seed 002: the planner is told the required terms. Seed 001: the replanner gets the
@@ -266,6 +284,21 @@ describe.each(['openai', 'anthropic'] as const)('a whole session through the %s 
     expect(view.session.state).toBe('COMPLETED');
     expect(byId(view.tasks, 't2')?.result?.output).toBe('deliverable of t2');
     expect(requestsWith(server, marker).filter((r) => r.followUp)).toEqual([]);
+  });
+});
+
+describe('required terms in the prompts', () => {
+  it("keeps the user's spelling of English terms in the planner's prompt and in the history", async () => {
+    const marker = '[terms-case]';
+    const server = servers.openai;
+    const { view, history } = await runSession(`${marker} Add JWT login to the REST API`, server);
+    expect(view.session.state).toBe('COMPLETED');
+    const planner = requestsWith(server, marker, 'PlanBreakdown')[0];
+    expect(planner?.text).toContain('「JWT」');
+    expect(planner?.text).toContain('「REST」');
+    expect(planner?.text).not.toContain('「jwt」');
+    const [extracted] = decisions(history, 'terms:extracted');
+    expect(extracted?.reason).toMatch(/^required terms: JWT, REST, API, /);
   });
 });
 
@@ -339,6 +372,135 @@ describe('structured output repair', () => {
       calls: 0,
     });
   });
+});
+
+describe('what a judge model is asked for and must answer', () => {
+  const judgementsOf = (history: HistoryEntry[], subject: 'plan' | 'task') =>
+    history.flatMap((e) =>
+      e.type === 'judgement' && e.subject === subject
+        ? [e.judgement as Record<string, unknown>]
+        : [],
+    );
+
+  it('a plan judgement without a score gets a repair turn, not "score unavailable"', async () => {
+    const marker = '[no-score]';
+    const server = servers.openai;
+    behaviours.set(marker, (request) =>
+      request.schemaName === 'QualityJudgement' && !request.followUp
+        ? { json: { isAcceptable: true, issues: [], suggestions: [] } }
+        : happyReply(request),
+    );
+    const { view, history } = await runSession(`${marker} build it`, server);
+    expect(view.session.state).toBe('COMPLETED');
+    const judgeRequests = requestsWith(server, marker, 'QualityJudgement');
+    expect(judgeRequests).toHaveLength(2);
+    expect(judgeRequests[1]?.messages.at(-1)?.content).toContain('score');
+    expect(judgementsOf(history, 'plan')).toEqual([expect.objectContaining({ score: 90 })]);
+  });
+
+  it("is shown only what it answers, and orq's own fields it sends are dropped", async () => {
+    const marker = '[invented-samples]';
+    const server = servers.anthropic;
+    behaviours.set(marker, (request) =>
+      request.schemaName === 'QualityJudgement'
+        ? { json: { ...goodJudgement, samples: [12, 55, 98], spread: 86 } }
+        : happyReply(request),
+    );
+    const { view, history } = await runSession(`${marker} build it`, server);
+    expect(view.session.state).toBe('COMPLETED');
+    const [request] = requestsWith(server, marker, 'QualityJudgement');
+    const { schema } = (
+      request?.body.output_config as { format: { schema: Record<string, unknown> } }
+    ).format;
+    expect(Object.keys(schema.properties as object).sort()).toEqual([
+      'isAcceptable',
+      'issues',
+      'score',
+      'suggestions',
+    ]);
+    expect(schema.required).toEqual(expect.arrayContaining(['score', 'isAcceptable']));
+    const [judgement] = judgementsOf(history, 'plan');
+    expect(judgement).toMatchObject({ score: 90 });
+    expect(judgement).not.toHaveProperty('samples');
+    expect(judgement).not.toHaveProperty('spread');
+  });
+
+  it('a failed task verdict that names no next step gets a repair turn instead of blocking', async () => {
+    const marker = '[no-flags]';
+    const server = servers.anthropic;
+    behaviours.set(marker, (request) => {
+      const [, id, execution] = taskOf(request) ?? [];
+      if (request.schemaName !== 'TaskJudgement' || id !== 't1' || execution !== '1') {
+        return happyReply(request);
+      }
+      return request.followUp
+        ? {
+            json: {
+              success: false,
+              shouldContinue: true,
+              shouldReplan: false,
+              reason: 'add the unique index on email',
+            },
+          }
+        : { json: { success: false, reason: 'the unique index on email is missing' } };
+    });
+    const { view, history } = await runSession(`${marker} build it`, server);
+    expect(view.session.state).toBe('COMPLETED');
+    const repair = requestsWith(server, marker, 'TaskJudgement').find((r) => r.followUp);
+    expect(repair?.messages.at(-1)?.content).toContain('shouldContinue');
+    expect(executionsOf(history, 't1')).toHaveLength(2);
+    expect(judgementsOf(history, 'task')).toContainEqual(
+      expect.objectContaining({ success: false, shouldContinue: true }),
+    );
+  });
+});
+
+describe('a server that ignores the requested reply format', () => {
+  /** A model that answers in its own shape unless it is shown the schema. */
+  const ignoresFormat = (request: FakeLlmRequest): FakeReply =>
+    request.schemaInText
+      ? happyReply(request)
+      : { text: JSON.stringify({ answer: 'here is my answer' }) };
+
+  it.each(['openai', 'anthropic'] as const)(
+    '%s: the repair turn shows the schema, and the role then asks in prompt mode',
+    async (p) => {
+      const marker = `[ignores-format ${p}]`;
+      const server = servers[p];
+      behaviours.set(marker, ignoresFormat);
+      // A model name of its own: the fall-back holds for every session of the same config.
+      const { view, history } = await runSession(`${marker} build it`, server, {
+        judge: { model: 'ignores-format' },
+        worker: { model: 'ignores-format' },
+      });
+      expect(view.session.state).toBe('COMPLETED');
+      // The history says why the worker's prompts changed: its first execution's log.
+      expect(executionsOf(history, 't1')[0]?.result.log).toContain(
+        'llm.worker.structuredOutput "prompt"',
+      );
+
+      const judge = requestsWith(server, marker).filter((r) =>
+        ['QualityJudgement', 'TaskJudgement'].includes(r.schemaName),
+      );
+      // The first call asked natively and got the model's own shape; its repair showed the schema.
+      expect(judge[0]).toMatchObject({ formatRequested: true, schemaInText: false });
+      expect(judge[1]).toMatchObject({ followUp: true, schemaInText: true });
+      // Every later judge call is in prompt mode: the schema in the prompt, no format asked.
+      const later = judge.slice(2);
+      expect(later.length).toBeGreaterThanOrEqual(2);
+      for (const request of later) {
+        expect(request).toMatchObject({ formatRequested: false, followUp: false });
+        expect(request.system).toMatch(/"properties":\s*\{/);
+      }
+      // The same for the worker: one repair, then prompt mode.
+      const worker = requestsWith(server, marker, 'TaskOutput');
+      expect(worker.map((r) => [r.formatRequested, r.followUp])).toEqual([
+        [true, false],
+        [true, true],
+        ...worker.slice(2).map(() => [false, false]),
+      ]);
+    },
+  );
 });
 
 describe('record and replay', () => {
@@ -437,7 +599,7 @@ describe('keys, timeouts and cancellation', () => {
       role: 'judge',
       system: 'judge',
       user: `${marker} the plan`,
-      schema: QualityJudgement,
+      schema: QualityJudgementAnswer,
       schemaName: 'QualityJudgement',
       temperature: 0,
       timeoutMs,
@@ -475,6 +637,44 @@ describe('keys, timeouts and cancellation', () => {
       expect(error?.summary).toBe(
         `The judge call to ${p}:test failed with HTTP 422: scripted: scripted 422`,
       );
+    });
+
+    it('turns a 400 into the setting to change, from what the server said it refused', async () => {
+      const cases: [said: string, hint: RegExp][] = [
+        // Ollama, for a model without function calling.
+        ['registry.ollama.ai/library/gemma:2b does not support tools', /toolCalling "structured"/],
+        // OpenAI's reasoning models.
+        [
+          "Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) value is supported.",
+          /remove llm\.judge\.temperature/,
+        ],
+        ['max_tokens: 200000 > 128000, which is the maximum allowed', /maxOutputTokens within/],
+        // vLLM, for a prompt longer than --max-model-len.
+        [
+          "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.",
+          /context length \(vLLM --max-model-len/,
+        ],
+        [
+          "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.",
+          /structuredOutput "json" or "prompt"/,
+        ],
+      ];
+      for (const [said, hint] of cases) {
+        const marker = `[400 ${p} ${said.slice(0, 20)}]`;
+        behaviours.set(marker, () => ({
+          status: 400,
+          type: 'invalid_request_error',
+          message: said,
+        }));
+        const error = await provider(servers[p])
+          .complete(request(marker))
+          .then(
+            () => undefined,
+            (e: unknown) => e as OrqError,
+          );
+        expect(error?.summary, said).toContain(said);
+        expect(error?.hint, said).toMatch(hint);
+      }
     });
 
     it('says, when it times out while retrying, what the server had answered until then', async () => {
@@ -575,22 +775,31 @@ describe('keys, timeouts and cancellation', () => {
       ).rejects.toThrow(/unreachable at http:\/\/127\.0\.0\.1:\d+.*ECONNREFUSED/);
     });
 
-    it('counts a reply whose server reports no usage by estimate, not as free', async () => {
+    it('counts a reply whose server reports no usage by estimate of all it sent, not as free', async () => {
       const marker = `[no-usage ${p}]`;
       behaviours.set(marker, () => ({ json: goodJudgement, noUsage: true }));
-      const sent = request(marker);
+      // Japanese: about a token a character, where characters ÷ 4 counts a quarter of it.
+      const sent = {
+        ...request(marker),
+        user: `${marker} ${'認証スキーマとログインAPIの計画を審査してください。'.repeat(8)}`,
+      };
       const reply = await provider(servers[p]).complete(sent);
-      if (p === 'openai') {
-        expect(reply.usage).toEqual(estimateUsage(sent, reply.raw));
-        expect(reply.usage.inputTokens).toBeGreaterThan(0);
-        expect(reply.usage.outputTokens).toBeGreaterThan(0);
-      } else {
-        // Anthropic always reports usage: the fake server leaves it in.
-        expect(reply.usage).toEqual({
-          inputTokens: FAKE_USAGE.input,
-          outputTokens: FAKE_USAGE.output,
-        });
+      const [got] = requestsWith(servers[p], marker);
+      if (!got) throw new Error('the request did not arrive');
+      // What the server got, counted: the prompts and the reply's JSON Schema sent with them.
+      const body = got.body as {
+        response_format?: { json_schema: { schema: unknown } };
+        output_config?: { format: { schema: unknown } };
+      };
+      const schema = body.response_format?.json_schema.schema ?? body.output_config?.format.schema;
+      expect(schema).toBeDefined();
+      let arrived = await countTokens(JSON.stringify(schema));
+      for (const text of [got.system, ...got.messages.map((m) => m.content)]) {
+        arrived += await countTokens(text);
       }
+      expect(reply.usage.inputTokens).toBeGreaterThanOrEqual(Math.floor(arrived * 0.9));
+      expect(reply.usage.inputTokens).toBeLessThanOrEqual(Math.ceil(arrived * 1.2));
+      expect(reply.usage.outputTokens).toBe(await countTokens(reply.raw));
     });
 
     it('a 200 that is not a reply says what came back instead', async () => {
@@ -623,6 +832,23 @@ describe('keys, timeouts and cancellation', () => {
       }
     });
 
+    it('a server that never follows the format: the repair shows the schema, the failure names prompt mode', async () => {
+      const marker = `[never-format ${p}]`;
+      behaviours.set(marker, () => ({ text: 'The plan looks fine to me.' }));
+      const error = await callStructured(provider(servers[p]), request(marker), {
+        maxRepairAttempts: 1,
+        structuredOutput: 'native',
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(OrqError);
+      expect((error as OrqError).code).toBe('LLM_OUTPUT_INVALID');
+      expect((error as OrqError).hint).toContain('llm.judge.structuredOutput "prompt"');
+      const sent = requestsWith(servers[p], marker);
+      expect(sent.map((r) => [r.followUp, r.schemaInText])).toEqual([
+        [false, false],
+        [true, true],
+      ]);
+    });
+
     it('gives up at the call timeout and says so', async () => {
       const marker = `[slow ${p}]`;
       behaviours.set(marker, () => ({ hang: true }));
@@ -630,5 +856,160 @@ describe('keys, timeouts and cancellation', () => {
         /judge call to .*timed out after 0.3s/,
       );
     });
+  });
+});
+
+describe('what each protocol needs (issue 34)', () => {
+  const request = (marker: string): ChatRequest => ({
+    role: 'judge',
+    system: 'judge',
+    user: `${marker} the plan`,
+    schema: QualityJudgementAnswer,
+    schemaName: 'QualityJudgement',
+    timeoutMs: 10_000,
+  });
+
+  it("a role that switches provider uses that provider's own base URL and key, not the default's", async () => {
+    // An Ollama default; the planner on Anthropic, whose SDK takes its server from
+    // ANTHROPIC_BASE_URL when no baseUrl is set, as a gateway user would.
+    const config = parseConfig({
+      llm: {
+        default: { provider: 'openai', baseUrl: servers.openai.baseUrl, model: 'qwen2.5:14b' },
+        planner: { provider: 'anthropic', model: 'claude-test' },
+      },
+    });
+    const models = createLlmModels(sessionRoleConfigs(config), {
+      maxRepairAttempts: 0,
+      env: { ANTHROPIC_API_KEY: 'sk-ant-planner' },
+    });
+    const marker = '[planner on anthropic]';
+    const previous = process.env.ANTHROPIC_BASE_URL;
+    process.env.ANTHROPIC_BASE_URL = servers.anthropic.baseUrl;
+    try {
+      const reply = await models.plan({
+        sessionId: 'switch',
+        instruction: marker,
+        attempt: 0,
+        requiredTerms: [],
+        config,
+      });
+      expect(reply.value.tasks).toHaveLength(2);
+    } finally {
+      if (previous === undefined) delete process.env.ANTHROPIC_BASE_URL;
+      else process.env.ANTHROPIC_BASE_URL = previous;
+    }
+    const [sent] = requestsWith(servers.anthropic, marker);
+    expect(sent?.headers['x-api-key']).toBe('sk-ant-planner');
+    expect(requestsWith(servers.openai, marker)).toEqual([]);
+  });
+
+  it('sends the Anthropic key in x-api-key, not as a bearer token', async () => {
+    const marker = '[x-api-key]';
+    const config = parseConfig({
+      llm: {
+        default: {
+          provider: 'anthropic',
+          model: 'test',
+          baseUrl: servers.anthropic.baseUrl,
+          apiKeyEnv: 'TEST_KEY',
+        },
+      },
+    }).llm.default;
+    await createAnthropicProvider('judge', config).complete(request(marker));
+    const [sent] = requestsWith(servers.anthropic, marker);
+    expect(sent?.headers['x-api-key']).toBe(KEY);
+    expect(sent?.headers.authorization).toBeUndefined();
+  });
+
+  it('sends a temperature only to the roles that set one', async () => {
+    const marker = '[temperature unset]';
+    const { view } = await runSession(`${marker} login`, servers.openai, {
+      judge: { temperature: 0.2 },
+    });
+    expect(view.session.state).toBe('COMPLETED');
+    const sent = requestsWith(servers.openai, marker);
+    const judged = sent.filter((r) => /Judgement$/.test(r.schemaName));
+    const others = sent.filter((r) => !/Judgement$/.test(r.schemaName));
+    expect(judged.length).toBeGreaterThan(0);
+    expect(others.length).toBeGreaterThan(0);
+    for (const r of judged) expect(r.body.temperature, r.schemaName).toBe(0.2);
+    for (const r of others) expect(r.body, r.schemaName).not.toHaveProperty('temperature');
+  });
+
+  it("sends Anthropic the role's maxOutputTokens as max_tokens, and room for long output when unset", async () => {
+    const roleConfig = (extra: object) =>
+      parseConfig({
+        llm: {
+          default: {
+            provider: 'anthropic',
+            model: 'test',
+            baseUrl: servers.anthropic.baseUrl,
+            apiKeyEnv: 'TEST_KEY',
+            ...extra,
+          },
+        },
+      }).llm.default;
+    await createAnthropicProvider('worker', roleConfig({})).complete(request('[max unset]'));
+    await createAnthropicProvider('worker', roleConfig({ maxOutputTokens: 64_000 })).complete(
+      request('[max set]'),
+    );
+    expect(requestsWith(servers.anthropic, '[max unset]')[0]?.body.max_tokens).toBe(16_384);
+    expect(DEFAULT_ANTHROPIC_MAX_TOKENS).toBe(16_384);
+    expect(requestsWith(servers.anthropic, '[max set]')[0]?.body.max_tokens).toBe(64_000);
+  });
+
+  it("logs the SDK's deprecated-model warning once through pino, not on stderr on every call", async () => {
+    const lines: string[] = [];
+    routeProviderWarnings(pino({ level: 'info' }, { write: (line: string) => lines.push(line) }));
+    const warn = vi.spyOn(console, 'warn');
+    try {
+      const config = parseConfig({
+        llm: {
+          default: {
+            provider: 'anthropic',
+            // In the SDK's list of deprecated models (end of life 2026-11-30).
+            model: 'claude-sonnet-4-5',
+            baseUrl: servers.anthropic.baseUrl,
+            apiKeyEnv: 'TEST_KEY',
+          },
+        },
+      }).llm.default;
+      const provider = createAnthropicProvider('judge', config);
+      await provider.complete(request('[deprecated 1]'));
+      await provider.complete(request('[deprecated 2]'));
+      expect(warn).not.toHaveBeenCalled();
+    } finally {
+      warn.mockRestore();
+    }
+    const logged = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({ level: 40, role: 'judge', model: 'claude-sonnet-4-5' });
+    expect(logged[0]?.msg).toMatch(/claude-sonnet-4-5' is deprecated/);
+  });
+
+  it('warns once, through pino, when the server counted far fewer prompt tokens than it was sent (a prompt cut at its context)', async () => {
+    const lines: string[] = [];
+    routeProviderWarnings(pino({ level: 'info' }, { write: (line: string) => lines.push(line) }));
+    const config = parseConfig({
+      llm: { default: { provider: 'openai', model: 'qwen-cut', baseUrl: servers.openai.baseUrl } },
+    }).llm.default;
+    const provider = createOpenAiProvider('worker', config);
+    // About 10,000 tokens sent; Ollama at a 4,096-token context keeps half and says 2,050.
+    const long = (marker: string) => ({
+      ...request(marker),
+      user: `${marker} ${'x'.repeat(40_000)}`,
+    });
+    behaviours.set('[fits]', () => ({ json: goodJudgement, promptTokens: 9_800 }));
+    await provider.complete(long('[fits]'));
+    expect(lines).toEqual([]);
+    behaviours.set('[cut]', () => ({ json: goodJudgement, promptTokens: 2_050 }));
+    await provider.complete(long('[cut]'));
+    await provider.complete(long('[cut]'));
+    const logged = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({ level: 40, role: 'worker', promptTokens: 2_050 });
+    expect(logged[0]?.msg).toMatch(
+      /counted 2050 prompt tokens for a prompt of about 100\d\d.*OLLAMA_CONTEXT_LENGTH/,
+    );
   });
 });

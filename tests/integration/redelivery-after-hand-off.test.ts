@@ -85,6 +85,45 @@ describe('a role job delivered again after it handed its result on', () => {
     expect(view.usage.byTask.A?.calls).toBe(2);
   });
 
+  it('looks for the hand-off of the job’s latest delivery, not its first', async () => {
+    const judging = deferred();
+    const release = deferred();
+    const { models, calls } = recordingModels(A_THEN_B, {
+      // A's first delivery fails before it hands anything on; BullMQ retries the job.
+      beforeExecute: (request) => {
+        if (request.task.id === 'A' && calls.execute.length === 1) throw new Error('flaky');
+      },
+      beforeJudgeTask: async (request) => {
+        if (request.task.id !== 'A') return;
+        judging.resolve();
+        await release.promise;
+      },
+    });
+    const cluster = await startCluster({ models, config: { queues: { backoffMs: 10 } } });
+    const pod = cluster.pods[0]!;
+    const { id } = await cluster.client.submit({ instruction: 'A then B' });
+
+    // The second delivery (fence 2) handed its result on; the judge holds it.
+    await judging.promise;
+    const workJob = jobIds.execute(id, 'A', 1);
+    const first = await completed(pod, 'work', workJob);
+    expect(first.attemptsStarted).toBe(2);
+    await first.retry('completed');
+    const third = await eventually(async () => {
+      const job = await pod.queues.get('work').getJob(workJob);
+      return job?.finishedOn && (await job.getState()) === 'completed' ? job : undefined;
+    }, 'the work job delivered a third time');
+    expect(third.attemptsStarted).toBe(3);
+    expect(third.returnvalue).toBe(HANDED_ON);
+    expect(calls.execute.filter((r) => r.task.id === 'A')).toHaveLength(2);
+
+    // The verdict on the second delivery's result is the one applied.
+    release.resolve();
+    const view = await cluster.client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(calls.judgeTask.filter((r) => r.task.id === 'A')).toHaveLength(1);
+  });
+
   it('does not plan the same attempt again', async () => {
     const judging = deferred();
     const release = deferred();

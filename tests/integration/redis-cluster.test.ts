@@ -11,6 +11,8 @@ import {
   type RedisConnection,
 } from '../../src/shared/redis.js';
 import { sessionKeys } from '../../src/shared/store/keys.js';
+import { QuotaStore, quotaKeys } from '../../src/shared/store/quota-store.js';
+import { providerLimit } from '../../src/shared/llm/quota.js';
 import { createClient, openClient, type OrqClient } from '../../src/producers/client.js';
 import { createHttpServer } from '../../src/producers/http/server.js';
 import { sweepOutboxes } from '../../src/workers/coordinator/outbox-sweeper.js';
@@ -97,10 +99,20 @@ describe('orq on a Redis Cluster of three nodes', () => {
     // Sessions live where their {sessionId} hash tag puts them: on more than one node. So do
     // the queues, each under a {prefix:queue} tag of its own (the prefix was picked so that
     // their tags fall on more than one node).
-    const homes = await Promise.all(
-      submitted.map(({ id }) => nodeOf(sessionKeys(config.redis.prefix, id).meta)),
-    );
-    expect(homes.every((n) => n >= 0)).toBe(true);
+    // Session ids are random, so six of them share one node one time in 243: until they spread,
+    // add sessions (each one more is on another node two times in three).
+    const metaOf = (id: string) => sessionKeys(config.redis.prefix, id).meta;
+    const expectedHome = (id: string) => nodeOfSlot(slotOf(metaOf(id)), 3);
+    while (new Set(submitted.map(({ id }) => expectedHome(id))).size < 2) {
+      const extra = await client.submit({
+        instruction: `cluster session ${submitted.length}`,
+        config: { llm: { scenario: exampleScenario('diamond.yaml') } },
+      });
+      submitted.push(extra);
+      expect((await client.wait(extra.id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');
+    }
+    const homes = await Promise.all(submitted.map(({ id }) => nodeOf(metaOf(id))));
+    expect(homes).toEqual(submitted.map(({ id }) => expectedHome(id)));
     expect(new Set(homes).size).toBeGreaterThan(1);
     const queueHomes = await Promise.all(
       ALL_QUEUES.map((q) =>
@@ -244,5 +256,30 @@ describe('orq on a Redis Cluster of three nodes', () => {
     } finally {
       stop();
     }
+  });
+
+  it("shares a provider limit between two pods' connections, its keys on one node", async () => {
+    const [a, b] = [pods[0], pods[1]].map(
+      (pod) => new QuotaStore(pod?.store.redis as RedisConnection, config.redis.prefix),
+    ) as [QuotaStore, QuotaStore];
+    // Limits of several keys, so their hash tags fall on different nodes.
+    for (const key of ['sk-1', 'sk-2', 'sk-3', 'sk-4']) {
+      const limit = providerLimit('openai', undefined, key);
+      const settings = { requestsPerMinute: 60, maxConcurrent: 1, burstSeconds: 1 };
+      await a.register(limit.id, { name: limit.name, rateLimit: settings });
+      expect(await a.acquire(limit.id, settings, 10, 'one', 60_000)).toEqual({ granted: true });
+      expect(await b.acquire(limit.id, settings, 10, 'two', 60_000)).toMatchObject({
+        granted: false,
+      });
+      const keys = quotaKeys(config.redis.prefix, limit.id);
+      expect(await nodeOf(keys.state)).toBe(await nodeOf(keys.slots));
+      await a.settle(limit.id, settings, 10, 5, 'one');
+      expect(await b.pause(limit.id, 5_000)).toBeGreaterThan(4_000);
+    }
+    const report = await b.report();
+    expect(report).toHaveLength(4);
+    expect(report.every((q) => q.granted === 1 && q.throttled === 1 && q.usedTokens === 5)).toBe(
+      true,
+    );
   });
 });

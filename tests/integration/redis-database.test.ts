@@ -100,7 +100,7 @@ describe('options createClient and startRoles do not have', () => {
     const connection = inject('redisUrl');
     await expect(createClient({ connection, prefx: 'walk' } as never)).rejects.toMatchObject({
       code: 'VALIDATION_FAILED',
-      message: 'Invalid client options: (root): unknown key "prefx"',
+      message: 'Invalid client options: unknown key "prefx" at the top level',
     });
     const config = parseConfig({ redis: { prefix: `uk${randomUUID().slice(0, 8)}` } });
     await expect(
@@ -113,7 +113,7 @@ describe('options createClient and startRoles do not have', () => {
       } as never),
     ).rejects.toMatchObject({
       code: 'VALIDATION_FAILED',
-      message: 'Invalid startRoles options: (root): unknown key "concurency"',
+      message: 'Invalid startRoles options: unknown key "concurency" at the top level',
     });
   });
 

@@ -303,7 +303,12 @@ describe('late and out-of-order judgements', () => {
       'event:ignored',
     ]);
     const replans = bullQueue(client.store.redis, cluster.prefix, 'replan');
-    expect(await replans.getJobCounts()).toMatchObject({ waiting: 0, active: 0, completed: 0 });
+    expect(await replans.getJobCounts()).toMatchObject({
+      waiting: 0,
+      prioritized: 0,
+      active: 0,
+      completed: 0,
+    });
     await replans.close();
   });
 
@@ -495,11 +500,11 @@ describe('cancel racing a task completion', () => {
       // Let whatever was queued (B's job, the real judge's event) run out.
       await eventually(async () => {
         const counts = await Promise.all(
-          cluster!.pods[0]!.queues.all().map((q) => q.getJobCounts('waiting', 'active', 'delayed')),
+          cluster!.pods[0]!.queues.all().map((q) =>
+            q.getJobCounts('waiting', 'prioritized', 'active', 'delayed'),
+          ),
         );
-        return counts.every((c) => (c.waiting ?? 0) + (c.active ?? 0) + (c.delayed ?? 0) === 0)
-          ? true
-          : undefined;
+        return counts.every((c) => Object.values(c).every((n) => n === 0)) ? true : undefined;
       }, 'the queues to drain');
 
       const view = await client.get(id);
@@ -662,5 +667,56 @@ describe('a job BullMQ fails itself after it stalled too often', () => {
       await work.close();
       await coordinator.close();
     }
+  });
+});
+
+describe('duplicate and out-of-order verdicts in a session with fewer slots than tasks', () => {
+  /** X, Y and Z are independent; the session has one slot (scheduling.maxTasksInFlight). */
+  const threeTasks = scenarios.write('three-one-slot', {
+    plans: [
+      {
+        tasks: ['X', 'Y', 'Z'].map((id) => ({ id, title: id, acceptance: id, context: 'c' })),
+      },
+    ],
+    planJudgements: [{ score: 90, isAcceptable: true }],
+  });
+
+  it('free the slot once: one waiting task is dispatched, whatever the deliveries', async () => {
+    const held = heldModels(threeTasks);
+    const { client, one, two } = await twoPods(held);
+    const { id } = await client.submit({
+      instruction: 'three tasks',
+      config: { scheduling: { maxTasksInFlight: 1 } },
+    });
+    const states = async () =>
+      Object.fromEntries((await client.get(id)).tasks.map((t) => [t.id, t.state]));
+    try {
+      await held.judge.arrived('X#1');
+      expect(await states()).toEqual({ X: 'RUNNING', Y: 'READY', Z: 'READY' });
+      // A verdict for an attempt X never had (out of order): ignored, and no slot moves.
+      const verdict = judged(held, id, 'X', 1, ok('done'));
+      const future = await applyEvent(one, 'task-judged', { ...verdict, attempt: 2 }, 'future');
+      expect(future.status).toBe('IGNORED');
+      expect(await states()).toEqual({ X: 'RUNNING', Y: 'READY', Z: 'READY' });
+      // The real verdict, delivered twice under its id and once more under another id.
+      const eventId = jobIds.taskJudged(id, 'X', 1);
+      const outcomes = await Promise.all([
+        applyEvent(one, 'task-judged', verdict, eventId),
+        applyEvent(two, 'task-judged', verdict, eventId),
+        applyEvent(two, 'task-judged', verdict, 'another-delivery'),
+      ]);
+      expect(outcomes.filter((o) => o.status === 'OK')).toHaveLength(1);
+      // One slot freed, one task took it (Y or Z, equal paths); the other still waits.
+      const after = await states();
+      expect(after.X).toBe('DONE');
+      expect([after.Y, after.Z].sort()).toEqual(['READY', 'RUNNING']);
+    } finally {
+      held.releaseAll();
+    }
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    const h = await historyOf(client, id);
+    for (const t of ['X', 'Y', 'Z']) expect(executionsOf(h, t).map((e) => e.attempt)).toEqual([1]);
+    expect(decisions(h, 'task:done')).toHaveLength(3);
   });
 });

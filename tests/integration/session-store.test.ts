@@ -97,7 +97,8 @@ describe('SessionStore.loadForTask', () => {
     const asked: string[] = [];
     const script = redis.orqReadTasks.bind(redis);
     redis.orqReadTasks = ((...args: Parameters<typeof script>) => {
-      asked.push(String(args[0][5]));
+      // After the six keys: whether the record is asked for.
+      asked.push(String(args[0][6]));
       return script(...args);
     }) as typeof script;
     try {
@@ -277,6 +278,57 @@ describe('SessionStore.apply', () => {
   });
 });
 
+describe('fences of work deliveries', () => {
+  const deliver = (id: string) =>
+    store.loadForTask(id, ['a'], undefined, undefined, { taskId: 'a', attempt: 1 });
+  const verdict = (id: string, eventId: string, fence: number): Changeset => ({
+    eventId,
+    requireStates: ['RUNNING'],
+    tasks: [{ task: task('a', { state: 'DONE', attempts: 1 }), version: 1 }],
+    fence: { taskId: 'a', attempt: 1, value: fence },
+  });
+
+  it('are taken one after the other with the task read, per task attempt', async () => {
+    const id = await seed([task('a')]);
+    expect((await deliver(id)).fence).toBe(1);
+    expect((await deliver(id)).fence).toBe(2);
+    expect(await store.currentFence(id, 'a', 1)).toBe(2);
+    expect(await store.currentFence(id, 'a', 2)).toBe(0);
+    // None for a session that does not exist: nothing is written for it.
+    expect((await deliver('gone')).fence).toBeUndefined();
+    expect(await admin.exists(store.keys('gone').fences)).toBe(0);
+  });
+
+  it('refuse a result whose delivery a later one superseded, and apply the latest one', async () => {
+    const id = await seed([task('a')]);
+    await deliver(id);
+    await deliver(id);
+    expect((await store.apply(id, verdict(id, 'stale', 1))).status).toBe('FENCED');
+    expect((await store.loadTask(id, 'a'))?.version).toBe(1);
+    expect((await store.apply(id, verdict(id, 'current', 2))).status).toBe('OK');
+    // Applied again (the event delivered twice): a duplicate, not refused.
+    expect((await store.apply(id, verdict(id, 'current', 2))).status).toBe('DUPLICATE');
+  });
+
+  it('keep the long results they store apart: a stale one cannot overwrite the current one', async () => {
+    const id = await seed([task('a')]);
+    const result = (output: string) => ({
+      output,
+      log: '',
+      artifacts: [],
+      tokenUsage: { inputTokens: 0, outputTokens: 0 },
+      durationMs: 1,
+    });
+    expect(await store.putResult(id, 'a', 1, result('current'), 2)).toBe('OK');
+    // The paused first delivery stores its result later.
+    expect(await store.putResult(id, 'a', 1, result('stale'), 1)).toBe('OK');
+    expect((await store.loadResult(id, 'a', 1, 2))?.output).toBe('current');
+    expect((await store.loadResult(id, 'a', 1, 1))?.output).toBe('stale');
+    await store.dropResult(id, 'a', 1, 2);
+    expect(await store.loadResult(id, 'a', 1, 2)).toBeUndefined();
+  });
+});
+
 describe('a deleted session', () => {
   const create = (id: string) =>
     store.apply(id, {
@@ -417,9 +469,17 @@ describe('applyArgs', () => {
       timestamp: 'T',
       sessionId: 's',
     });
-    expect(args.slice(24)).toEqual(['judge', 'a', 7, 2, 0, '0']);
-    expect(args).toHaveLength(30);
+    expect(args.slice(24, 30)).toEqual(['judge', 'a', 7, 2, 0, '0']);
+    // No slot limit; task a (READY, nothing to wait for) joins the ready set, path length 1.
+    // No fence to check.
+    expect(args.slice(30)).toEqual(['', -1, '', '']);
+    expect(args).toHaveLength(34);
     expect(applyArgs({ eventId: 'r', budgetRaised: true }, stampOf)[10]).toBe('1');
+    const fenced = applyArgs(
+      { eventId: 'f', fence: { taskId: 'a', attempt: 2, value: 3 } },
+      stampOf,
+    );
+    expect(fenced.slice(-2)).toEqual(['a|2', 3]);
   });
 
   it('stamps every history entry as one object with the stamp over its own keys', () => {
@@ -429,8 +489,50 @@ describe('applyArgs', () => {
       {},
     ] as unknown as HistoryEntryDraft[];
     const args = applyArgs({ eventId: 'e', history: entries }, stampOf);
-    const stamped = args.slice(16).map((a) => JSON.parse(String(a)) as unknown);
+    const stamped = args
+      .slice(16, 16 + entries.length)
+      .map((a) => JSON.parse(String(a)) as unknown);
     expect(stamped).toEqual(entries.map((e) => ({ ...e, timestamp: 'T', sessionId: 's' })));
+  });
+});
+
+describe('the ready set and the slot limit', () => {
+  const waiting = async (id: string) => admin.zrange(store.keys(id).ready, 0, -1, 'WITHSCORES');
+
+  it('holds the READY tasks with nothing to wait for, longest path first, from every write', async () => {
+    const id = await seed([
+      task('a', { criticalPath: 1 }),
+      task('b', { criticalPath: 3 }),
+      task('c', { pendingDependencies: 1 }),
+      task('r', { state: 'RUNNING' }),
+    ]);
+    expect(await waiting(id)).toEqual(['b', '-3', 'a', '-1']);
+    const b = (await store.loadTask(id, 'b'))!;
+    await store.apply(id, {
+      eventId: 'dispatch-b',
+      tasks: [{ task: { ...b.task, state: 'RUNNING' }, version: b.version }],
+    });
+    expect(await waiting(id)).toEqual(['a', '-1']);
+  });
+
+  it('refuses a write that passes the limit, or leaves a slot free while a task waits', async () => {
+    // One task active (seed), a and b waiting.
+    const id = await seed([task('a'), task('b'), task('r', { state: 'RUNNING' })]);
+    const [a, b] = [(await store.loadTask(id, 'a'))!, (await store.loadTask(id, 'b'))!];
+    const start = (...snapshots: (typeof a)[]) =>
+      snapshots.map((s) => ({
+        task: { ...s.task, state: 'RUNNING' as const },
+        version: s.version,
+      }));
+    const tries = (eventId: string, tasks: ReturnType<typeof start>, slotLimit: number) =>
+      store.apply(id, { eventId, tasks, counters: { active: tasks.length }, slotLimit });
+    // Two more would make 3 of 2 slots.
+    expect((await tries('over', start(a, b), 2)).status).toBe('CONFLICT');
+    // One of 3 slots would stay free while b waits.
+    expect((await tries('idle', start(a), 3)).status).toBe('CONFLICT');
+    expect(await waiting(id)).toHaveLength(4);
+    expect((await tries('fits', start(a), 2)).status).toBe('OK');
+    expect(await waiting(id)).toEqual(['b', '-1']);
   });
 });
 

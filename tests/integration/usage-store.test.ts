@@ -49,19 +49,55 @@ describe('reserving against a budget (Lua)', () => {
   it('grants while used + reserved + estimate stays within the limit, equality included', async () => {
     const sid = await session();
     const limits = { maxTokens: 2000 };
+    const first = await store.reserve(sid, E, limits, LEASE_MS);
+    expect(first).toMatchObject({ granted: true });
     expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({ granted: true });
-    expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({ granted: true });
+    // Only the calls in flight leave no room: wait for them, the session is not out of budget.
     expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({
       granted: false,
+      wait: true,
       limit: 'tokens',
       reservedTokens: 2000,
+      alreadyExhausted: false,
     });
     const usage = await store.read(sid);
     expect(usage.reserved.tokens).toBe(2000);
-    expect(usage).toMatchObject({
-      grants: 2,
+    expect(usage).toMatchObject({ grants: 2, denied: 0 });
+    expect(usage.exhausted).toBeUndefined();
+    // The first call used 300 of its 1000: the 700 it did not use are room again.
+    await store.settle(sid, {
+      reserved: heldBy(first),
+      role: 'worker',
+      usage: { inputTokens: 200, outputTokens: 100 },
+      usdMicros: 0,
+    });
+    const room = { tokens: 700, usdMicros: 0 };
+    expect(await store.reserve(sid, room, limits, LEASE_MS)).toMatchObject({ granted: true });
+    expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({ wait: true });
+  });
+
+  it('refuses for good once what is used leaves no room for the estimate', async () => {
+    const sid = await session();
+    const limits = { maxTokens: 2000 };
+    const first = await store.reserve(sid, E, limits, LEASE_MS);
+    await store.settle(sid, {
+      reserved: heldBy(first),
+      role: 'worker',
+      usage: { inputTokens: 900, outputTokens: 200 },
+      usdMicros: 0,
+    });
+    expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({
+      granted: false,
+      wait: false,
+      limit: 'tokens',
+      usedTokens: 1100,
+      reservedTokens: 0,
+      alreadyExhausted: false,
+    });
+    expect(await store.read(sid)).toMatchObject({
+      grants: 1,
       denied: 1,
-      exhausted: { limit: 'tokens', afterGrants: 2 },
+      exhausted: { limit: 'tokens', afterGrants: 1 },
     });
   });
 
@@ -181,38 +217,51 @@ describe('reserving against a budget (Lua)', () => {
     expect((await store.read(sid)).reserved.tokens).toBe(0);
   });
 
-  it('keeps refusing once refused, even when settlements free room', async () => {
+  it('keeps refusing once refused, even a smaller estimate that would fit', async () => {
     const sid = await session();
     const limits = { maxTokens: 1500 };
     const granted = await store.reserve(sid, E, limits, LEASE_MS);
-    expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({
-      granted: false,
-      alreadyExhausted: false,
-    });
     await store.settle(sid, {
       reserved: heldBy(granted),
       role: 'worker',
-      usage: { inputTokens: 1, outputTokens: 1 },
+      usage: { inputTokens: 500, outputTokens: 100 },
       usdMicros: 0,
     });
-    // 2 used + 0 reserved + 1000 would fit now, but the session already ran out.
     expect(await store.reserve(sid, E, limits, LEASE_MS)).toMatchObject({
       granted: false,
-      limit: 'tokens',
-      alreadyExhausted: true,
+      wait: false,
+      alreadyExhausted: false,
     });
+    // 600 used + 500 would fit, but the session already ran out.
+    expect(await store.reserve(sid, { tokens: 500, usdMicros: 0 }, limits, LEASE_MS)).toMatchObject(
+      { granted: false, limit: 'tokens', alreadyExhausted: true },
+    );
     expect((await store.read(sid)).grants).toBe(1);
   });
 
-  it('refuses on the USD limit with tokens to spare', async () => {
+  it('waits, then refuses, on the USD limit with tokens to spare', async () => {
     const sid = await session();
     const estimate = { tokens: 1000, usdMicros: 15_000 };
     const limits = { maxTokens: 1_000_000, maxUsdMicros: 20_000 };
-    expect((await store.reserve(sid, estimate, limits, LEASE_MS)).granted).toBe(true);
+    const first = await store.reserve(sid, estimate, limits, LEASE_MS);
+    expect(first.granted).toBe(true);
     expect(await store.reserve(sid, estimate, limits, LEASE_MS)).toMatchObject({
       granted: false,
+      wait: true,
       limit: 'usd',
       reservedUsdMicros: 15_000,
+    });
+    await store.settle(sid, {
+      reserved: { ...estimate, ...(first.granted ? { lease: first.lease } : {}) },
+      role: 'worker',
+      usage: { inputTokens: 500, outputTokens: 500 },
+      usdMicros: 10_000,
+    });
+    expect(await store.reserve(sid, estimate, limits, LEASE_MS)).toMatchObject({
+      granted: false,
+      wait: false,
+      limit: 'usd',
+      usedUsdMicros: 10_000,
     });
   });
 
@@ -236,6 +285,10 @@ describe('reserving against a budget (Lua)', () => {
     const caller = async (s: UsageStore) => {
       for (;;) {
         const outcome = await s.reserve(sid, E, { maxTokens: limit }, LEASE_MS);
+        if (!outcome.granted && outcome.wait) {
+          await new Promise((r) => setImmediate(r));
+          continue;
+        }
         if (!outcome.granted) return;
         await new Promise((r) => setImmediate(r));
         await s.settle(sid, {

@@ -49,7 +49,7 @@ describe("the worker reads a task's dependencies", () => {
         () => work.getJob(jobIds.execute(id, 'B', 1)),
         "B's execute job",
       );
-      expect(job.data).toMatchObject({ taskId: 'B', dependencies: ['A'] });
+      expect(job.data).toMatchObject({ taskId: 'B', task: { dependencies: [{ taskId: 'A' }] } });
       await job.updateData({ sessionId: id, taskId: 'B', attempt: 1 });
     } finally {
       await work.close();

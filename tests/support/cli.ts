@@ -24,7 +24,10 @@ export interface CliResult {
  */
 export function cleanEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {
   const base = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !name.startsWith('ORQ') && name !== 'REDIS_URL'),
+    Object.entries(process.env).filter(
+      // OTEL_*: a machine's tracing setup would make every test pod export traces.
+      ([name]) => !name.startsWith('ORQ') && !name.startsWith('OTEL_') && name !== 'REDIS_URL',
+    ),
   );
   // A variable given as undefined is left unset: NODE_DISABLE_COMPILE_CACHE turns the cache off
   // whatever its value, even 0.
@@ -76,9 +79,12 @@ export function spawnOrq(
     detached?: boolean;
     /** A pipe the test writes to (`orq submit -`); none by default. */
     stdin?: boolean;
+    /** Modules Node imports before the CLI (`--import`), as for `orq`. */
+    preload?: string[];
   } = {},
 ): ChildProcess {
-  return spawn(process.execPath, [cliMain(), ...args], {
+  const preload = (options.preload ?? []).flatMap((module) => ['--import', module]);
+  return spawn(process.execPath, [...preload, cliMain(), ...args], {
     cwd: options.cwd ?? root,
     env: cleanEnv(options.env ?? {}),
     stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],

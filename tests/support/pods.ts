@@ -43,6 +43,9 @@ export function exited(child: ChildProcess): Promise<number | string> {
   );
 }
 
+/** Locks that expire quickly, so a killed process's jobs are redelivered within seconds. */
+export const FAST_LOCKS = { lockDurationMs: 2_000, stalledIntervalMs: 1_000 };
+
 /** Environment variables that set `queues.*` config keys of a spawned pod. */
 export function queueEnv(values: Record<string, number>): Record<string, string> {
   return Object.fromEntries(

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
+import { AdaptiveJudgingConfig } from '../../src/shared/config/schema.js';
 import { findCycles, findDanglingDependencies } from '../../src/shared/rules/structure.js';
 import { escapeXml, niceTop, renderFigure } from '../../bench/lib/chart.js';
 import {
@@ -51,6 +52,13 @@ describe('paired rounds (bench:compare)', () => {
     // Unpaired, a drifting machine blurs the comparison: [50, 90, 600] against the same base
     // has medians 90 and 200 (0.45), while the rounds' own ratios say 0.5, 0.45 and 1.5.
     expect(pairedSummary(base, [50, 90, 600])).toMatchObject({ ratio: 0.5, low: 0.45, high: 1.5 });
+  });
+
+  it('gives the middle half of the round ratios', () => {
+    const summary = pairedSummary([10, 10, 10, 10, 10], [8, 9, 10, 11, 30]);
+    expect(summary).toMatchObject({ ratio: 1, low: 0.8, high: 3 });
+    expect(summary.q1).toBeCloseTo(0.9);
+    expect(summary.q3).toBeCloseTo(1.1);
   });
 
   it('refuses samples that do not pair up', () => {
@@ -129,6 +137,29 @@ describe('judge noise simulation', () => {
     // Every session ends in exactly one accept or reject, within the attempt budget.
     expect(quiet.byDecision.accept.count + quiet.byDecision.reject.count).toBe(2_000);
     expect(rounds).toBeLessThanOrEqual(2_000 * (refinement.maxRefinementAttempts + 1));
+  });
+
+  it("learns a quiet judge's noise over the run's sessions unless told to forget it", () => {
+    const run = (learnNoise: boolean, forgetEvery?: number) =>
+      simulateJudgeNoise({
+        model: model(0),
+        variant: {
+          key: 'x',
+          noiseThreshold: 3,
+          k: 1,
+          adaptive: AdaptiveJudgingConfig.parse({ learnNoise }),
+          ...(forgetEvery !== undefined ? { forgetEvery } : {}),
+        },
+        refinement,
+        sessions: 2_000,
+        truthSeed: 7,
+        noiseSeed: 8,
+      }).judgeCalls;
+    // A judge that never varies: learned, the margin narrows and fewer plans are asked twice.
+    expect(run(true)).toBeLessThan(run(false) * 0.85);
+    // Forgetting every 10 sessions keeps it nearer priorSigma's margin.
+    expect(run(true, 10)).toBeGreaterThan(run(true));
+    expect(run(true, 10)).toBeLessThan(run(false));
   });
 });
 

@@ -105,6 +105,7 @@ describe('parseConfig fills the defaults of every seed', () => {
       workspaceRoot: '.orq/workspaces',
       toolTimeoutSeconds: 60,
       toolMaxOutputBytes: 65_536,
+      toolSandbox: 'auto',
       mcpServers: [],
     });
     expect(config.llm.default.provider).toBe('builtin');
@@ -130,8 +131,9 @@ describe('parseConfig rejects what is not a valid configuration', () => {
       path: 'refinement.noiseTreshold',
       message: expect.stringContaining('unknown key "refinement.noiseTreshold"'),
     });
+    // The message names the key once, not as `refinement.noiseTreshold: unknown key "…"`.
     expect(error.message).toContain(
-      'refinement.noiseTreshold: unknown key "refinement.noiseTreshold"',
+      'Invalid configuration: unknown key "refinement.noiseTreshold" (did you mean',
     );
   });
 
@@ -150,7 +152,9 @@ describe('parseConfig rejects what is not a valid configuration', () => {
   it('an unknown top-level section is named', () => {
     const error = configErrorOf(() => parseConfig({ refinment: {} }));
     expect(error.issues.map((i) => i.path)).toEqual(['refinment']);
-    expect(error.message).toContain('did you mean "refinement"?');
+    expect(error.message).toContain(
+      'unknown key "refinment" at the top level (did you mean "refinement"?)',
+    );
   });
 
   it('every bad key is reported, not only the first', () => {
@@ -160,15 +164,13 @@ describe('parseConfig rejects what is not a valid configuration', () => {
 
   it('an out-of-range value names the key and its limit', () => {
     const error = configErrorOf(() => parseConfig({ refinement: { noiseThreshold: 11 } }));
-    expect(error.message).toContain(
-      'refinement.noiseThreshold: Too big: expected number to be <=10',
-    );
+    expect(error.message).toContain('refinement.noiseThreshold: at most 10, got 11');
   });
 
   it('a value of the wrong type names the key and the expected type', () => {
     const error = configErrorOf(() => parseConfig({ replanning: { maxIterations: 'three' } }));
     expect(error.issues).toEqual([
-      { path: 'replanning.maxIterations', message: expect.stringContaining('expected number') },
+      { path: 'replanning.maxIterations', message: 'expected a number, got "three"' },
     ]);
   });
 
@@ -188,7 +190,7 @@ describe('parseConfig rejects what is not a valid configuration', () => {
     expect(error.code).toBe('CONFIG_INVALID');
     // Without a source, no made-up one ("in configuration").
     expect(configErrorOf(() => parseConfig({ x: 1 })).message).toMatch(
-      /^Invalid configuration: x: unknown key/,
+      /^Invalid configuration: unknown key "x" at the top level\./,
     );
   });
 });

@@ -64,10 +64,24 @@ describe('budget limits and reservations', () => {
     expect(reservationFor(b, undefined)).toEqual({ tokens: 2000, usdMicros: 0 });
   });
 
+  it('reserves a known call as its input plus its output limit, each side at its own rate', () => {
+    const b = budget({ reserveTokensPerCall: 2000 });
+    const price = { inputPerMTok: 3, outputPerMTok: 15 };
+    expect(reservationFor(b, price, { inputTokens: 1000, maxOutputTokens: 500 })).toEqual({
+      tokens: 1500,
+      usdMicros: 3000 + 7500,
+    });
+    // No output limit sent: reserveTokensPerCall stands for the output.
+    expect(reservationFor(b, price, { inputTokens: 1000, maxOutputTokens: undefined })).toEqual({
+      tokens: 3000,
+      usdMicros: 3000 + 30_000,
+    });
+  });
+
   it('defaults to 4000 tokens per call, no limit, no prices and 10,000 tasks', () => {
     const config = parseConfig({});
     expect(config.budget).toEqual({ reserveTokensPerCall: 4000, prices: {}, maxTasks: 10_000 });
-    expect(config.llm.judgeSamples).toEqual({ k: 1, aggregate: 'median' });
+    expect(config.llm.judgeSamples).toMatchObject({ mode: 'fixed', k: 1, aggregate: 'median' });
   });
 
   it('names a misspelt budget key', () => {

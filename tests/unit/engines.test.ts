@@ -1,40 +1,10 @@
-import { readdirSync, readFileSync, existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { installedPackages } from '../../scripts/installed-packages.mjs';
 
 const require = createRequire(import.meta.url);
 const semver = require('semver') as { satisfies(version: string, range: string): boolean };
-
-function installedPackages(
-  dir: string,
-  found: { name: string; version: string; node?: string }[] = [],
-) {
-  if (!existsSync(dir)) return found;
-  for (const name of readdirSync(dir)) {
-    if (name.startsWith('.')) continue;
-    const path = join(dir, name);
-    if (name.startsWith('@')) {
-      installedPackages(path, found);
-      continue;
-    }
-    const manifest = join(path, 'package.json');
-    if (existsSync(manifest)) {
-      const pkg = JSON.parse(readFileSync(manifest, 'utf8')) as {
-        name: string;
-        version: string;
-        engines?: { node?: string };
-      };
-      found.push({
-        name: pkg.name,
-        version: pkg.version,
-        ...(pkg.engines?.node ? { node: pkg.engines.node } : {}),
-      });
-    }
-    installedPackages(join(path, 'node_modules'), found);
-  }
-  return found;
-}
 
 describe('installed dependencies', () => {
   it('all accept the Node version running the tests (Node 20 on our machines)', () => {

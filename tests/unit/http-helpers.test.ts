@@ -3,11 +3,12 @@ import {
   assertSafeToListen,
   bearerToken,
   boardCookieValue,
+  cookieRole,
   isLoopbackHost,
   readCookie,
   secretsEqual,
 } from '../../src/producers/http/auth.js';
-import { issuesFromSchemaValidation } from '../../src/producers/http/errors.js';
+import { boardDecision } from '../../src/producers/http/board-guard.js';
 import { wantsJsonl } from '../../src/producers/http/routes/sessions.js';
 import { formatSseEvent, parseSseStream } from '../../src/producers/http/sse.js';
 
@@ -60,6 +61,56 @@ describe('HTTP auth helpers', () => {
   });
 });
 
+describe('board cookies and actions (issue 41)', () => {
+  const credentials = { token: 'a'.repeat(20), operatorToken: 'b'.repeat(20) };
+
+  it('proves a role until its expiry, and only with the right token', () => {
+    const now = 1_000_000;
+    const operator = boardCookieValue(credentials.operatorToken, 'operator', now + 10);
+    expect(cookieRole(operator, credentials, now)).toBe('operator');
+    expect(cookieRole(operator, credentials, now + 10)).toBeUndefined();
+    expect(cookieRole(operator, { token: credentials.token }, now)).toBeUndefined();
+    const api = boardCookieValue(credentials.token, 'api', now + 10);
+    expect(cookieRole(api, credentials, now)).toBe('api');
+    expect(cookieRole(api.replace(/^api\./, 'operator.'), credentials, now)).toBeUndefined();
+    expect(cookieRole(api.replace(/\.\d+\./, `.${now + 99}.`), credentials, now)).toBeUndefined();
+  });
+
+  it('refuses operators a second token equal to the API one', () => {
+    expect(() => assertSafeToListen('127.0.0.1', 'c'.repeat(16), 'c'.repeat(16))).toThrow(
+      /ORQ_OPERATOR_TOKEN is the same/,
+    );
+    expect(() => assertSafeToListen('0.0.0.0', undefined, 'c'.repeat(15))).toThrow(
+      /ORQ_OPERATOR_TOKEN\) has 15 characters/,
+    );
+  });
+
+  it('lets anyone read, the operator retry and clean, nobody add or rewrite', () => {
+    const open = { readOnly: false, operatorConfigured: true };
+    const base = '/admin/queues/api/queues/work';
+    expect(boardDecision('GET', `${base}/x`, 'api', open).allowed).toBe(true);
+    expect(boardDecision('PUT', `${base}/retry/failed`, 'operator', open).allowed).toBe(true);
+    expect(boardDecision('PUT', `${base}/job%7C1/clean`, 'operator', open).allowed).toBe(true);
+    expect(boardDecision('PUT', `${base}/retry/failed`, 'api', open).allowed).toBe(false);
+    expect(
+      boardDecision('PUT', `${base}/retry/failed`, 'operator', { ...open, readOnly: true }).allowed,
+    ).toBe(false);
+    for (const [method, path] of [
+      ['POST', `${base}/add`],
+      ['PATCH', `${base}/j/update-data`],
+      ['PUT', `${base}/obliterate`],
+      ['PUT', `${base}/empty`],
+      ['PUT', '/admin/queues/api/queues/pause'],
+      ['DELETE', `${base}/j`],
+      ['POST', `${base}/retry/failed`],
+    ] as const) {
+      expect(boardDecision(method, path, 'operator', open).allowed, `${method} ${path}`).toBe(
+        false,
+      );
+    }
+  });
+});
+
 describe('server-sent event framing', () => {
   it('round-trips ids, event names and multi-line data', () => {
     const text =
@@ -74,25 +125,6 @@ describe('server-sent event framing', () => {
 });
 
 describe('request helpers', () => {
-  it('names the field of a schema validation issue, and unknown keys in full', () => {
-    expect(
-      issuesFromSchemaValidation([
-        { instancePath: '/instruction', message: 'too short', keyword: 'too_small', params: {} },
-        {
-          instancePath: '/config',
-          message: 'x',
-          keyword: 'unrecognized_keys',
-          params: { keys: ['foo'] },
-        },
-        { instancePath: '', message: 'bad', keyword: 'custom', params: {} },
-      ]),
-    ).toEqual([
-      { path: 'instruction', message: 'too short' },
-      { path: 'config', message: 'unknown key "config.foo"' },
-      { path: '(root)', message: 'bad' },
-    ]);
-  });
-
   it('chooses JSONL by query first, then by Accept', () => {
     expect(wantsJsonl('jsonl', undefined)).toBe(true);
     expect(wantsJsonl('json', 'application/x-ndjson')).toBe(false);

@@ -33,14 +33,14 @@ describe('resolveApiKey', () => {
     expect(resolveApiKey('worker', local, env)).toBe(PLACEHOLDER_API_KEY);
     expect(resolveApiKey('worker', { ...local, apiKeyEnv: 'WORKER_KEY' }, env)).toBe('sk-worker');
     expect(() => resolveApiKey('worker', { ...local, apiKeyEnv: 'NOT_SET' }, env)).toThrow(
-      /NOT_SET is not set/,
+      /neither NOT_SET nor NOT_SET_FILE is set/,
     );
   });
 
   it("takes the provider's usual variable without a baseUrl", () => {
     expect(resolveApiKey('planner', { provider: 'openai' }, env)).toBe('sk-real');
     expect(() => resolveApiKey('judge', { provider: 'anthropic' }, env)).toThrow(
-      /ANTHROPIC_API_KEY is not set/,
+      /neither ANTHROPIC_API_KEY nor ANTHROPIC_API_KEY_FILE is set/,
     );
   });
 });

@@ -13,13 +13,24 @@ import {
   templateText,
 } from '../../src/shared/llm/prompts.js';
 
-const config = (({ refinement, replanning, execution, planning, llm, budget }) => ({
+const config = (({
   refinement,
   replanning,
   execution,
   planning,
   llm,
   budget,
+  result,
+  scheduling,
+}) => ({
+  refinement,
+  replanning,
+  execution,
+  planning,
+  llm,
+  budget,
+  result,
+  scheduling,
 }))(parseConfig({}));
 
 const task = (input: Partial<TaskInput> = {}): Task =>

@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { PlanBreakdown, QualityJudgement } from '../../src/shared/domain/plan.js';
-import { TaskJudgement } from '../../src/shared/domain/task.js';
+import {
+  PlanBreakdown,
+  QualityJudgement,
+  QualityJudgementAnswer,
+} from '../../src/shared/domain/plan.js';
+import { TaskJudgementAnswer } from '../../src/shared/domain/task.js';
 import { OrqError } from '../../src/shared/errors.js';
 import {
   ToolCallReply,
@@ -9,10 +13,12 @@ import {
   type ChatRequest,
 } from '../../src/shared/llm/chat.js';
 import {
+  anthropicJsonSchema,
   callStructured,
   checkReplyText,
   dropNulls,
   extractJson,
+  ignoredFormat,
   replyJsonSchema,
 } from '../../src/shared/llm/structured.js';
 
@@ -69,9 +75,23 @@ describe('checkReplyText', () => {
 
 describe('replyJsonSchema', () => {
   it('gives the input shape of the zod schema, without $schema', () => {
-    const schema = replyJsonSchema(TaskJudgement, { strict: false });
+    const schema = replyJsonSchema(TaskJudgementAnswer, { strict: false });
     expect(schema.$schema).toBeUndefined();
-    expect(schema.required).toEqual(['success']);
+    expect(schema.required).toEqual(['success', 'shouldContinue', 'shouldReplan']);
+  });
+
+  it("shows a judge only what it answers: a required score, none of orq's own fields", () => {
+    const schema = replyJsonSchema(QualityJudgementAnswer, { strict: false }) as {
+      required: string[];
+      properties: Record<string, unknown>;
+    };
+    expect(Object.keys(schema.properties)).toEqual([
+      'score',
+      'isAcceptable',
+      'issues',
+      'suggestions',
+    ]);
+    expect(schema.required).toEqual(['score', 'isAcceptable']);
   });
 
   it('rewrites for strict mode: all properties required, optional ones nullable, closed objects', () => {
@@ -100,6 +120,82 @@ describe('replyJsonSchema', () => {
     expect(task.additionalProperties).toBe(false);
     expect(task.properties.id).toEqual({ type: 'string', pattern: '^[A-Za-z0-9_.-]+$' });
     expect(JSON.stringify(schema)).not.toMatch(/"default"|"minLength"|"maxLength"/);
+  });
+});
+
+describe('anthropicJsonSchema', () => {
+  /** Every schema node under `node`, itself included. */
+  function nodes(node: unknown): Record<string, unknown>[] {
+    if (typeof node !== 'object' || node === null) return [];
+    const record = node as Record<string, unknown>;
+    const children = [
+      ...Object.values((record.properties ?? {}) as Record<string, unknown>),
+      ...Object.values((record.$defs ?? {}) as Record<string, unknown>),
+      ...(Array.isArray(record.anyOf) ? record.anyOf : []),
+      ...(record.items ? [record.items] : []),
+    ];
+    return [record, ...children.flatMap(nodes)];
+  }
+
+  it('closes every object and keeps only what JSON outputs accept, for every reply schema', () => {
+    const allowed = new Set([
+      'type',
+      'properties',
+      'required',
+      'items',
+      'enum',
+      'const',
+      'anyOf',
+      'description',
+      'title',
+      '$ref',
+      '$defs',
+      'additionalProperties',
+      'format',
+      'minItems',
+    ]);
+    for (const [name, schema] of Object.entries({
+      PlanBreakdown,
+      QualityJudgementAnswer,
+      TaskJudgementAnswer,
+    })) {
+      const json = anthropicJsonSchema(schema, name);
+      expect(json.title).toBe(name);
+      for (const node of nodes(json)) {
+        for (const key of Object.keys(node)) expect(allowed, `${name}: ${key}`).toContain(key);
+        if (node.type === 'object') expect(node.additionalProperties, name).toBe(false);
+        if ('minItems' in node) expect([0, 1]).toContain(node.minItems);
+      }
+    }
+  });
+
+  it('says the bounds it cannot send in the field description, and requires what orq needs', () => {
+    const json = anthropicJsonSchema(QualityJudgementAnswer, 'QualityJudgement');
+    const score = (json.properties as Record<string, Record<string, unknown>>).score;
+    expect(score).not.toHaveProperty('minimum');
+    expect(score?.description).toContain('at least 0; at most 100');
+    expect(json.required).toEqual(expect.arrayContaining(['score', 'isAcceptable']));
+  });
+});
+
+describe('ignoredFormat', () => {
+  const answer = JSON.stringify(judgement);
+  it.each([
+    ['prose', 'The plan is good, I would give it 80.'],
+    ['a fenced answer', `\`\`\`json\n${answer}\n\`\`\``],
+    ['prose around the answer', `Here it is: ${answer}`],
+    ["the model's own shape", JSON.stringify({ verdict: 'ok', rating: 80 })],
+    ['a missing required field', JSON.stringify({ isAcceptable: true })],
+  ])('counts %s as a server that ignored the format', (_what, reply) => {
+    expect(ignoredFormat(QualityJudgementAnswer, reply)).toBe(true);
+  });
+
+  it.each([
+    ['a valid answer', answer],
+    ['a score out of range', JSON.stringify({ ...judgement, score: 120 })],
+    ['a value of the wrong type', JSON.stringify({ ...judgement, score: 'high' })],
+  ])('does not count %s: an enforcing server sends that too', (_what, reply) => {
+    expect(ignoredFormat(QualityJudgementAnswer, reply)).toBe(false);
   });
 });
 
@@ -147,6 +243,32 @@ describe('callStructured', () => {
     expect(repair?.correction).toContain('QualityJudgement');
     expect(repair?.correction).toContain('score');
     expect(repair?.correction).toContain('isAcceptable');
+    // The schema itself, for a model whose server never showed it one.
+    expect(repair?.correction).toContain('"properties": {');
+  });
+
+  it('in native mode, tells once that the server ignored the format, and says so in the reply', async () => {
+    const provider = scriptedProvider(['Looks fine.', 'Still fine.', JSON.stringify(judgement)]);
+    const told: unknown[] = [];
+    const reply = await callStructured(provider, request, {
+      maxRepairAttempts: 2,
+      structuredOutput: 'native',
+      onFormatIgnored: (detail) => told.push(detail),
+    });
+    expect(reply).toMatchObject({ value: judgement, repairs: 2, formatIgnored: true });
+    expect(told).toHaveLength(1);
+  });
+
+  it("outside native mode the format is the prompt's: nothing to fall back from", async () => {
+    const provider = scriptedProvider(['Looks fine.']);
+    const told: unknown[] = [];
+    const error = await callStructured(provider, request, {
+      maxRepairAttempts: 0,
+      structuredOutput: 'prompt',
+      onFormatIgnored: (detail) => told.push(detail),
+    }).catch((e: unknown) => e);
+    expect(told).toEqual([]);
+    expect((error as OrqError).hint).toContain('follows JSON schemas better');
   });
 
   it('fails with LLM_OUTPUT_INVALID naming the schema and fields after the repairs run out', async () => {

@@ -13,9 +13,12 @@ describe('the package entry', () => {
     'validateTermPreservation',
     'decideTaskOutcome',
     'replaceTaskWithSubtasks',
+    'deriveSessionResult',
     'parseConfig',
     'createClient',
     'startRoles',
+    'startTracing',
+    'stopTracing',
     'createHttpServer',
     'startHttpServer',
   ])('exports %s as a function', (name) => {
@@ -37,6 +40,9 @@ describe('the package entry', () => {
       'PruneRequest',
       'ListRequest',
       'HistoryRequest',
+      // What client.result gives and takes.
+      'SessionResult',
+      'ResultRequest',
     ]) {
       expect(typeof (orq as Record<string, { safeParse?: unknown }>)[name]?.safeParse, name).toBe(
         'function',

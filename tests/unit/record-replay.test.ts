@@ -25,7 +25,8 @@ const request: ChatRequest = {
   role: 'judge',
   system: 'judge the plan',
   user: 'plan: t1, t2',
-  schema: QualityJudgement,
+  // The shape QualityJudgement had when the hash below was taken (a fixture, not the record).
+  schema: QualityJudgement.omit({ adaptive: true, scoreWeighting: true }),
   schemaName: 'QualityJudgement',
   temperature: 0,
   timeoutMs: 5000,

@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { OrqError } from '../../src/shared/errors.js';
 import { asRedisUnavailable } from '../../src/shared/redis.js';
@@ -34,6 +35,27 @@ describe('asRedisUnavailable', () => {
     expect(asRedisUnavailable(refused, 'connection')).toMatchObject({
       hint: expect.stringContaining('Check the `connection` option of createClient') as string,
     });
+  });
+
+  it("says where Redis was looked for and why in words, keeping ioredis's text in the cause", () => {
+    const redis = new Redis({ host: '10.1.2.3', port: 6390, lazyConnect: true });
+    const offline = new Error("Stream isn't writeable and enableOfflineQueue options is false");
+    const mapped = asRedisUnavailable(offline, 'REDIS_URL', redis) as OrqError;
+    expect(mapped.summary).toBe(
+      'Redis at 10.1.2.3:6390 is unreachable (not connected, reconnecting)',
+    );
+    expect(mapped.message).not.toMatch(/enableOfflineQueue|Stream/);
+    expect(mapped.details).toEqual({ address: '10.1.2.3:6390' });
+    expect(mapped.cause).toBe(offline);
+    const refused = asRedisUnavailable(
+      new Error('connect ECONNREFUSED 10.1.2.3:6390'),
+      'REDIS_URL',
+      redis,
+    );
+    expect((refused as OrqError).summary).toBe(
+      'Redis at 10.1.2.3:6390 is unreachable (connection refused)',
+    );
+    redis.disconnect();
   });
 
   it('leaves other errors, and orq errors, as they are', () => {

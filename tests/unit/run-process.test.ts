@@ -66,4 +66,26 @@ describe('runProcess', () => {
     expect(outcome.output).toContain('started');
     expect(escapedEnded()).toBe(false);
   });
+
+  it('says a working directory removed meanwhile is gone, not that the program is missing', async () => {
+    const gone = join(dir, 'removed');
+    const outcome = await runProcess(['sh', '-c', 'true'], {
+      cwd: gone,
+      timeoutMs: 10_000,
+      maxOutputBytes: 4096,
+      env: minimalEnv(),
+    });
+    expect(outcome.spawnError).toContain(`its working directory ${gone} does not exist`);
+  });
+
+  it('still says a program not on PATH is missing', async () => {
+    const outcome = await runProcess(['orq-no-such-program'], {
+      cwd: dir,
+      timeoutMs: 10_000,
+      maxOutputBytes: 4096,
+      env: minimalEnv(),
+    });
+    expect(outcome.spawnError).toContain('spawn orq-no-such-program ENOENT');
+    expect(outcome.spawnError).not.toContain('working directory');
+  });
 });

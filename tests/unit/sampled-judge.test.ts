@@ -2,9 +2,19 @@ import { describe, expect, it } from 'vitest';
 import type { QualityJudgement } from '../../src/shared/domain/plan.js';
 import { OrqError } from '../../src/shared/errors.js';
 import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
-import { aggregateJudgements, median, sampledJudge } from '../../src/shared/llm/sampled-judge.js';
+import { parseConfig } from '../../src/shared/config/load.js';
+import { AdaptiveJudgingConfig } from '../../src/shared/config/schema.js';
+import {
+  adaptiveJudge,
+  aggregateJudgements,
+  judgeSampling,
+  median,
+  sampledJudge,
+} from '../../src/shared/llm/sampled-judge.js';
 import { parseScenario } from '../../src/shared/llm/scenario.js';
-import type { PlanJudgeRequest, RoleModels } from '../../src/shared/llm/types.js';
+import { judgeIdentity } from '../../src/workers/models.js';
+import type { RoleModels } from '../../src/shared/llm/types.js';
+import { PLAN_JUDGE_REQUEST } from '../support/judge-requests.js';
 
 const j = (score: number | undefined, isAcceptable: boolean, issue = ''): QualityJudgement => ({
   ...(score === undefined ? {} : { score }),
@@ -13,25 +23,7 @@ const j = (score: number | undefined, isAcceptable: boolean, issue = ''): Qualit
   suggestions: [],
 });
 
-const request: PlanJudgeRequest = {
-  sessionId: 's1',
-  instruction: 'Write the parser',
-  attempt: 0,
-  plan: {
-    summary: '',
-    tasks: [
-      {
-        id: 't1',
-        title: 'Write the parser',
-        acceptance: 'parses',
-        context: 'c',
-        scopePaths: [],
-        dependencies: [],
-      },
-    ],
-  },
-  requiredTerms: [],
-};
+const request = PLAN_JUDGE_REQUEST;
 
 describe('median', () => {
   it('is the middle value of an odd list, whatever the order', () => {
@@ -166,5 +158,128 @@ describe('sampledJudge', () => {
       parseScenario({ planJudgements: [[{ error: 'down' }, { score: 50, isAcceptable: false }]] }),
     ).not.toThrow();
     expect(() => parseScenario({ planJudgements: [[]] })).toThrow(/planJudgements/);
+  });
+});
+
+describe('adaptiveJudge', () => {
+  const refinement = parseConfig({}).refinement;
+  const settings = AdaptiveJudgingConfig.parse({});
+  const scenario = parseScenario({
+    planJudgements: [
+      // Attempt 0: close to 70 at first, then agreeing well above it (the last one repeats).
+      [
+        { score: 72, isAcceptable: true, issues: ['a'] },
+        { score: 66, isAcceptable: false, issues: ['b'] },
+        { score: 78, isAcceptable: true, issues: ['c'] },
+        { score: 77, isAcceptable: true, issues: ['d'] },
+      ],
+      // Attempt 1: far from every line.
+      { score: 92, isAcceptable: true },
+    ],
+  });
+
+  function spied(): { models: RoleModels; seen: (number | undefined)[] } {
+    const inner = createBuiltinModels({ scenario });
+    const seen: (number | undefined)[] = [];
+    return {
+      seen,
+      models: {
+        ...inner,
+        label: inner.label,
+        judgePlan: (r) => {
+          seen.push(r.sample);
+          return inner.judgePlan(r);
+        },
+      },
+    };
+  }
+
+  it('asks again, one call at a time, while the mean is near the acceptance score', async () => {
+    const { models, seen } = spied();
+    const single = await createBuiltinModels({ scenario }).judgePlan(request);
+    const reply = await adaptiveJudge(models, settings, refinement).judgePlan(request);
+    expect(seen).toEqual([0, 1, 2, 3]);
+    expect(reply.value).toMatchObject({
+      score: 73, // the rounded mean of 72, 66, 78, 77
+      isAcceptable: true,
+      issues: ['a'],
+      samples: [72, 66, 78, 77],
+      spread: 12,
+    });
+    expect(reply.value.adaptive?.extraCalls.map((c) => c.call)).toEqual([2, 3, 4]);
+    for (const extra of reply.value.adaptive?.extraCalls ?? []) {
+      expect(extra.reason).toMatch(/reaches the acceptance score 70: asking again/);
+    }
+    expect(reply.value.adaptive?.stopped).toMatch(/no line that changes the decision/);
+    expect(reply.usage.inputTokens).toBe(single.usage.inputTokens * 4);
+  });
+
+  it('makes one call when the score is far from every line', async () => {
+    const { models, seen } = spied();
+    const reply = await adaptiveJudge(models, settings, refinement).judgePlan({
+      ...request,
+      attempt: 1,
+    });
+    expect(seen).toEqual([0]);
+    expect(reply.value).toMatchObject({ score: 92, samples: [92], adaptive: { extraCalls: [] } });
+  });
+
+  it('stops at maxCalls', async () => {
+    const { models, seen } = spied();
+    const reply = await adaptiveJudge(models, { ...settings, maxCalls: 2 }, refinement).judgePlan(
+      request,
+    );
+    expect(seen).toEqual([0, 1]);
+    expect(reply.value.adaptive?.stopped).toMatch(/maxCalls 2 are used/);
+  });
+
+  it('weighs the previous score when the stagnation lines are tested', async () => {
+    const replan = parseScenario({
+      planJudgements: [
+        { score: 50, isAcceptable: false },
+        [
+          { score: 56, isAcceptable: false },
+          { score: 53, isAcceptable: false },
+        ],
+      ],
+    });
+    const models = createBuiltinModels({ scenario: replan });
+    const judge = adaptiveJudge(models, { ...settings, stagnationLines: true }, refinement);
+    // 56 is far from 70; alone it is judged once.
+    const alone = await judge.judgePlan({ ...request, attempt: 1 });
+    expect(alone.value.samples).toEqual([56]);
+    // After 50, 55 is the stagnation line: 56 replans, 54 would reject, so the judge is asked again.
+    const after = await judge.judgePlan({
+      ...request,
+      attempt: 1,
+      refinementState: { previousScore: 50, attemptCount: 1, suggestionReplanCount: 0 },
+    });
+    expect(after.value.samples?.slice(0, 2)).toEqual([56, 53]);
+    expect(after.value.adaptive?.extraCalls[0]?.reason).toMatch(
+      /stagnation line 55 \(previous score 50 \+ deltaThreshold 5\)/,
+    );
+  });
+
+  it("is what judgeSampling builds in adaptive mode, and the seeds' single call otherwise", () => {
+    const inner = createBuiltinModels();
+    const samples = parseConfig({}).llm.judgeSamples;
+    expect(judgeSampling(inner, samples, refinement)).toBe(inner);
+    expect(judgeSampling(inner, { ...samples, mode: 'adaptive' }, refinement)).not.toBe(inner);
+  });
+});
+
+describe('judgeIdentity: whose noise a session learns from', () => {
+  it('names the judge role’s provider, model and server, and a builtin judge’s scenario', () => {
+    const openai = parseConfig({
+      llm: {
+        default: { provider: 'openai', model: 'gpt-4o-mini' },
+        judge: { provider: 'openai', model: 'qwen3', baseUrl: 'http://vllm:8000/v1' },
+      },
+    }).llm;
+    expect(judgeIdentity(openai)).toBe('openai/qwen3 at http://vllm:8000/v1');
+    expect(judgeIdentity(parseConfig({}).llm)).toBe('builtin/builtin');
+    expect(judgeIdentity({ ...parseConfig({}).llm, scenario: '/tmp/a.json' })).toBe(
+      'builtin/builtin scenario /tmp/a.json',
+    );
   });
 });

@@ -214,7 +214,7 @@ describe('submittedSessionConfig', () => {
       ),
     );
     expect(top.message).toContain(
-      'Invalid --session-config: foo: unknown key "foo"; bar: unknown key "bar". ',
+      'Invalid --session-config: unknown key "foo" at the top level; unknown key "bar" at the top level. ',
     );
     const nestedKey = errorOf(() =>
       submittedSessionConfig(
@@ -225,7 +225,7 @@ describe('submittedSessionConfig', () => {
       ),
     );
     expect(nestedKey.message).toContain(
-      'Invalid --session-config session.yaml: refinement.fooBar: unknown key "refinement.fooBar". ',
+      'Invalid --session-config session.yaml: unknown key "refinement.fooBar". ',
     );
     expect(nestedKey.issues).toEqual([
       { path: 'refinement.fooBar', message: 'unknown key "refinement.fooBar"' },

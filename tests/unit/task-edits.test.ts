@@ -8,8 +8,14 @@ const T2 = '2026-01-02T03:02:00.000Z';
 
 /** One transition at time `at` over the task as the last one left it. */
 function transition(task: Task, at: string, edit: (edits: TaskEdits) => void): Task {
-  const edits = new TaskEdits('s1', [{ task, version: 1 }], at);
+  const edits = new TaskEdits(
+    { id: 's1', tenant: 'default', priority: 5 },
+    [{ task, version: 1 }],
+    at,
+  );
   edit(edits);
+  // What the transition made runnable goes to a worker (no slot limit here).
+  edits.fillSlots();
   return edits.get(task.id);
 }
 

@@ -29,15 +29,15 @@ describe('extractRequiredTerms', () => {
   });
 
   describe('tokenisation', () => {
-    it('extracts English terms in lowercase, technical terms first', () => {
+    it("extracts English terms in the user's spelling, technical terms first", () => {
       expect(
         extractRequiredTerms('Implement JWT authentication and input validation for the REST API')
           .terms,
-      ).toEqual(['jwt', 'authentication', 'validation', 'rest', 'api', 'input']);
+      ).toEqual(['JWT', 'authentication', 'validation', 'REST', 'API', 'input']);
     });
 
     it('splits mixed Japanese and English text', () => {
-      expect(extractRequiredTerms('JWTで認証を実装').terms).toEqual(['jwt', '認証']);
+      expect(extractRequiredTerms('JWTで認証を実装').terms).toEqual(['JWT', '認証']);
     });
 
     it('returns no terms for an empty input', () => {
@@ -58,7 +58,7 @@ describe('extractRequiredTerms', () => {
 
     it('drops tokens without a letter, such as numbers', () => {
       expect(extractRequiredTerms('Upgrade to version 2 in 2026, 3.14').terms).toEqual([
-        'upgrade',
+        'Upgrade',
         'version',
       ]);
     });
@@ -103,7 +103,7 @@ describe('extractRequiredTerms', () => {
 
     it('folds full-width Latin and half-width katakana to their usual forms', () => {
       expect(extractRequiredTerms('ＪＷＴ認証とﾊﾞﾘﾃﾞｰｼｮﾝ').terms).toEqual([
-        'jwt',
+        'JWT',
         '認証',
         'バリデーション',
       ]);
@@ -118,9 +118,9 @@ describe('extractRequiredTerms', () => {
       ]);
     });
 
-    it('treats terms differing only in case as one', () => {
+    it('treats terms differing only in case as one, spelled as they first appear', () => {
       expect(extractRequiredTerms('Cache the session and the CACHE keys').terms).toEqual([
-        'cache',
+        'Cache',
         'session',
         'keys',
       ]);
@@ -128,8 +128,8 @@ describe('extractRequiredTerms', () => {
 
     it('moves technical terms to the front and keeps input order among equals', () => {
       expect(extractRequiredTerms('logging, metrics, OAuth, tracing and GraphQL').terms).toEqual([
-        'oauth',
-        'graphql',
+        'OAuth',
+        'GraphQL',
         'logging',
         'metrics',
         'tracing',
@@ -178,7 +178,7 @@ describe('extractRequiredTerms', () => {
     it('puts custom terms first, as given', () => {
       expect(extractRequiredTerms('JWTで認証を実装', { customTerms: ['監査ログ'] }).terms).toEqual([
         '監査ログ',
-        'jwt',
+        'JWT',
         '認証',
       ]);
     });
@@ -193,7 +193,7 @@ describe('extractRequiredTerms', () => {
     it('counts custom terms against maxTerms', () => {
       expect(
         extractRequiredTerms('JWTで認証を実装', { customTerms: ['監査ログ'], maxTerms: 2 }).terms,
-      ).toEqual(['監査ログ', 'jwt']);
+      ).toEqual(['監査ログ', 'JWT']);
     });
 
     it('drops an extracted term that repeats a custom one', () => {

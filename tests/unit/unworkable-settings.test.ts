@@ -27,6 +27,12 @@ describe('unworkableSettings', () => {
 
   it("names the role's own model when the role chose the provider", () => {
     expect(paths({ llm: { judge: { provider: 'anthropic' } } })).toEqual(['llm.judge.model']);
+    // The default's model is another provider's: an OpenAI model name means nothing to Anthropic.
+    expect(
+      paths({
+        llm: { default: { provider: 'openai', model: 'm' }, judge: { provider: 'anthropic' } },
+      }),
+    ).toEqual(['llm.judge.model']);
     expect(paths({ llm: { judge: { provider: 'openai', model: 'builtin' } } })).toEqual([
       'llm.judge.model',
     ]);
@@ -36,7 +42,7 @@ describe('unworkableSettings', () => {
     expect(paths({ llm: { default: { provider: 'openai', model: 'gpt-4o-mini' } } })).toEqual([]);
     expect(
       paths({
-        llm: { default: { provider: 'openai', model: 'm' }, judge: { provider: 'anthropic' } },
+        llm: { default: { provider: 'openai', model: 'm' }, judge: { provider: 'openai' } },
       }),
     ).toEqual([]);
     const everyRole = Object.fromEntries(
@@ -57,6 +63,33 @@ describe('unworkableSettings', () => {
     expect(paths({ budget: { maxTokens: 100, reserveTokensPerCall: 101 } })).toEqual([
       'budget.maxTokens',
     ]);
+  });
+
+  it('names budget.maxTokens below the output limit a role reserves with every call', () => {
+    // Anthropic always sends max_tokens (8192 unset): a call reserves at least that.
+    const anthropic = { provider: 'anthropic', model: 'claude-sonnet-4-5' };
+    const [issue] = unworkableSettings(
+      SessionConfig.parse({ llm: { default: anthropic }, budget: { maxTokens: 8000 } }),
+    );
+    expect(issue).toMatchObject({ path: 'budget.maxTokens' });
+    expect(issue?.message).toMatch(/output limit, 16384 tokens.*llm\.planner\.maxOutputTokens/);
+    expect(
+      paths({
+        llm: { default: { ...anthropic, maxOutputTokens: 1000 } },
+        budget: { maxTokens: 8000 },
+      }),
+    ).toEqual([]);
+    // OpenAI sends no limit unless set: reserveTokensPerCall stands for it.
+    const openai = { provider: 'openai', model: 'gpt-4o-mini' };
+    expect(paths({ llm: { default: openai }, budget: { maxTokens: 3000 } })).toEqual([
+      'budget.maxTokens',
+    ]);
+    expect(
+      paths({
+        llm: { default: openai, worker: { maxOutputTokens: 5000 } },
+        budget: { maxTokens: 4500 },
+      }),
+    ).toEqual(['budget.maxTokens']);
   });
 });
 

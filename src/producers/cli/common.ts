@@ -5,7 +5,9 @@ import type { OrqConfig, SessionConfig } from '../../shared/config/schema.js';
 import type { Logger } from '../../shared/logger.js';
 import {
   ConfigError,
+  issueText,
   OrqError,
+  unknownKeyMessage,
   unreadableReason,
   ValidationError,
   type FieldIssue,
@@ -135,7 +137,7 @@ export function submittedSessionConfig(
       checkConfig();
       throw error;
     }
-    throw new ValidationError(overridesLabel(value), error.issues.flatMap(asWrittenInOverrides), {
+    throw new ValidationError(overridesLabel(value), error.issues.map(asWrittenInOverrides), {
       hint: 'Run `orq config schema` for every key, its type and default.',
     });
   }
@@ -143,22 +145,19 @@ export function submittedSessionConfig(
 
 /**
  * A submit names a session setting `config.<path>`; the overrides hold it as `<path>`. An
- * unknown key is named by itself, as `orq config check` names one in a file (`foo: unknown key
- * "foo"`), not as the submit's `config: unknown key "config.foo"`.
+ * unknown key is named as `orq config check` names one in a file (`unknown key "foo" at the
+ * top level`), not as the submit's `unknown key "config.foo"`.
  */
-function asWrittenInOverrides(issue: FieldIssue): FieldIssue[] {
+function asWrittenInOverrides(issue: FieldIssue): FieldIssue {
   const unprefixed = (path: string) => path.replace(/^config\./, '');
-  if (issue.message.startsWith('unknown key')) {
-    const keys = [...issue.message.matchAll(/"config\.([^"]+)"/g)].map((match) => match[1]!);
-    if (keys.length > 0) return keys.map((key) => ({ path: key, message: `unknown key "${key}"` }));
-  }
-  return [
-    {
-      ...issue,
-      path: unprefixed(issue.path),
-      ...(issue.settings ? { settings: issue.settings.map(unprefixed) } : {}),
-    },
-  ];
+  const path = unprefixed(issue.path);
+  if (issue.message === unknownKeyMessage(issue.path.split('.')))
+    return { path, message: unknownKeyMessage(path.split('.')) };
+  return {
+    ...issue,
+    path,
+    ...(issue.settings ? { settings: issue.settings.map(unprefixed) } : {}),
+  };
 }
 
 const OVERRIDES_HINT =
@@ -183,7 +182,7 @@ function parseOverridesFile(path: string): unknown {
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     // A syntax error, with its line: the same code and hint as every --session-config error.
-    const issues = error.issues.map((i) => `${i.path}: ${i.message}`).join('; ');
+    const issues = error.issues.map(issueText).join('; ');
     throw new OrqError('VALIDATION_FAILED', `--session-config ${path}: ${issues}`, {
       hint: OVERRIDES_HINT,
     });

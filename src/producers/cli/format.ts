@@ -1,3 +1,5 @@
+import type { QuotaView } from '../../shared/domain/quota.js';
+import type { TenantLoad } from '../../shared/store/tenant-load.js';
 import type { HistoryEntry } from '../../shared/domain/history.js';
 import type { Session } from '../../shared/domain/session.js';
 import { isExecuting, TaskState, type Task } from '../../shared/domain/task.js';
@@ -35,6 +37,13 @@ export function clipToWidth(text: string, width: number): string {
   return `${out}…`;
 }
 
+/** The subtasks of an agent's plan (task_decomposition.subtasks); undefined if it has none. */
+function agentSubtasks(plan: unknown): number | undefined {
+  const decomposition = (plan as { task_decomposition?: { subtasks?: unknown } } | undefined)
+    ?.task_decomposition;
+  return Array.isArray(decomposition?.subtasks) ? decomposition.subtasks.length : undefined;
+}
+
 /** One readable progress line for a history entry. */
 export function formatHistoryEntry(entry: HistoryEntry): string {
   const who = entry.taskId ? `${entry.taskId} ` : '';
@@ -43,6 +52,11 @@ export function formatHistoryEntry(entry: HistoryEntry): string {
     case 'state_change':
       return `${head}${entry.entity === 'session' ? 'session ' : ''}${entry.from ? `${entry.from} → ` : ''}${entry.to}${entry.reason ? `  (${clip(oneLine(entry.reason), 100)})` : ''}`;
     case 'plan': {
+      if (entry.source === 'agent') {
+        // An agent's in-task plan (seed 004) lists subtasks, not tasks of the session.
+        const subtasks = agentSubtasks(entry.plan);
+        return `${head}agent planned ${subtasks === undefined ? 'its work' : `${subtasks} subtask(s)`} (execution ${entry.attempt})`;
+      }
       const tasks =
         'tasks' in entry.plan && Array.isArray(entry.plan.tasks) ? entry.plan.tasks.length : 0;
       return `${head}${entry.source} proposed ${tasks} task(s) (attempt ${entry.attempt})`;
@@ -258,29 +272,43 @@ function taskTokens(view: SessionView, taskId: string): string {
   return used ? `${used.inputTokens}/${used.outputTokens}` : '-';
 }
 
-/** Tokens per role with the USD estimate, and the budget when the session has one. */
+/**
+ * Tokens per role with the USD estimate, and the budget when the session has one. A call is
+ * logical (a plan, a verdict, repair turns included); the HTTP requests it took, the SDK's
+ * retries included, are shown beside it.
+ */
 export function formatUsage(view: SessionView): string[] {
   const { usage } = view;
   const budget = view.session.config.budget;
   if (!usage) return [];
-  const { total } = usage;
+  const { total, httpRequests: http } = usage;
   const lines: string[] = [];
-  if (total.calls > 0 || usage.failedCalls > 0) {
+  if (total.calls > 0 || usage.failedCalls > 0 || http) {
     const unpriced = usage.unpricedCalls
       ? ` (without ${usage.unpricedCalls} call(s) to models missing from budget.prices)`
       : '';
+    const failed = usage.failedCalls > 0 ? `, ${usage.failedCalls} failed` : '';
+    const requests = http
+      ? ` (${http.total} HTTP request(s)${http.failed > 0 ? `, ${http.failed} failed` : ''})`
+      : '';
     lines.push(
       `tokens: ${total.inputTokens + total.outputTokens} (in ${total.inputTokens}, out ${total.outputTokens}) ` +
-        `in ${total.calls} call(s), ≈ ${usd(total.usd)}${unpriced}`,
+        `in ${total.calls} logical call(s)${failed}${requests}, ≈ ${usd(total.usd)}${unpriced}`,
     );
-    const rows = Object.entries(usage.byRole).map(([role, u]) => [
-      `  ${role}`,
-      String(u.inputTokens),
-      String(u.outputTokens),
-      String(u.calls),
-      usd(u.usd),
-    ]);
-    lines.push(...renderTable(['  ROLE', 'IN', 'OUT', 'CALLS', 'USD'], rows));
+    const roles = new Set([...Object.keys(usage.byRole), ...Object.keys(http?.byRole ?? {})]);
+    const rows = [...roles].map((role) => {
+      const u = usage.byRole[role];
+      return [
+        `  ${role}`,
+        String(u?.inputTokens ?? 0),
+        String(u?.outputTokens ?? 0),
+        String(u?.calls ?? 0),
+        ...(http ? [String(http.byRole[role] ?? 0)] : []),
+        usd(u?.usd ?? 0),
+      ];
+    });
+    const header = ['  ROLE', 'IN', 'OUT', 'CALLS', ...(http ? ['HTTP'] : []), 'USD'];
+    lines.push(...renderTable(header, rows));
   }
   const limits = [
     ...(budget.maxTokens !== undefined
@@ -320,6 +348,33 @@ export function formatSessionList(
     clip(oneLine(s.instruction), 60),
   ]);
   return renderTable(['SESSION', 'STATE', 'CREATED', 'INSTRUCTION'], rows).join('\n');
+}
+
+/**
+ * The provider limits (issue 33) under `orq status`: per limit what its bucket holds now of
+ * its per-minute rate, the slots in flight, and what it has counted (calls granted, waits for
+ * quota, 429s), with the pause after a 429 when one runs.
+ */
+export function formatQuotas(quotas: readonly QuotaView[]): string {
+  const rate = (left: number | undefined, perMinute: number | undefined) =>
+    perMinute === undefined ? '-' : `${left ?? '?'} left of ${perMinute}/min`;
+  const rows = quotas.map((q) => [
+    q.name,
+    rate(q.requestsLeft, q.requestsPerMinute),
+    rate(q.tokensLeft, q.tokensPerMinute),
+    q.maxConcurrent === undefined ? String(q.inFlight) : `${q.inFlight}/${q.maxConcurrent}`,
+    String(q.granted),
+    String(q.refused),
+    String(q.throttled),
+    q.pausedForMs > 0 ? `${(q.pausedForMs / 1000).toFixed(1)} s` : '-',
+  ]);
+  return [
+    'Provider quotas',
+    ...renderTable(
+      ['LIMIT', 'REQUESTS', 'TOKENS', 'IN FLIGHT', 'CALLS', 'WAITS', '429s', 'PAUSED'],
+      rows,
+    ),
+  ].join('\n');
 }
 
 /** Tasks that need a person's eye come first when the live view has no room for all. */
@@ -475,4 +530,26 @@ export function missingRolesNotice(
     `prefix "${prefix}", so session ${sessionId} waits (start pods with \`orq start\`). ` +
     `If your pods run, check that they use the same REDIS_URL and ORQ_PREFIX.`
   );
+}
+
+/**
+ * `orq status`'s per-tenant lines: sessions with work, tasks in flight (dispatched, not judged)
+ * and waiting (held back by their session's scheduling.maxTasksInFlight), and jobs waiting for
+ * a provider quota. Empty when idle.
+ */
+export function formatTenantLoad(load: readonly TenantLoad[]): string {
+  if (load.length === 0) return '';
+  const width = Math.max(6, ...load.map((t) => t.tenant.length));
+  // The cap's columns only when a tenant is capped: the table is as before otherwise.
+  const capped = load.some((t) => t.maxTasksInFlight !== undefined);
+  const capColumns = (t: TenantLoad) =>
+    capped
+      ? `  ${String(t.maxTasksInFlight ?? '-').padStart(3)}  ${String(t.tasksWaitingForSlot ?? '-').padStart(15)}`
+      : '';
+  const lines = load.map(
+    (t) =>
+      `${t.tenant.padEnd(width)}  ${String(t.sessions).padStart(8)}  ${String(t.tasksInFlight).padStart(9)}  ${String(t.tasksWaiting).padStart(7)}  ${String(t.jobsWaitingForQuota).padStart(17)}${capColumns(t)}`,
+  );
+  const header = `${'TENANT'.padEnd(width)}  SESSIONS  IN FLIGHT  WAITING  WAITING FOR QUOTA${capped ? '  CAP  WAITING FOR CAP' : ''}`;
+  return [header, ...lines].join('\n');
 }

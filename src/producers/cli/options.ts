@@ -64,6 +64,8 @@ export function parseIntIn(min: number, max: number): (value: string) => number 
 export const parsePort = parseIntIn(0, 65_535);
 /** What a timer can wait (setTimeout's limit is about 24.8 days): one day. */
 export const parseMilliseconds = parseIntIn(1, 86_400_000);
+/** The builtin model's simulated latency (`--latency`, for benchmarks): up to ten minutes. */
+export const parseLatency = parseIntIn(0, 600_000);
 /** Per-role parallelism, as config.concurrency allows. */
 export const parseConcurrency = parseIntIn(1, 1000);
 
@@ -113,4 +115,26 @@ export function parseDurationSeconds(value: string): number {
       `expected a duration with a unit such as 90s, 30m, 12h, 7d or 2w, got "${value}"`,
     );
   return Math.floor(millis / 1000);
+}
+
+/** `--tenant` and `--priority` of the commands that submit a session (fairness, issue 33). */
+export const tenantOption = [
+  '--tenant <name>',
+  'whose session this is: workers are shared fairly among tenants (default: default)',
+] as const;
+export const priorityOption = [
+  '--priority <1-9>',
+  'higher is served first (default 5)',
+  parseIntIn(1, 9),
+] as const;
+
+/** The session's tenant and priority as the command line gave them, for client.submit. */
+export function fairnessOptions(options: { tenant?: string; priority?: number }): {
+  tenant?: string;
+  priority?: number;
+} {
+  return {
+    ...(options.tenant !== undefined ? { tenant: options.tenant } : {}),
+    ...(options.priority !== undefined ? { priority: options.priority } : {}),
+  };
 }

@@ -2,7 +2,7 @@ import { CommanderError, type Command } from 'commander';
 import { OrqError, type OrqErrorCode } from '../../shared/errors.js';
 
 /**
- * Exit codes of the CLI (the README's table says the same). Scripts can tell "the session did
+ * Exit codes of the CLI (the table in docs/cli.md says the same). Scripts can tell "the session did
  * not complete / the session is not there" (1) from "you called me wrong" (2) from "Redis is
  * not there" (3).
  */
@@ -55,6 +55,19 @@ function withHelpHint(message: string): string {
 }
 
 /**
+ * Commander words a refused option value as `option '--limit <n>' argument 'abc' is invalid.
+ * expected …`: it names the option, as `--limit: expected a whole number from 1 to 500, got
+ * "abc"` does in fewer words (our parsers' messages say the value given).
+ */
+function withOptionNamed(message: string): string {
+  const match = /^option '([^']*)' argument '.*' is invalid\. (.*)$/s.exec(message);
+  if (!match) return message;
+  const [, flags = '', reason = ''] = match;
+  const name = /--[\w-]+/.exec(flags)?.[0] ?? flags;
+  return `${name}: ${reason}`;
+}
+
+/**
  * Commander's own errors (unknown option, missing argument) become exit code 2 and read like
  * orq's: `orq: <message>` on stderr. Applied to every command, as subcommands were created before.
  */
@@ -63,7 +76,7 @@ function routeCommanderErrors(program: Command): void {
     command.exitOverride();
     command.configureOutput({
       outputError: (message, write) =>
-        write(`orq: ${withHelpHint(message.replace(/^error: /, ''))}`),
+        write(`orq: ${withOptionNamed(withHelpHint(message.replace(/^error: /, '')))}`),
     });
   }
 }

@@ -4,12 +4,15 @@ import { createLogger } from '../../shared/logger.js';
 import type { Role } from '../../shared/queues.js';
 import { requireApiKeys } from '../../workers/models.js';
 import { launchRoles } from '../../workers/registry.js';
+import { keyVariables, takeProviderKeys } from '../../shared/llm/provider-keys.js';
 import { openClient, type OrqClient } from '../client.js';
 import { cliConfig, printJson } from './common.js';
 import { followMode, followSession, reportOutcome, stopOnSignals } from './follow.js';
+import { deriveSessionResult } from '../../shared/rules/session-result.js';
 import { formatSessionTable } from './format.js';
 import { LogRelay } from './log-relay.js';
 import { privateRedisDir, redisForCli, type CliRedis } from './redis-for-cli.js';
+import { formatResultSection } from './result-text.js';
 import { withStdoutHeld } from './stdout-closed.js';
 
 const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
@@ -86,6 +89,8 @@ export async function runHere(
   { output = 'view', preflight, beforeRoles, submitChecks, existing }: RunHereMode = {},
 ): Promise<void> {
   const config = cliConfig(options, { submitChecks });
+  // Before the private redis-server starts: it would inherit the provider keys (issue 41).
+  takeProviderKeys(keyVariables(config));
   preflight?.(config);
   // With --json, stdout carries only JSON: what this command says goes to stderr.
   const out = options.json ? process.stderr : process.stdout;
@@ -120,8 +125,12 @@ export async function runHere(
             ...(after ? { after } : {}),
           });
           if (!history && options.json) printJson(view);
-          // The live frame already shows the table; plain progress ends with it.
-          else if (!history && mode !== 'live') out.write(`\n${formatSessionTable(view)}\n`);
+          else if (!history) {
+            // The live frame already shows the table; plain progress ends with it.
+            if (mode !== 'live') out.write(`\n${formatSessionTable(view)}\n`);
+            // What the session produced, from the view just read (orq result gives it later).
+            out.write(`\n${formatResultSection(deriveSessionResult(view.session, view.tasks))}\n`);
+          }
           // Nothing runs the roles once this command ends: a resume is to be run here too.
           process.exitCode = reportOutcome(view, stop.interrupted(), { resumeHere: true });
         } finally {

@@ -1,12 +1,21 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { isIP } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { OrqError } from '../../shared/errors.js';
+import { UI_PATH } from './ui/html.js';
+import { isLoopbackHost } from '../../shared/loopback.js';
+import type { ApiKeyStore } from '../../shared/store/api-keys.js';
 
-/** Paths a pod's probes reach without a token. */
-export const PUBLIC_PATHS: readonly string[] = ['/healthz', '/readyz'];
+/** Paths reached without a token: a pod's probes, and the index page (links only, no data). */
+export const PUBLIC_PATHS: readonly string[] = ['/healthz', '/readyz', '/'];
 export const BOARD_PATH = '/admin/queues';
-/** Cookie that carries the board's credential, since a browser sends no bearer header for <script>. */
+/** The API reference (Swagger UI). */
+export const DOCS_PATH = '/docs';
+/** Pages a browser opens: their scripts and calls authenticate with the cookie below. */
+const BROWSER_PAGES: readonly string[] = [BOARD_PATH, DOCS_PATH, UI_PATH];
+/**
+ * Cookie that carries the browser pages' credential, since a browser sends no bearer header for
+ * <script>. Its name predates the API reference page, which takes it too.
+ */
 export const BOARD_COOKIE = 'orq_board';
 
 /** Compares two secrets in constant time (hashing first makes the lengths equal). */
@@ -16,9 +25,82 @@ export function secretsEqual(given: string, expected: string): boolean {
   return timingSafeEqual(a, b);
 }
 
-/** The cookie value: derived from the token so the token itself never sits in the browser. */
-export function boardCookieValue(token: string): string {
-  return createHmac('sha256', token).update('orq bull board').digest('base64url');
+/** Who a request comes from, as its credential says (issue 41). */
+export type CallerRole = 'operator' | 'api';
+export type Caller =
+  /** `operator`: ORQ_OPERATOR_TOKEN; `api`: ORQ_API_TOKEN, or anyone when the server has no token. */
+  | { role: CallerRole }
+  /** A tenant's API key (`orq keys create`): that tenant's sessions only. */
+  | { role: 'tenant'; tenant: string; keyId: string };
+
+/** The credentials a server checks; at least one of them turns auth on. */
+export interface Credentials {
+  /** ORQ_API_TOKEN: the API and the board's read-only pages. */
+  token?: string;
+  /** ORQ_OPERATOR_TOKEN: everything the API token may, plus the board's retry and clean. */
+  operatorToken?: string;
+  /** Where tenants' API keys are looked up (hashed); none accepted without it. */
+  apiKeys?: ApiKeyStore;
+}
+
+const callers = new WeakMap<FastifyRequest, Caller>();
+const ANONYMOUS: Caller = { role: 'api' };
+
+/** The caller installAuth recognised; an `api` caller when the server has no token. */
+export function callerOf(request: FastifyRequest): Caller {
+  return callers.get(request) ?? ANONYMOUS;
+}
+
+/** How long a browser page's cookie opens the pages before `?token=` is needed again. */
+export const BOARD_COOKIE_SECONDS = 12 * 60 * 60;
+
+function cookieMac(secret: string, role: CallerRole, expiresAt: number): string {
+  return createHmac('sha256', secret)
+    .update(`orq bull board|${role}|${expiresAt}`)
+    .digest('base64url');
+}
+
+/**
+ * The cookie value: `<role>.<expiry, unix seconds>.<HMAC of both under the role's token>`, so
+ * the token itself never sits in the browser and a copied cookie stops working at its expiry.
+ */
+export function boardCookieValue(
+  secret: string,
+  role: CallerRole = 'api',
+  expiresAt = Math.floor(Date.now() / 1000) + BOARD_COOKIE_SECONDS,
+): string {
+  return `${role}.${expiresAt}.${cookieMac(secret, role, expiresAt)}`;
+}
+
+/** The role a cookie proves, if its MAC holds and it has not expired. */
+export function cookieRole(
+  value: string,
+  credentials: Credentials,
+  nowSeconds = Math.floor(Date.now() / 1000),
+): CallerRole | undefined {
+  const [role, expiry, mac, ...rest] = value.split('.');
+  if (rest.length > 0 || mac === undefined || !/^\d{1,12}$/.test(expiry ?? '')) return undefined;
+  const expiresAt = Number(expiry);
+  if (expiresAt <= nowSeconds) return undefined;
+  const secret =
+    role === 'operator'
+      ? credentials.operatorToken
+      : role === 'api'
+        ? credentials.token
+        : undefined;
+  if (secret === undefined) return undefined;
+  return secretsEqual(mac, cookieMac(secret, role as CallerRole, expiresAt))
+    ? (role as CallerRole)
+    : undefined;
+}
+
+/** The role a presented secret (bearer header or `?token=`) belongs to, if any. */
+function roleOfSecret(given: string, credentials: Credentials): CallerRole | undefined {
+  // Both compared every time, so the answer's timing says nothing about which one matched.
+  const operator =
+    credentials.operatorToken !== undefined && secretsEqual(given, credentials.operatorToken);
+  const api = credentials.token !== undefined && secretsEqual(given, credentials.token);
+  return operator ? 'operator' : api ? 'api' : undefined;
 }
 
 export function bearerToken(header: string | undefined): string | undefined {
@@ -35,17 +117,11 @@ export function readCookie(header: string | undefined, name: string): string | u
   return undefined;
 }
 
-const isBoardPath = (path: string): boolean =>
-  path === BOARD_PATH || path.startsWith(`${BOARD_PATH}/`);
+/** The browser page (Bull Board, the API reference) a path belongs to, if any. */
+const browserPageOf = (path: string): string | undefined =>
+  BROWSER_PAGES.find((page) => path === page || path.startsWith(`${page}/`));
 
-/** True for addresses only this machine can reach: 127.0.0.0/8, ::1, localhost. */
-export function isLoopbackHost(host: string): boolean {
-  const bare = host.replace(/^\[|\]$/g, '').toLowerCase();
-  if (bare === 'localhost') return true;
-  if (isIP(bare) === 4) return bare.startsWith('127.');
-  if (isIP(bare) === 6) return bare === '::1' || /^::ffff:127\./.test(bare);
-  return false;
-}
+export { isLoopbackHost } from '../../shared/loopback.js';
 
 /** Shortest API token accepted: 16 random characters are out of reach of guessing online. */
 export const MIN_TOKEN_LENGTH = 16;
@@ -54,15 +130,32 @@ export const MIN_TOKEN_LENGTH = 16;
  * Refuses to expose the API beyond this machine without a token (issue 6), and a token short
  * enough to guess anywhere.
  */
-export function assertSafeToListen(host: string, token: string | undefined): void {
-  if (token !== undefined && token.length < MIN_TOKEN_LENGTH) {
+export function assertSafeToListen(
+  host: string,
+  token: string | undefined,
+  operatorToken?: string,
+): void {
+  for (const [name, value] of [
+    ['the API token (ORQ_API_TOKEN)', token],
+    ['the operator token (ORQ_OPERATOR_TOKEN)', operatorToken],
+  ] as const) {
+    if (value !== undefined && value.length < MIN_TOKEN_LENGTH) {
+      const variable = /\((\w+)\)/.exec(name)?.[1] ?? 'ORQ_API_TOKEN';
+      throw new OrqError(
+        'CONFIG_INVALID',
+        `${name} has ${value.length} characters; at least ${MIN_TOKEN_LENGTH} are needed, a shorter one can be guessed`,
+        { hint: `Set ${variable} to a long random secret, e.g. \`openssl rand -hex 32\`.` },
+      );
+    }
+  }
+  if (token !== undefined && operatorToken !== undefined && token === operatorToken) {
     throw new OrqError(
       'CONFIG_INVALID',
-      `the API token (ORQ_API_TOKEN) has ${token.length} characters; at least ${MIN_TOKEN_LENGTH} are needed, a shorter one can be guessed`,
-      { hint: 'Set ORQ_API_TOKEN to a long random secret, e.g. `openssl rand -hex 32`.' },
+      'ORQ_OPERATOR_TOKEN is the same as ORQ_API_TOKEN: every API caller would be the operator',
+      { hint: 'Give the operator a secret of its own, e.g. `openssl rand -hex 32`.' },
     );
   }
-  if (!token && !isLoopbackHost(host)) {
+  if (!token && !operatorToken && !isLoopbackHost(host)) {
     throw new OrqError(
       'CONFIG_INVALID',
       `refusing to listen on ${host} without an API token: anyone who can reach it could submit and cancel sessions`,
@@ -81,8 +174,9 @@ function pathOf(request: FastifyRequest): string {
 }
 
 function refuse(reply: FastifyReply, path: string): FastifyReply {
-  const hint = isBoardPath(path)
-    ? `Open ${BOARD_PATH}?token=<ORQ_API_TOKEN> once in the browser; it sets a cookie for the board.`
+  const page = browserPageOf(path);
+  const hint = page
+    ? `Open ${page}?token=<ORQ_API_TOKEN> once in the browser; it sets a cookie for ${BOARD_PATH}, ${DOCS_PATH} and ${UI_PATH}.`
     : 'Send the header `Authorization: Bearer <ORQ_API_TOKEN>`.';
   return reply
     .code(401)
@@ -90,33 +184,62 @@ function refuse(reply: FastifyReply, path: string): FastifyReply {
     .send({ error: 'UNAUTHORIZED', message: 'missing or wrong API token', hint });
 }
 
+/** `Secure` over TLS (or behind a proxy Fastify trusts to say so), where a browser keeps it. */
+function cookieAttributes(request: FastifyRequest, scope: string): string {
+  const secure = request.protocol === 'https' ? '; Secure' : '';
+  return `Path=${scope}; HttpOnly; SameSite=Strict; Max-Age=${BOARD_COOKIE_SECONDS}${secure}`;
+}
+
 /**
- * Bearer-token auth on every route but the probes. Bull Board is a browser page whose scripts
- * and API calls cannot carry a bearer header, so `GET /admin/queues?token=…` with the right token
- * sets an HttpOnly cookie (scoped to the board's path) and redirects to the board without the
- * token in the address; the board then authenticates with that cookie.
+ * Bearer-token auth on every route but the probes and the index. Bull Board and the API
+ * reference are browser pages whose scripts and API calls cannot carry a bearer header, so
+ * `GET /admin/queues?token=…` (or `/docs?token=…`) with a right token sets an HttpOnly cookie
+ * for both pages (scoped to their paths, expiring after BOARD_COOKIE_SECONDS) and redirects to
+ * the page without the token in the address; the page then authenticates with that cookie.
+ * Either token opens every route; callerOf(request) says which one it was.
  */
-export function installAuth(app: FastifyInstance, token: string | undefined): void {
-  if (!token) return;
-  const cookie = boardCookieValue(token);
+export function installAuth(app: FastifyInstance, credentials: Credentials): void {
+  if (!credentials.token && !credentials.operatorToken) return;
   app.addHook('onRequest', async (request, reply) => {
     const path = pathOf(request);
     if (PUBLIC_PATHS.includes(path)) return;
     const bearer = bearerToken(request.headers.authorization);
-    if (bearer !== undefined && secretsEqual(bearer, token)) return;
-    if (isBoardPath(path)) {
+    const byBearer = bearer === undefined ? undefined : roleOfSecret(bearer, credentials);
+    if (byBearer) {
+      callers.set(request, { role: byBearer });
+      return;
+    }
+    const byKey =
+      bearer !== undefined && credentials.apiKeys
+        ? await credentials.apiKeys.lookup(bearer)
+        : undefined;
+    if (byKey) {
+      callers.set(request, { role: 'tenant', tenant: byKey.tenant, keyId: byKey.id });
+      return;
+    }
+    const page = browserPageOf(path);
+    if (page) {
       const fromCookie = readCookie(request.headers.cookie, BOARD_COOKIE);
-      if (fromCookie !== undefined && secretsEqual(fromCookie, cookie)) return;
+      const byCookie = fromCookie === undefined ? undefined : cookieRole(fromCookie, credentials);
+      if (byCookie) {
+        callers.set(request, { role: byCookie });
+        return;
+      }
       const query = request.query as Record<string, unknown> | undefined;
       const given = typeof query?.token === 'string' ? query.token : undefined;
-      if (request.method === 'GET' && given !== undefined && secretsEqual(given, token)) {
+      const byQuery = given === undefined ? undefined : roleOfSecret(given, credentials);
+      if (request.method === 'GET' && byQuery) {
+        const secret = byQuery === 'operator' ? credentials.operatorToken! : credentials.token!;
+        const cookie = boardCookieValue(secret, byQuery);
         const rest = new URLSearchParams(request.raw.url?.split('?')[1] ?? '');
         rest.delete('token');
         const target = rest.size > 0 ? `${path}?${rest.toString()}` : path;
         return reply
           .header(
             'set-cookie',
-            `${BOARD_COOKIE}=${cookie}; Path=${BOARD_PATH}; HttpOnly; SameSite=Strict`,
+            BROWSER_PAGES.map(
+              (scope) => `${BOARD_COOKIE}=${cookie}; ${cookieAttributes(request, scope)}`,
+            ),
           )
           .redirect(target, 303);
       }

@@ -1,11 +1,11 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { SessionId } from '../../shared/domain/session.js';
 import type { RouteMethods } from './allowed-methods.js';
-import { OrqError, ValidationError, type FieldIssue } from '../../shared/errors.js';
+import { OrqError, ValidationError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { asRedisUnavailable } from '../../shared/redis.js';
+import { BODY_LIMIT_BYTES } from './unread-body.js';
 
 /** The body of every error answer. */
 export const ApiError = z.object({
@@ -33,44 +33,15 @@ const FASTIFY_CLIENT_ERRORS: Partial<Record<number, { error: string; hint?: stri
     error: 'VALIDATION_FAILED',
     hint: 'Send a JSON body with Content-Type: application/json.',
   },
-  413: { error: 'PAYLOAD_TOO_LARGE', hint: 'Request bodies are limited to 1 MiB.' },
+  413: {
+    error: 'PAYLOAD_TOO_LARGE',
+    hint: `Request bodies are limited to ${BODY_LIMIT_BYTES / 1024 / 1024} MiB; an instruction to 100,000 characters.`,
+  },
   415: { error: 'UNSUPPORTED_MEDIA_TYPE', hint: 'Send JSON with Content-Type: application/json.' },
 };
 
-type SchemaIssue = {
-  instancePath: string;
-  message?: string;
-  keyword: string;
-  params: Record<string, unknown>;
-};
-
-/** Fastify's zod validation errors → `{path, message}` pairs naming the field, like the client's. */
-export function issuesFromSchemaValidation(validation: readonly SchemaIssue[]): FieldIssue[] {
-  return validation.map((issue) => {
-    const segments = issue.instancePath.split('/').filter(Boolean);
-    let message = issue.message ?? 'invalid';
-    if (issue.keyword === 'unrecognized_keys' && Array.isArray(issue.params.keys)) {
-      const keys = (issue.params.keys as string[]).map((k) => [...segments, k].join('.'));
-      message = `unknown key${keys.length > 1 ? 's' : ''} ${keys.map((k) => `"${k}"`).join(', ')}`;
-    }
-    return { path: segments.join('.') || '(root)', message };
-  });
-}
-
 /** Maps an error thrown by a route to an HTTP status and an ApiError body. */
 export function toApiError(error: unknown): { status: number; body: ApiError } {
-  if (hasZodFastifySchemaValidationErrors(error)) {
-    const issues = issuesFromSchemaValidation(error.validation as unknown as SchemaIssue[]);
-    const where = (error as { validationContext?: string }).validationContext ?? 'request';
-    return {
-      status: 400,
-      body: {
-        error: 'VALIDATION_FAILED',
-        message: `Invalid ${where}: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`,
-        issues,
-      },
-    };
-  }
   const typed = asRedisUnavailable(error);
   if (typed instanceof OrqError) {
     return {
@@ -102,6 +73,12 @@ export function toApiError(error: unknown): { status: number; body: ApiError } {
     status: 500,
     body: { error: 'INTERNAL', message: 'internal error; see the server log' },
   };
+}
+
+/** The text of the error under an orq error (ioredis's own), or of the error itself. */
+function rawCause(error: unknown): string {
+  const under = error instanceof Error && error.cause !== undefined ? error.cause : error;
+  return under instanceof Error ? under.message : String(under);
 }
 
 /** A request URL without its query string. */
@@ -185,7 +162,9 @@ export function installErrorHandler(
       return methodNotAllowed(reply, request.method, path, literal);
     }
     const where = { method: request.method, route: request.routeOptions.url };
-    if (status === 503) logger.warn({ ...where, err: body.message }, 'answered 503');
+    // The answer says it in words; the log keeps what ioredis said, for whoever looks into it.
+    if (status === 503)
+      logger.warn({ ...where, err: body.message, cause: rawCause(error) }, 'answered 503');
     else if (status >= 500) logger.error({ ...where, err: error }, body.message);
     return reply.code(status).send(body);
   });

@@ -4,6 +4,9 @@ import { SessionState } from '../../shared/domain/session.js';
 import type { Logger } from '../../shared/logger.js';
 import type { QueueSet } from '../../shared/queue-set.js';
 import { sessionIndexKey, sessionKeys } from '../../shared/store/keys.js';
+import { QuotaStore } from '../../shared/store/quota-store.js';
+import type { QuotaView } from '../../shared/domain/quota.js';
+import { readTenantLoad } from '../../shared/store/tenant-load.js';
 
 /** Job states reported per queue (Queue.getJobCounts at scrape time). */
 export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'failed', 'prioritized'] as const;
@@ -32,6 +35,10 @@ export interface SessionTotals {
   byState: Record<string, number>;
   /** Tokens by role and direction (in/out), summed over the scanned sessions. */
   tokens: { role: string; direction: 'in' | 'out'; count: number }[];
+  /** Logical model calls by role (a call's SDK retries are inside it), and their HTTP requests. */
+  calls: { role: string; calls: number; httpRequests: number }[];
+  /** HTTP requests of model calls that got no answer or one other than 2xx. */
+  httpFailed: number;
   usdMicros: number;
 }
 
@@ -47,29 +54,39 @@ export async function scanSessions(
   const byState: Record<string, number> = Object.fromEntries(
     SessionState.options.map((s) => [s, 0]),
   );
-  const usageFields = USAGE_ROLES.flatMap((role) => [`${role}:in`, `${role}:out`]);
+  const perRole = ['in', 'out', 'calls', 'http_requests'] as const;
+  const usageFields = USAGE_ROLES.flatMap((role) => perRole.map((field) => `${role}:${field}`));
   const sums = new Array<number>(usageFields.length).fill(0);
   let usdMicros = 0;
+  let httpFailed = 0;
   const ids = await redis.zrevrange(sessionIndexKey(prefix), 0, limit - 1);
   const replies = await pipelineEach(redis, ids, (pipeline, id) => {
     const keys = sessionKeys(prefix, id);
     pipeline.hget(keys.meta, 'state');
-    pipeline.hmget(keys.usage, 'usd_micros', ...usageFields);
+    pipeline.hmget(keys.usage, 'usd_micros', 'http_failed', ...usageFields);
   });
   for (let i = 0; i + 1 < replies.length; i += 2) {
     const [stateError, state] = replies[i]!;
     if (!stateError && typeof state === 'string') byState[state] = (byState[state] ?? 0) + 1;
     const [usageError, usage] = replies[i + 1]!;
     if (usageError || !Array.isArray(usage)) continue;
-    const [usd, ...counts] = usage as (string | null)[];
+    const [usd, failed, ...counts] = usage as (string | null)[];
     usdMicros += Number(usd ?? 0);
+    httpFailed += Number(failed ?? 0);
     counts.forEach((value, index) => (sums[index]! += Number(value ?? 0)));
   }
+  const at = (r: number, field: (typeof perRole)[number]) =>
+    sums[r * perRole.length + perRole.indexOf(field)]!;
   const tokens = USAGE_ROLES.flatMap((role, r) => [
-    { role, direction: 'in' as const, count: sums[2 * r]! },
-    { role, direction: 'out' as const, count: sums[2 * r + 1]! },
+    { role, direction: 'in' as const, count: at(r, 'in') },
+    { role, direction: 'out' as const, count: at(r, 'out') },
   ]);
-  return { byState, tokens, usdMicros };
+  const calls = USAGE_ROLES.map((role, r) => ({
+    role,
+    calls: at(r, 'calls'),
+    httpRequests: at(r, 'http_requests'),
+  }));
+  return { byState, tokens, calls, httpFailed, usdMicros };
 }
 
 /** One scan shared by the gauges of a scrape (prom-client collects them concurrently). */
@@ -165,6 +182,51 @@ export function createApiMetrics(sources: MetricsSources): ApiMetrics {
   });
 
   new Gauge({
+    name: 'orq_llm_calls',
+    help: `Logical model calls by role (a plan, a verdict; the SDK's retries are inside a call), summed over the newest ${SESSION_SCAN_LIMIT} sessions at scrape time. Failed calls are not counted.`,
+    labelNames: ['role'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      try {
+        for (const { role, calls } of (await totals()).calls) this.set({ role }, calls);
+      } catch {
+        // Logged by orq_sessions, which reads the same scan.
+      }
+    },
+  });
+
+  new Gauge({
+    name: 'orq_llm_http_requests',
+    help: `HTTP requests of model calls by role, retries included, summed over the newest ${SESSION_SCAN_LIMIT} sessions at scrape time.`,
+    labelNames: ['role'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      try {
+        for (const { role, httpRequests } of (await totals()).calls) {
+          this.set({ role }, httpRequests);
+        }
+      } catch {
+        // Logged by orq_sessions, which reads the same scan.
+      }
+    },
+  });
+
+  new Gauge({
+    name: 'orq_llm_http_failed_requests',
+    help: `HTTP requests of model calls that got no answer or one other than 2xx, summed over the newest ${SESSION_SCAN_LIMIT} sessions at scrape time.`,
+    registers: [registry],
+    async collect() {
+      try {
+        this.set((await totals()).httpFailed);
+      } catch {
+        this.reset();
+      }
+    },
+  });
+
+  new Gauge({
     name: 'orq_llm_cost_usd',
     help: `Estimated model cost in USD (budget.prices), summed over the newest ${SESSION_SCAN_LIMIT} sessions at scrape time.`,
     registers: [registry],
@@ -173,6 +235,29 @@ export function createApiMetrics(sources: MetricsSources): ApiMetrics {
         this.set((await totals()).usdMicros / 1_000_000);
       } catch {
         this.reset();
+      }
+    },
+  });
+
+  registerQuotaGauges(registry, sources);
+  new Gauge({
+    name: 'orq_tenant_tasks',
+    help: 'Tasks per tenant at scrape time: in_flight (dispatched, not judged), waiting (ready, held back by scheduling.maxTasksInFlight) and waiting_for_quota (jobs of any role handed back to wait for a provider quota), and for a capped tenant waiting_for_cap (dispatched, handed back for a slot of tenants.maxTasksInFlight).',
+    labelNames: ['tenant', 'state'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      try {
+        const load = await readTenantLoad(sources.redis, sources.prefix, sources.queues.fair);
+        for (const t of load) {
+          this.set({ tenant: t.tenant, state: 'in_flight' }, t.tasksInFlight);
+          this.set({ tenant: t.tenant, state: 'waiting' }, t.tasksWaiting);
+          this.set({ tenant: t.tenant, state: 'waiting_for_quota' }, t.jobsWaitingForQuota);
+          if (t.tasksWaitingForSlot !== undefined)
+            this.set({ tenant: t.tenant, state: 'waiting_for_cap' }, t.tasksWaitingForSlot);
+        }
+      } catch (error) {
+        sources.logger.warn({ err: (error as Error).message }, 'metrics: tenant load unavailable');
       }
     },
   });
@@ -203,4 +288,94 @@ export function createApiMetrics(sources: MetricsSources): ApiMetrics {
       registers: [registry],
     }),
   };
+}
+
+/** A provider limit's figure as a gauge (issue 33); undefined leaves the limit out of it. */
+const QUOTA_GAUGES: {
+  name: string;
+  help: string;
+  value: (view: QuotaView) => number | undefined;
+}[] = [
+  {
+    name: 'orq_quota_requests_per_minute',
+    help: 'Requests per minute the limit allows (its rateLimit).',
+    value: (v) => v.requestsPerMinute,
+  },
+  {
+    name: 'orq_quota_requests_left',
+    help: "Requests of the limit's bucket that may start now.",
+    value: (v) => v.requestsLeft,
+  },
+  {
+    name: 'orq_quota_tokens_per_minute',
+    help: 'Tokens per minute the limit allows (its rateLimit).',
+    value: (v) => v.tokensPerMinute,
+  },
+  {
+    name: 'orq_quota_tokens_left',
+    help: "Tokens of the limit's bucket left now (below 0 while a call's excess is paid off).",
+    value: (v) => v.tokensLeft,
+  },
+  {
+    name: 'orq_quota_max_concurrent',
+    help: 'Calls the limit allows in flight at once (its rateLimit).',
+    value: (v) => v.maxConcurrent,
+  },
+  {
+    name: 'orq_quota_in_flight',
+    help: 'Calls holding a slot of the limit now.',
+    value: (v) => v.inFlight,
+  },
+  {
+    name: 'orq_quota_paused_seconds',
+    help: 'How long every pod still waits after a 429 (0 when not paused).',
+    value: (v) => v.pausedForMs / 1000,
+  },
+  {
+    name: 'orq_quota_granted_calls',
+    help: 'Calls granted the quota since the limit was first used.',
+    value: (v) => v.granted,
+  },
+  {
+    name: 'orq_quota_waits',
+    help: 'Times a call found the quota short or paused since the limit was first used.',
+    value: (v) => v.refused,
+  },
+  {
+    name: 'orq_quota_http_429',
+    help: 'Answers 429 from the provider since the limit was first used.',
+    value: (v) => v.throttled,
+  },
+  {
+    name: 'orq_quota_used_tokens',
+    help: 'Tokens the provider reported for the calls settled under the limit.',
+    value: (v) => v.usedTokens,
+  },
+];
+
+/** The provider limits' gauges, by limit name, read from Redis once per scrape. */
+function registerQuotaGauges(registry: Registry, sources: MetricsSources): void {
+  const store = new QuotaStore(sources.redis, sources.prefix);
+  const report = sharedPerScrape(() => store.report());
+  for (const gauge of QUOTA_GAUGES) {
+    new Gauge({
+      name: gauge.name,
+      help: `${gauge.help} Read at scrape time, by limit (provider, base URL, key hash).`,
+      labelNames: ['limit'] as const,
+      registers: [registry],
+      async collect() {
+        this.reset();
+        try {
+          for (const view of await report()) {
+            const value = gauge.value(view);
+            if (value !== undefined) this.set({ limit: view.name }, value);
+          }
+        } catch (error) {
+          if (gauge === QUOTA_GAUGES[0]) {
+            sources.logger.warn({ err: (error as Error).message }, 'metrics: quotas unavailable');
+          }
+        }
+      },
+    });
+  }
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { HistoryEntry } from '../../shared/domain/history.js';
+import { SessionResult } from '../../shared/domain/result.js';
 import { Session } from '../../shared/domain/session.js';
 import { Task } from '../../shared/domain/task.js';
 import { ResumeRequest, SubmitRequest } from '../client.js';
@@ -34,6 +35,7 @@ export function openApiRegistry(): Registry {
     [HistoryEntry, 'HistoryEntry'],
     [StoredHistoryEntry, 'StoredHistoryEntry'],
     [SessionView, 'SessionView'],
+    [SessionResult, 'SessionResult'],
     [SubmitRequest, 'SubmitRequest'],
     [ResumeRequest, 'ResumeRequest'],
     [ApiError, 'ApiError'],

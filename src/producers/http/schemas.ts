@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { HistoryEntry } from '../../shared/domain/history.js';
-import { Session, SessionId } from '../../shared/domain/session.js';
+import { Session, SessionId, TenantId } from '../../shared/domain/session.js';
+import { ListCursorText } from '../../shared/store/session-index.js';
 import { CancelReason, StreamId } from '../client.js';
 import { TaskProgress } from '../../shared/domain/progress.js';
 import { Task } from '../../shared/domain/task.js';
@@ -17,7 +18,12 @@ export const SessionParams = z.object({ id: SessionId });
 
 export const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(50),
+  /** Sessions skipped (after the cursor, when there is one). */
   offset: z.coerce.number().int().min(0).default(0),
+  /** The cursor a page's Link header (rel="next") carries: the next page starts after it. */
+  after: ListCursorText.optional(),
+  /** Only this tenant's sessions (a tenant's key always lists its own). */
+  tenant: TenantId.optional(),
 });
 
 export const HistoryQuery = z.object({
@@ -26,6 +32,11 @@ export const HistoryQuery = z.object({
   /** Only entries after this stream id. */
   after: StreamId.optional(),
   limit: z.coerce.number().int().min(1).max(100_000).optional(),
+});
+
+export const ResultQuery = z.object({
+  /** true: the result so far of a session still planning or running, instead of a 409. */
+  partial: z.enum(['true', 'false']).optional(),
 });
 
 export const EventsQuery = z.object({

@@ -4,7 +4,6 @@ import {
   createJsonSchemaTransform,
   createJsonSchemaTransformObject,
   serializerCompiler,
-  validatorCompiler,
 } from 'fastify-type-provider-zod';
 import { listenError } from '../../shared/listen-error.js';
 import { silentLogger, type Logger } from '../../shared/logger.js';
@@ -14,17 +13,28 @@ import { ORQ_VERSION } from '../../shared/version.js';
 import type { OrqClient } from '../client.js';
 import { refuseRepeatedQueryParameters } from './repeated-query.js';
 import { trackAllowedMethods } from './allowed-methods.js';
+import { validatorCompiler } from './validation.js';
+import { answerAfterUnreadBody, BODY_LIMIT_BYTES } from './unread-body.js';
 import { assertSafeToListen, installAuth } from './auth.js';
+import { installBoardGuard } from './board-guard.js';
+import { installTenantScope } from './tenant-scope.js';
+import { ApiKeyStore } from '../../shared/store/api-keys.js';
+import { installSecurityHeaders } from './security-headers.js';
 import { frameworkErrorHandler, installErrorHandler, MAX_PATH_PARAM_LENGTH } from './errors.js';
 import { createApiMetrics } from './metrics.js';
 import { openApiRegistry } from './openapi-registry.js';
 import { registerBoard } from './routes/board.js';
+import { registerDocsRoutes, registerIndexRoute } from './routes/docs.js';
 import type { RouteContext } from './routes/context.js';
 import { registerEventRoutes } from './routes/events.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerMetricsRoute } from './routes/metrics.js';
 import { registerOpenApiRoute } from './routes/openapi.js';
+import { registerQuotaRoutes } from './routes/quotas.js';
+import { registerResultRoute } from './routes/result.js';
 import { registerSessionRoutes } from './routes/sessions.js';
+import { registerTenantRoutes } from './routes/tenants.js';
+import { registerUiRoutes } from './routes/ui.js';
 import { SAFE_SESSION_OVERRIDES } from '../../shared/config/override-policy.js';
 
 export interface HttpServerOptions {
@@ -40,13 +50,31 @@ export interface HttpServerOptions {
   prefix?: string;
   /** Bearer token required on every route but /healthz and /readyz; no auth when absent. */
   token?: string;
-  /** Bull Board without retry/clean/promote/remove actions. */
+  /**
+   * Accept tenants' API keys (`orq keys create`), looked up hashed in the client's Redis. Only
+   * with a token or operator token: a server without auth has no callers to tell apart.
+   */
+  tenantKeys?: boolean;
+  /**
+   * ORQ_OPERATOR_TOKEN: opens every route as the API token does, and Bull Board's retry and
+   * clean. Without it the board is read-only for everyone.
+   */
+  operatorToken?: string;
+  /**
+   * Bull Board without retry and clean even for the operator, and the session view without
+   * resume/cancel.
+   */
   readOnlyBoard?: boolean;
   /**
    * Session settings a submit may set (override-policy.ts patterns); default
    * SAFE_SESSION_OVERRIDES, which names no program, file, endpoint or environment variable.
    */
   sessionOverrides?: readonly string[];
+  /**
+   * `provider/model` choices (`provider/*` for any model) a submit may make besides those the
+   * client's config uses (http.models); none by default.
+   */
+  offeredModels?: readonly string[];
   logger?: Logger;
 }
 
@@ -77,10 +105,19 @@ function openQueues(options: HttpServerOptions): { queues: QueueSet; close(): Pr
   };
 }
 
+/** The operator token from an option, else ORQ_OPERATOR_TOKEN; an empty value means none. */
+export function resolveOperatorToken(
+  token: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): string | undefined {
+  const value = token ?? env.ORQ_OPERATOR_TOKEN;
+  return value && value.length > 0 ? value : undefined;
+}
+
 /**
  * The HTTP API for other systems: sessions (create, list, get, cancel, resume, delete, prune,
  * history, SSE events), Bull Board at /admin/queues, /openapi.json generated from the zod
- * schemas, probes and Prometheus metrics. Returns a Fastify instance that is ready but not listening.
+ * schemas with its reference page at /docs, an index at /, probes and Prometheus metrics. Returns a Fastify instance that is ready but not listening.
  */
 export async function createHttpServer(options: HttpServerOptions): Promise<FastifyInstance> {
   const logger = (options.logger ?? silentLogger).child({ component: 'http' });
@@ -92,6 +129,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
     // Request lines would carry the board's ?token=…; errors are logged by the error handler.
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle',
+    bodyLimit: BODY_LIMIT_BYTES,
     routerOptions,
     // The router's own refusals (a bad URL, an over-long id) in orq's error body too. They come
     // before auth, as Fastify's own answers did: they repeat only the caller's path.
@@ -126,10 +164,26 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
     logger,
     streams: new Set(),
     sessionOverrides: options.sessionOverrides ?? SAFE_SESSION_OVERRIDES,
+    offeredModels: options.offeredModels ?? [],
   };
 
   installErrorHandler(app, logger, routeMethods);
-  installAuth(app, options.token);
+  installAuth(app, {
+    ...(options.token ? { token: options.token } : {}),
+    ...(options.operatorToken ? { operatorToken: options.operatorToken } : {}),
+    ...(options.tenantKeys !== false
+      ? { apiKeys: new ApiKeyStore(options.client.store.redis, options.client.store.prefix) }
+      : {}),
+  });
+  installTenantScope(app, options.client);
+  // The board writes only for the operator, and never adds or rewrites jobs (issue 41).
+  const boardReadOnly = (options.readOnlyBoard ?? false) || !options.operatorToken;
+  installBoardGuard(app, {
+    readOnly: boardReadOnly,
+    operatorConfigured: options.operatorToken !== undefined,
+  });
+  answerAfterUnreadBody(app);
+  installSecurityHeaders(app);
   app.addHook('onResponse', async (request, reply) => {
     metrics.httpRequests.inc({
       method: request.method,
@@ -156,7 +210,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
       components: {
         securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
       },
-      security: options.token ? [{ bearer: [] }] : [],
+      security: options.token || options.operatorToken ? [{ bearer: [] }] : [],
     },
     transform: createJsonSchemaTransform({ schemaRegistry }),
     transformObject: createJsonSchemaTransformObject({ schemaRegistry }),
@@ -165,10 +219,16 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
   refuseRepeatedQueryParameters(app);
   registerHealthRoutes(app, ctx);
   registerSessionRoutes(app, ctx);
+  registerResultRoute(app, ctx);
+  registerTenantRoutes(app, ctx);
   registerEventRoutes(app, ctx);
   registerMetricsRoute(app, ctx);
+  registerQuotaRoutes(app, ctx);
+  registerUiRoutes(app, ctx, { readOnly: options.readOnlyBoard ?? false });
   registerOpenApiRoute(app);
-  await registerBoard(app, queues, { readOnly: options.readOnlyBoard ?? false });
+  registerIndexRoute(app, options.token !== undefined || options.operatorToken !== undefined);
+  await registerDocsRoutes(app);
+  await registerBoard(app, queues, { readOnly: boardReadOnly });
 
   await app.ready();
   return app;
@@ -193,8 +253,13 @@ export interface RunningHttpServer {
  */
 export async function startHttpServer(options: StartHttpServerOptions): Promise<RunningHttpServer> {
   const token = resolveApiToken(options.token);
-  assertSafeToListen(options.host, token);
-  const app = await createHttpServer({ ...options, ...(token ? { token } : {}) });
+  const operatorToken = resolveOperatorToken(options.operatorToken);
+  assertSafeToListen(options.host, token, operatorToken);
+  const app = await createHttpServer({
+    ...options,
+    ...(token ? { token } : {}),
+    ...(operatorToken ? { operatorToken } : {}),
+  });
   try {
     await app.listen({ host: options.host, port: options.port });
   } catch (error) {

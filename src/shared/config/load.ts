@@ -7,6 +7,8 @@ import {
   ConfigError,
   describeZodIssues,
   OrqError,
+  parseForPeople,
+  unknownKeyMessage,
   unreadableReason,
   type FieldIssue,
 } from '../errors.js';
@@ -75,7 +77,7 @@ export function applyLegacyKeys(raw: unknown): unknown {
 
 /** Validates a raw configuration and fills every default; errors name each key by its path. */
 export function parseConfig(input: unknown, source?: string): OrqConfig {
-  const result = OrqConfig.safeParse(applyLegacyKeys(input));
+  const result = parseForPeople(OrqConfig, applyLegacyKeys(input));
   if (!result.success) throw new ConfigError(source, configIssues(result.error));
   const unworkable = unworkableSettings(result.data);
   if (unworkable.length > 0) throw new ConfigError(source, unworkable);
@@ -89,7 +91,7 @@ function configIssues(error: z.ZodError): FieldIssue[] {
     // One issue per key, each under its own full path, so every typo is named where it is.
     return issue.keys.map((key) => {
       const path = [...parent, key].join('.');
-      return { path, message: `unknown key "${path}"${suggestion(parent, key)}` };
+      return { path, message: `${unknownKeyMessage([...parent, key])}${suggestion(parent, key)}` };
     });
   });
 }

@@ -14,7 +14,10 @@ import { isPlainObject } from '../plain-object.js';
  * commandAllowlist and workspaceRoot; llm.*.baseUrl and apiKeyEnv; llm.scenario and
  * llm.record; planning.history. And execution.defaultExecutor and taskExecutors: the agent
  * executor runs programs its model picks, so which executor runs is the operator's choice too;
- * and budget.maxTasks, which bounds how long one script may hold the operator's Redis.
+ * budget.maxTasks, which bounds how long one script may hold the operator's Redis; and
+ * budget.prices, since a lower price lifts a maxUsd limit. What values a caller may give the
+ * settings it may set is bounded too (caller-limits.ts): models the operator offers, budgets no
+ * higher than the operator's.
  */
 export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'refinement',
@@ -42,7 +45,7 @@ export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'budget.maxTokens',
   'budget.maxUsd',
   'budget.reserveTokensPerCall',
-  'budget.prices',
+  'result',
 ];
 
 /** A pattern as the config accepts it: dotted keys or `*`, e.g. `llm.*.model`. */

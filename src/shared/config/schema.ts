@@ -150,13 +150,30 @@ export const McpServerConfig = z.discriminatedUnion('transport', [
     env: z
       .record(z.string(), z.string())
       .default({})
-      .describe('Added to a minimal environment (PATH, HOME, ...).'),
+      .describe(
+        'Added to a minimal environment (PATH, HOME, ...). Kept in Redis with the session: name secrets with envFromPod instead.',
+      ),
+    envFromPod: z
+      .record(z.string().min(1), z.string().min(1))
+      .optional()
+      .describe(
+        "Variables of the server's environment read from the pod's when it starts, e.g. {GITHUB_TOKEN: ORQ_MCP_GITHUB_TOKEN}: the secret stays in the pod, only its name travels with the session.",
+      ),
   }),
   z.strictObject({
     name: ServerName,
     transport: z.literal('http'),
     url: z.url().describe('Streamable HTTP endpoint of the server.'),
-    headers: z.record(z.string(), z.string()).default({}),
+    headers: z
+      .record(z.string(), z.string())
+      .default({})
+      .describe('Kept in Redis with the session: name secrets with headersFromEnv instead.'),
+    headersFromEnv: z
+      .record(z.string().min(1), z.string().min(1))
+      .optional()
+      .describe(
+        "Headers read from the pod's environment when it connects, e.g. {Authorization: ORQ_MCP_AUTH}: the secret stays in the pod, only its name travels with the session.",
+      ),
   }),
 ]);
 export type McpServerConfig = z.infer<typeof McpServerConfig>;
@@ -196,6 +213,12 @@ export const CommandExecutorConfig = z.strictObject({
     .default(1_048_576)
     .describe('Cap on the captured output of the agent and of each check (the tail is kept).'),
   checks: z.array(CommandCheckConfig).default([]),
+  providerKeys: z
+    .array(z.string().min(1))
+    .default([])
+    .describe(
+      'Provider key variables the agent CLI gets, e.g. [ANTHROPIC_API_KEY]: a pod takes its provider keys out of its environment, so the CLI inherits none it is not given here. Each is read as orq reads keys: the variable, or the file its _FILE variable names.',
+    ),
 });
 export type CommandExecutorConfig = z.infer<typeof CommandExecutorConfig>;
 
@@ -238,7 +261,15 @@ export const ExecutionConfig = z.strictObject({
   commandAllowlist: z
     .array(z.string().min(1))
     .optional()
-    .describe("Programs (argv[0]) the agent's run_command tool may start; any when unset."),
+    .describe(
+      "Programs (argv[0]) the agent's run_command tool may start; any when unset. An allowed program still runs as the pod's user: see execution.toolSandbox.",
+    ),
+  toolSandbox: z
+    .enum(['auto', 'required', 'off'])
+    .default('auto')
+    .describe(
+      "run_command's programs in a PID namespace of their own (bwrap, else unshare), where they cannot see the pod's processes, so not its environment (API keys) or memory. auto: where one works, else without (the task's log says so); required: a command is refused where none works; off: never.",
+    ),
   toolTimeoutSeconds: z
     .number()
     .int()
@@ -298,10 +329,53 @@ export type PlanningConfig = z.infer<typeof PlanningConfig>;
 export const LlmProviderName = z.enum(['builtin', 'openai', 'anthropic']);
 export type LlmProviderName = z.infer<typeof LlmProviderName>;
 
+/**
+ * A provider's quota (issue 33), shared by every pod and role whose provider kind, base URL and
+ * API key are the same (src/shared/llm/quota.ts): enforced in Redis before each call, and
+ * paused for all of them on a 429 until the time the provider gives.
+ */
+export const RateLimitConfig = z.strictObject({
+  requestsPerMinute: z
+    .number()
+    .positive()
+    .optional()
+    .describe('Requests per minute the provider allows for this key; no limit when unset.'),
+  tokensPerMinute: z
+    .number()
+    .positive()
+    .optional()
+    .describe(
+      'Input + output tokens per minute; each call reserves an estimate (prompt characters / 4 + maxOutputTokens, or when unset 16384 for Anthropic, 1024 for OpenAI) and is settled with the usage the provider reports.',
+    ),
+  maxConcurrent: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .describe(
+      'Calls in flight at once over all pods; a slot of a pod that died is freed when its lease (the call time limit + 5 s) lapses.',
+    ),
+  burstSeconds: z
+    .number()
+    .min(1)
+    .max(60)
+    .default(10)
+    .describe(
+      "How many seconds' worth of the per-minute quota may be spent at once after a quiet spell (the bucket's size). Lower it for a provider that enforces its quota over shorter spans.",
+    ),
+});
+export type RateLimitConfig = z.infer<typeof RateLimitConfig>;
+
 const llmRoleShape = {
   provider: LlmProviderName.describe('builtin is deterministic and offline (tests, demo).'),
   model: z.string().min(1),
-  temperature: z.number().min(0).max(2),
+  temperature: z
+    .number()
+    .min(0)
+    .max(2)
+    .describe(
+      "Sampling temperature for OpenAI-compatible servers, sent only when set (the server's default otherwise; OpenAI's reasoning models refuse any other). Not sent to Anthropic.",
+    ),
   timeoutSeconds: z
     .number()
     .min(1)
@@ -309,43 +383,52 @@ const llmRoleShape = {
     .describe(
       'Time limit of one model call, retries included. The replanner uses replanning.timeoutSeconds (seed 001), or llm.replanner.timeoutSeconds when that is lower.',
     ),
-  baseUrl: z.url().describe('OpenAI-compatible servers: Ollama, vLLM, LM Studio.'),
+  baseUrl: z
+    .url()
+    .describe(
+      "The provider's server or a gateway: …/v1 for OpenAI-compatible servers (Ollama, vLLM, LM Studio), no /v1 for Anthropic. A role naming another provider than llm.default does not inherit it, nor apiKeyEnv, rateLimit or model.",
+    ),
   apiKeyEnv: z
     .string()
     .min(1)
     .describe(
-      'Environment variable holding the API key (default OPENAI_API_KEY or ANTHROPIC_API_KEY; none needed with a baseUrl such as Ollama).',
+      "Environment variable holding the API key (default OPENAI_API_KEY or ANTHROPIC_API_KEY; none needed with a baseUrl such as Ollama). Or <variable>_FILE names a file holding it (a mounted secret), which keeps the key out of the pod's environment. A pod takes the key out of its environment when it starts, so no program it runs inherits it.",
     ),
   maxRetries: z
     .number()
     .int()
     .min(0)
     .max(10)
-    .describe('Retries with backoff on rate limits (429), server errors (5xx) and timeouts.'),
+    .describe(
+      'Retries with backoff on rate limits (429), server errors (5xx) and timeouts. With a rateLimit, a 429 is not retried by the SDK: it pauses the shared limit until the time the provider gives.',
+    ),
   maxOutputTokens: z
     .number()
     .int()
     .min(1)
     .max(1_000_000)
     .describe(
-      'Cap on the tokens of one reply (Anthropic max_tokens, default 8192; OpenAI max_completion_tokens, sent only when set).',
+      'Cap on the tokens of one reply (Anthropic max_tokens, default 16384; OpenAI max_completion_tokens, sent only when set). Raise it for long worker output.',
     ),
   structuredOutput: z
     .enum(['native', 'json', 'prompt'])
     .describe(
-      'native: the provider enforces the JSON Schema (OpenAI json_schema, Anthropic forced tool); json: JSON mode only; prompt: the schema is in the prompt only, for servers without either.',
+      'native: the provider enforces the JSON Schema (OpenAI json_schema, Anthropic output_config.format); json: JSON mode only; prompt: the schema is in the prompt only, for servers without either.',
     ),
   toolCalling: z
     .enum(['native', 'structured'])
     .describe(
       "How the agent executor's model calls a tool. native: the provider's function calling, with each tool's input schema (OpenAI tools, Anthropic tool_use); structured: a structured reply naming the tool and its arguments, for servers or models without function calling.",
     ),
+  rateLimit: RateLimitConfig.describe(
+    "The provider's quota, shared by every role and pod with the same provider, baseUrl and API key; {} alone shares a 429's pause.",
+  ),
 };
 
 export const LlmRoleConfig = z.strictObject({
   provider: llmRoleShape.provider.default('builtin'),
   model: llmRoleShape.model.default('builtin'),
-  temperature: llmRoleShape.temperature.default(0),
+  temperature: llmRoleShape.temperature.optional(),
   timeoutSeconds: llmRoleShape.timeoutSeconds.default(120),
   baseUrl: llmRoleShape.baseUrl.optional(),
   apiKeyEnv: llmRoleShape.apiKeyEnv.optional(),
@@ -353,6 +436,7 @@ export const LlmRoleConfig = z.strictObject({
   maxOutputTokens: llmRoleShape.maxOutputTokens.optional(),
   structuredOutput: llmRoleShape.structuredOutput.default('native'),
   toolCalling: llmRoleShape.toolCalling.default('native'),
+  rateLimit: llmRoleShape.rateLimit.optional(),
 });
 export type LlmRoleConfig = z.infer<typeof LlmRoleConfig>;
 
@@ -367,6 +451,7 @@ const LlmRoleOverride = z.strictObject({
   maxOutputTokens: llmRoleShape.maxOutputTokens.optional(),
   structuredOutput: llmRoleShape.structuredOutput.optional(),
   toolCalling: llmRoleShape.toolCalling.optional(),
+  rateLimit: llmRoleShape.rateLimit.optional(),
 });
 
 /** Record every model request/response pair, or answer from such a recording (record-replay.ts). */
@@ -388,20 +473,109 @@ export const LlmRecordConfig = z.strictObject({
 });
 export type LlmRecordConfig = z.infer<typeof LlmRecordConfig>;
 
+/**
+ * Adaptive judging (issue 38): ask the plan judge again only while its mean score is within a
+ * margin of a line where the refinement decision changes (rules/adaptive-judging.ts).
+ */
+export const AdaptiveJudgingConfig = z.strictObject({
+  maxCalls: z
+    .number()
+    .int()
+    .min(1)
+    .max(15)
+    .default(8)
+    .describe('Hard cap on plan judge calls for one plan, the first included.'),
+  acceptanceScore: z
+    .number()
+    .min(0)
+    .max(100)
+    .default(70)
+    .describe(
+      "The score that marks an acceptable plan, as the judge's prompt says (70): the line the margin is tested against.",
+    ),
+  priorSigma: z
+    .number()
+    .min(0.5)
+    .max(50)
+    .default(7.5)
+    .describe(
+      "The judge's noise in score points (one standard deviation) assumed before its samples show their spread; with learnNoise, only until its repeated scores on earlier plans do.",
+    ),
+  z: z
+    .number()
+    .min(0)
+    .max(5)
+    .default(1.25)
+    .describe(
+      'Margin at the first call, in standard deviations; it shrinks as calls^-marginExponent. Larger: fewer wrong decisions, more calls.',
+    ),
+  marginExponent: z
+    .number()
+    .min(0.5)
+    .max(1.5)
+    .default(1)
+    .describe(
+      "How fast the margin shrinks: z·σ/calls^marginExponent. 0.5 is a confidence interval (keeps asking about scores right on a line), 1 Wald's sequential test (stops earlier).",
+    ),
+  learnNoise: z
+    .boolean()
+    .default(true)
+    .describe(
+      "Learn the judge's noise from the spread of its repeated scores on earlier plans (kept in Redis per judge provider and model, shared by every pod), starting from priorSigma; false: priorSigma and the plan's own scores only. Off while llm.record records or replays, so a replay makes the recorded calls.",
+    ),
+  learnedWeight: z
+    .number()
+    .int()
+    .min(1)
+    .max(1000)
+    .default(50)
+    .describe(
+      "At most this many earlier repeated calls' worth of spread weigh in the learned noise, against priorSigma's 2: priorSigma keeps a say, and a plan's own scores still count.",
+    ),
+  stagnationLines: z
+    .boolean()
+    .default(false)
+    .describe(
+      'Also ask again near the stagnation and noise lines drawn from the previous score (they choose between replan and reject of an unacceptable plan).',
+    ),
+});
+export type AdaptiveJudgingConfig = z.infer<typeof AdaptiveJudgingConfig>;
+
 /** Judge noise (issue 4): sample the plan judge k times and decide on the median score. */
 export const JudgeSamplesConfig = z.strictObject({
+  mode: z
+    .enum(['fixed', 'adaptive'])
+    .default('fixed')
+    .describe(
+      "fixed: k calls per plan (k = 1 is the seeds' rule); adaptive: one call, then more only where they can change the decision (see adaptive).",
+    ),
   k: z
     .number()
     .int()
     .min(1)
     .max(15)
     .default(1)
-    .describe('Plan judge calls per plan; 1 turns sampling off. An odd k avoids vote ties.'),
+    .describe(
+      'Plan judge calls per plan in fixed mode; 1 turns sampling off. An odd k avoids vote ties.',
+    ),
   aggregate: z
     .enum(['median'])
     .default('median')
     .describe(
-      'median: the median score decides, isAcceptable by majority, the spread goes to history.',
+      'median: the median score decides, isAcceptable by majority, the spread goes to history. Adaptive mode uses the rounded mean.',
+    ),
+  adaptive: AdaptiveJudgingConfig.prefault({}),
+  logprobScores: z
+    .boolean()
+    .default(false)
+    .describe(
+      "The plan score is the expected value over the score token's log-probabilities (OpenAI-compatible servers that return logprobs: OpenAI, vLLM), in one call; the stated score where none are returned.",
+    ),
+  confirmTaskVerdicts: z
+    .array(z.enum(['replan', 'blocked']))
+    .default([])
+    .describe(
+      'Task verdicts that stand only when a second task judge call agrees; a disagreement is settled by a third call (majority), and when all three differ by the first verdict not listed here.',
     ),
 });
 export type JudgeSamplesConfig = z.infer<typeof JudgeSamplesConfig>;
@@ -441,8 +615,9 @@ export type ModelPrice = z.infer<typeof ModelPrice>;
 
 /**
  * Cost control (issue 4): every call's tokens are counted per session, role and task; with a
- * limit set, each call first reserves an estimate atomically and the session stops in
- * BUDGET_EXHAUSTED when a reservation would cross the limit.
+ * limit set, each call first reserves what it can use atomically, waits while calls in flight
+ * hold the room it needs, and the session stops in BUDGET_EXHAUSTED when what is used leaves no
+ * room for the next call.
  */
 export const BudgetConfig = z.strictObject({
   maxTokens: z
@@ -463,7 +638,7 @@ export const BudgetConfig = z.strictObject({
     .max(10_000_000)
     .default(4000)
     .describe(
-      'Tokens reserved before each model call; a call that uses more can overspend by the excess.',
+      "Tokens a model call reserves for its output when it sends no output limit (OpenAI-compatible without maxOutputTokens), and for the whole call where its prompt is not known ahead (the builtin provider). Other calls reserve their prompt's tokens plus their output limit.",
     ),
   prices: z
     .record(z.string().min(1), ModelPrice)
@@ -481,6 +656,43 @@ export const BudgetConfig = z.strictObject({
 });
 export type BudgetConfig = z.infer<typeof BudgetConfig>;
 
+/**
+ * What `orq result`, client.result() and GET /sessions/:id/result give as the session's result
+ * (rules/session-result.ts). A session setting, so every reader of one session agrees.
+ */
+export const ResultConfig = z.strictObject({
+  tasks: z
+    .enum(['final', 'done'])
+    .default('final')
+    .describe(
+      'Which tasks make up the result: final (those no other task depends on, a replanned task counted as its subtasks; a final task skipped or cancelled counted as the done tasks it followed) or done (every DONE task, in plan order).',
+    ),
+  maxTextLength: z
+    .number()
+    .int()
+    .min(100)
+    .max(100_000_000)
+    .optional()
+    .describe(
+      "Characters of the result's text form (what `orq result` and `orq run` print); a longer one is cut, with a note. The outputs in JSON are never cut. No limit when unset.",
+    ),
+});
+export type ResultConfig = z.infer<typeof ResultConfig>;
+
+/** How a session's ready tasks are released to the workers (docs/fairness.md). */
+export const SchedulingConfig = z.strictObject({
+  maxTasksInFlight: z
+    .number()
+    .int()
+    .min(0)
+    .max(100_000)
+    .default(0)
+    .describe(
+      'Tasks of one session dispatched to workers at once; its other ready tasks wait in Redis, longest critical path first, and go as its tasks finish. 0: no limit (every ready task is enqueued at once, longest critical path first; fair release still orders sessions in the queues).',
+    ),
+});
+export type SchedulingConfig = z.infer<typeof SchedulingConfig>;
+
 /** The part of the configuration that travels with a session, so every pod decides alike. */
 export const SessionConfig = z.strictObject({
   refinement: RefinementConfig.prefault({}),
@@ -489,6 +701,9 @@ export const SessionConfig = z.strictObject({
   planning: PlanningConfig.prefault({}),
   llm: LlmConfig.prefault({}),
   budget: BudgetConfig.prefault({}),
+  result: ResultConfig.prefault({}),
+
+  scheduling: SchedulingConfig.prefault({}),
 });
 export type SessionConfig = z.infer<typeof SessionConfig>;
 
@@ -564,6 +779,12 @@ export const QueuesConfig = z.strictObject({
     .int()
     .min(1)
     .default(7 * 86_400),
+  taskJobNames: z
+    .enum(['descriptive', 'plain'])
+    .default('descriptive')
+    .describe(
+      'Names of work, task-judge and replan jobs: descriptive (`execute t4 "Write parser" #2`, shown by Bull Board) or plain (`execute`). Set plain while a rolling upgrade still runs pods from before task cards (issue 40): those refuse descriptive names.',
+    ),
   historyMaxLength: z
     .number()
     .int()
@@ -610,7 +831,9 @@ export const HttpConfig = z.strictObject({
   readOnlyBoard: z
     .boolean()
     .default(false)
-    .describe('Bull Board in read-only mode: no retry, clean, promote or remove from the UI.'),
+    .describe(
+      'Bull Board and the session view (/ui) in read-only mode: no retry or clean in the board even for the operator (ORQ_OPERATOR_TOKEN), no resume or cancel in the view. The board never adds, edits, promotes or removes jobs, nor pauses, empties or obliterates queues; without ORQ_OPERATOR_TOKEN it is read-only for everyone.',
+    ),
   sessionOverrides: z
     .array(
       z
@@ -628,9 +851,49 @@ export const HttpConfig = z.strictObject({
     )
     .default([...SAFE_SESSION_OVERRIDES])
     .describe(
-      'Session settings a submit over the HTTP API may set (dotted paths, * for any one key; ["*"] for all). The default leaves out every setting that names a program, file, endpoint or environment variable, execution.defaultExecutor and taskExecutors, and budget.maxTasks; the CLI and the typed client are not limited.',
+      'Session settings a submit over the HTTP API may set (dotted paths, * for any one key; ["*"] for all). The default leaves out every setting that names a program, file, endpoint or environment variable, execution.defaultExecutor and taskExecutors, budget.maxTasks and budget.prices; the CLI and the typed client are not limited.',
+    ),
+  models: z
+    .array(
+      z
+        .string()
+        .regex(
+          /^(builtin|openai|anthropic)\/.+$/,
+          'provider/model, e.g. openai/gpt-4o-mini, or provider/* for any model of it',
+        ),
+    )
+    .default([])
+    .describe(
+      'Providers and models a submit over the HTTP API may choose for a role (llm.<role>.provider and model) besides those this config uses for some role, e.g. ["openai/gpt-4o-mini", "anthropic/*"]. A submit may also only lower budget.maxTokens and budget.maxUsd.',
     ),
 });
+
+/** A tenant's cap on work jobs running at once. */
+const TenantCap = z
+  .number()
+  .int()
+  .min(0)
+  .max(100_000)
+  .describe(
+    "Work jobs of one tenant's sessions running at once across every worker pod; a job over it goes back to its queue, delayed, and tries again about a second later. 0: no cap.",
+  );
+
+/**
+ * Caps per tenant (issue 33). A pod setting, not a session one: a submitter must not be able
+ * to raise its own tenant's cap. Worker pods apply it, so they must agree on it.
+ */
+export const TenantsConfig = z.strictObject({
+  maxTasksInFlight: TenantCap.default(0).describe(
+    "Work jobs of one tenant's sessions running at once across every worker pod, for a tenant without an entry in tenants.caps; a job over it is handed back to its queue as delayed (no attempt spent) with `waiting for a tenant slot (<tenant>)` as its progress, and tries again about a second later. 0 (the default): no cap. Every worker pod must have the same setting.",
+  ),
+  caps: z
+    .record(z.string(), z.strictObject({ maxTasksInFlight: TenantCap }))
+    .default({})
+    .describe(
+      'Per tenant, a cap of its own that replaces tenants.maxTasksInFlight (0: none for that tenant), e.g. {"acme": {"maxTasksInFlight": 4}}.',
+    ),
+});
+export type TenantsConfig = z.infer<typeof TenantsConfig>;
 
 /** The whole configuration file. */
 export const OrqConfig = z.strictObject({
@@ -640,6 +903,7 @@ export const OrqConfig = z.strictObject({
   queues: QueuesConfig.prefault({}),
   retention: RetentionConfig.prefault({}),
   concurrency: ConcurrencyConfig.prefault({}),
+  tenants: TenantsConfig.prefault({}),
   http: HttpConfig.prefault({}),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

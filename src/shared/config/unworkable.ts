@@ -1,6 +1,6 @@
 import type { FieldIssue } from '../errors.js';
-import { unpricedModels } from '../llm/metered.js';
-import { MODEL_ROLES, roleConfig } from '../llm/role-config.js';
+import { leastReservation, unpricedModels } from '../llm/metered.js';
+import { MODEL_ROLES, outputCap, roleConfig } from '../llm/role-config.js';
 import type { SessionConfig } from './schema.js';
 
 /**
@@ -15,17 +15,27 @@ export function unworkableSettings(config: SessionConfig): FieldIssue[] {
     // 'builtin' is the default model name: a real provider given no model would be sent it.
     if (provider === 'builtin' || model !== 'builtin') continue;
     const path = llm[role]?.provider !== undefined ? `llm.${role}.model` : 'llm.default.model';
-    const example = provider === 'anthropic' ? 'claude-sonnet-4-5' : 'gpt-4o-mini';
+    const example = provider === 'anthropic' ? 'claude-sonnet-5-5' : 'gpt-4o-mini';
     issues.set(
       path,
       `provider ${provider} needs a model name (e.g. ${example}); "builtin" names the offline builtin provider's only`,
     );
   }
-  if (budget.maxTokens !== undefined && budget.maxTokens < budget.reserveTokensPerCall) {
-    issues.set(
-      'budget.maxTokens',
-      `${budget.maxTokens} is less than one call's reservation (budget.reserveTokensPerCall ${budget.reserveTokensPerCall}), so the first model call would stop the session; raise maxTokens or lower reserveTokensPerCall`,
+  if (budget.maxTokens !== undefined) {
+    // Every call reserves at least its output limit: a role whose limit passes maxTokens never runs.
+    const [role, least] = MODEL_ROLES.map((r) => [r, leastReservation(config, r)] as const).reduce(
+      (a, b) => (b[1] > a[1] ? b : a),
     );
+    const own = roleConfig(llm, role);
+    const capped = own.provider !== 'builtin' && outputCap(own) !== undefined;
+    if (budget.maxTokens < least) {
+      issues.set(
+        'budget.maxTokens',
+        capped
+          ? `${budget.maxTokens} is less than one ${role} call's reservation (its output limit, ${least} tokens), so its first call would stop the session; raise maxTokens or set a lower llm.${role}.maxOutputTokens`
+          : `${budget.maxTokens} is less than one call's reservation (budget.reserveTokensPerCall ${budget.reserveTokensPerCall}), so the first model call would stop the session; raise maxTokens or lower reserveTokensPerCall`,
+      );
+    }
   }
   return [...issues].map(([path, message]) => ({ path, message }));
 }

@@ -61,6 +61,8 @@ export const HistoryEntry = z.discriminatedUnion('type', [
     type: z.literal('execution'),
     attempt: z.number().int().min(0),
     result: TaskResult,
+    /** The fence of the delivery whose result this is, when a later delivery ran it (past 1). */
+    fence: z.number().int().min(2).optional(),
   }),
   z.object({
     ...base,

@@ -3,3 +3,4 @@ export * from './plan.js';
 export * from './refinement.js';
 export * from './session.js';
 export * from './history.js';
+export * from './result.js';

@@ -34,6 +34,22 @@ export const RESUMABLE_SESSION_STATES: readonly SessionState[] = [
   'BUDGET_EXHAUSTED',
 ];
 
+/**
+ * Who a session is for: fairness shares the workers equally among tenants first, then among a
+ * tenant's sessions (docs/fairness.md).
+ */
+export const TenantId = z
+  .string()
+  .min(1, { error: 'a tenant must not be empty', abort: true })
+  .max(64, 'a tenant has at most 64 characters')
+  .regex(/^[A-Za-z0-9_.-]+$/, 'tenants use letters, digits and _ . - only');
+export type TenantId = z.infer<typeof TenantId>;
+
+/** A session's priority: 1 to 9, higher served first; 5 when not given. */
+export const SessionPriority = z.number().int().min(1).max(9);
+const DEFAULT_TENANT = 'default';
+const DEFAULT_PRIORITY = 5;
+
 export const SessionId = z
   .string()
   // An empty id is one problem: not also a bad character (abort stops the checks after it).
@@ -84,5 +100,14 @@ export const Session = z.object({
   requestDigest: z.string().optional(),
   /** Free-form labels from the submitter. */
   metadata: z.record(z.string(), z.string()).default({}),
+  /** Whose session this is, for fair dispatch among tenants (sessions stored before: default). */
+  tenant: TenantId.default(DEFAULT_TENANT),
+  /** Served before every session of a lower priority (fair-release.ts). */
+  priority: SessionPriority.default(DEFAULT_PRIORITY),
+  /**
+   * The W3C traceparent of the span that submitted it (tracing off: none): a cancel or resume
+   * requested later joins the session's trace under it.
+   */
+  traceparent: z.string().max(64).optional(),
 });
 export type Session = z.infer<typeof Session>;

@@ -69,13 +69,37 @@ export const TaskResult = z.object({
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 
-/** The Judge's verdict on one execution (seed 001's three-way judgement). */
-export const TaskJudgement = z.object({
+/**
+ * What the task judge (a model) answers on one execution (seed 001's three-way judgement). Both
+ * flags are required: a failed verdict without them is a repair turn, so BLOCKED (all three
+ * false) means the judge said so, not that it left the flags out.
+ */
+export const TaskJudgementAnswer = z.object({
   success: z.boolean(),
-  shouldContinue: z.boolean().default(false),
-  shouldReplan: z.boolean().default(false),
+  shouldContinue: z.boolean(),
+  shouldReplan: z.boolean(),
   reason: z.string().default(''),
   missingRequirements: z.array(z.string()).default([]),
+});
+export type TaskJudgementAnswer = z.infer<typeof TaskJudgementAnswer>;
+
+/**
+ * A task verdict as orq keeps it. The flags default to false for orq's own fakes (scenario
+ * files, the builtin models) and for records stored before the answer required them.
+ */
+export const TaskJudgement = TaskJudgementAnswer.extend({
+  shouldContinue: z.boolean().default(false),
+  shouldReplan: z.boolean().default(false),
+  /**
+   * With llm.judgeSamples.confirmTaskVerdicts: every verdict asked for (in call order) and why
+   * the one kept was kept. Absent when one call decided.
+   */
+  confirmation: z
+    .object({
+      verdicts: z.array(z.enum(['done', 'continue', 'replan', 'blocked'])),
+      reason: z.string(),
+    })
+    .optional(),
 });
 export type TaskJudgement = z.infer<typeof TaskJudgement>;
 
@@ -106,6 +130,11 @@ export const Task = z.object({
   replanPending: z.boolean().default(false),
   /** While BLOCKED: why (the reason of the change to BLOCKED), for status views. */
   blockedReason: z.string().optional(),
+  /**
+   * Tasks in the longest chain of dependents behind this one, itself included (critical-path.ts):
+   * among ready tasks, the longest goes to a worker first. Absent on tasks stored before.
+   */
+  criticalPath: z.number().int().min(1).optional(),
   /** When its latest execution was dispatched (ISO time), for status views' elapsed times. */
   startedAt: z.string().optional(),
   /** When it last stopped running (judged done, blocked, cancelled, ...); absent while it runs. */
@@ -121,4 +150,12 @@ export type TaskInput = z.input<typeof Task>;
  */
 export function isExecuting(task: Pick<Task, 'state' | 'replanPending'>): boolean {
   return ACTIVE_TASK_STATES.includes(task.state) && !task.replanPending;
+}
+
+/**
+ * A task that may run but has not been dispatched: READY with no dependency left. It waits in
+ * its session's ready set for a slot (scheduling.maxTasksInFlight).
+ */
+export function isWaitingForSlot(task: Pick<Task, 'state' | 'pendingDependencies'>): boolean {
+  return task.state === 'READY' && task.pendingDependencies === 0;
 }

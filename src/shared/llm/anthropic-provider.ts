@@ -7,26 +7,35 @@ import {
   sdkRequest,
   sdkClientOptions,
   resolveApiKey,
+  NO_USAGE,
   tokenCount,
   type ChatCompletion,
   type ChatProvider,
   type ChatRequest,
   type ModelRole,
 } from './chat.js';
-import { replyJsonSchema } from './structured.js';
+import { withSdkWarnings } from './provider-warnings.js';
+import type { TokenUsage } from '../domain/task.js';
+import { anthropicJsonSchema } from './structured.js';
+import { estimateUsage } from './token-estimate.js';
 
 // The SDK is ~250 modules: it loads on a provider's first call, not with every CLI command.
 const loadSdk = loadOnce(() => import('@anthropic-ai/sdk'));
 
-/** Anthropic's messages API requires max_tokens; this is used when maxOutputTokens is unset. */
-export const DEFAULT_ANTHROPIC_MAX_TOKENS = 8192;
+/**
+ * Anthropic's messages API requires max_tokens; this is sent when the role's maxOutputTokens is
+ * unset. Room for a long worker reply, every current model allows it, and it stays under the
+ * size the SDK expects to take over 10 minutes without streaming (about 21,000 tokens).
+ */
+export const DEFAULT_ANTHROPIC_MAX_TOKENS = 16_384;
 
 /**
- * Anthropic's messages API through the official SDK. Structured output in `native` mode is a
- * single tool whose input_schema is the reply's JSON Schema, forced with tool_choice, so the
- * reply is the tool's input; in `json` and `prompt` modes the model writes the JSON as text
- * (the prompt carries the schema). Retries (429, 529 overloaded, 5xx) and backoff are the SDK's;
- * `timeoutMs` bounds the whole call, retries included.
+ * Anthropic's messages API through the official SDK. Structured output in `native` mode is
+ * JSON outputs (`output_config.format` with the reply's JSON Schema), answered as text; in
+ * `json` and `prompt` modes the model writes the JSON as text too (the prompt carries the
+ * schema). No tool is ever forced: current Claude models refuse it. Retries (429, 529 overloaded, 5xx) and backoff are the SDK's,
+ * but for a 429 under a rateLimit, which pauses the shared quota (quota.ts); `timeoutMs`
+ * bounds the whole call, retries included.
  */
 export function createAnthropicProvider(
   role: ModelRole,
@@ -35,12 +44,22 @@ export function createAnthropicProvider(
 ): ChatProvider {
   const options = sdkClientOptions(config, resolveApiKey(role, config, env));
   const client = loadOnce(
-    async () => new (await loadSdk()).default({ ...options, openTelemetry: false }),
+    async () =>
+      new (await loadSdk()).default({
+        ...options,
+        // The key in x-api-key, as Anthropic's API and gateways in front of it expect; this SDK
+        // would send it as `Authorization: Bearer`, which they refuse.
+        defaultHeaders: { 'x-api-key': options.apiKey, authorization: null },
+        openTelemetry: false,
+      }),
   );
   const where = sdkCallTarget(role, 'anthropic', config, 'ANTHROPIC_API_KEY');
 
   return {
     label: where.label,
+    async ready() {
+      await client();
+    },
     async complete(request: ChatRequest): Promise<ChatCompletion> {
       const target = { ...where, timeoutMs: request.timeoutMs };
       const sdk = await loadSdk();
@@ -49,19 +68,22 @@ export function createAnthropicProvider(
         target,
         request,
         sdk,
-        (options) => anthropic.messages.create(messageParams(config, request), options),
+        (options) =>
+          withSdkWarnings('anthropic', { role, model: config.model }, () =>
+            anthropic.messages.create(messageParams(config, request), options),
+          ),
       );
-      const billed = message.usage;
+      const isMessage = Array.isArray(message.content);
+      const raw = !isMessage
+        ? ''
+        : request.tools
+          ? toolCallText(message)
+          : replyText(message, request.schemaName);
       // Billed even when the reply is of no use: a failure carries it for the meter.
-      const usage = {
-        // input_tokens excludes cached input; all of it was sent, so all of it counts.
-        inputTokens:
-          tokenCount(billed?.input_tokens) +
-          tokenCount(billed?.cache_creation_input_tokens) +
-          tokenCount(billed?.cache_read_input_tokens),
-        outputTokens: tokenCount(billed?.output_tokens),
-      };
-      if (!Array.isArray(message.content)) {
+      const usage = await billedUsage(message, isMessage, () =>
+        estimateUsage(request, config, raw),
+      );
+      if (!isMessage) {
         throw callFailure('reply', target, {
           message:
             typeof message === 'string'
@@ -78,15 +100,45 @@ export function createAnthropicProvider(
           truncated: true,
         });
       }
-      const raw = request.tools ? toolCallText(message) : replyText(message, request.schemaName);
       if (raw.trim() === '') {
         throw callFailure('reply', target, {
           message: `no tool input and no text (stop_reason ${message.stop_reason ?? 'unknown'})`,
           usage,
         });
       }
-      return { raw, usage };
+      return {
+        raw,
+        usage,
+        ...(typeof message.model === 'string' ? { responseModel: message.model } : {}),
+        ...(message.stop_reason ? { finishReasons: [message.stop_reason] } : {}),
+      };
     },
+  };
+}
+
+/**
+ * What the message was billed: input_tokens excludes cached input, but all of it was sent, so
+ * all of it counts. A server that leaves usage or a field of it out (a proxy, a local server)
+ * is counted by estimate of what was sent and received, not as free; a body that is no message
+ * at all (a proxy's page) was no model call.
+ */
+async function billedUsage(
+  message: Anthropic.Messages.Message,
+  isMessage: boolean,
+  estimate: () => Promise<TokenUsage>,
+): Promise<TokenUsage> {
+  const billed = message.usage as Partial<Anthropic.Messages.Usage> | undefined;
+  const reported = (value: unknown) => typeof value === 'number' && Number.isFinite(value);
+  const hasInput = reported(billed?.input_tokens);
+  const hasOutput = reported(billed?.output_tokens);
+  const estimated = isMessage && !(hasInput && hasOutput) ? await estimate() : NO_USAGE;
+  return {
+    inputTokens: hasInput
+      ? tokenCount(billed?.input_tokens) +
+        tokenCount(billed?.cache_creation_input_tokens) +
+        tokenCount(billed?.cache_read_input_tokens)
+      : estimated.inputTokens,
+    outputTokens: hasOutput ? tokenCount(billed?.output_tokens) : estimated.outputTokens,
   };
 }
 
@@ -117,21 +169,24 @@ function messageParams(
         description: tool.description,
         input_schema: { ...tool.inputSchema, type: 'object' as const },
       })),
-      tool_choice: { type: 'any', disable_parallel_tool_use: true },
+      // auto, not any: current Claude models (Opus 5.5, Sonnet 5.5) answer 400 to a forced
+      // tool_choice. The prompt asks for one tool call per step; a reply with none gets a
+      // repair turn (structured.ts).
+      tool_choice: { type: 'auto', disable_parallel_tool_use: true },
     };
   }
-  if (config.structuredOutput !== 'native') return params;
-  const schema = replyJsonSchema(request.schema, { strict: false });
+  if ((request.structuredOutput ?? config.structuredOutput) !== 'native') return params;
+  // JSON outputs (constrained decoding, Claude 4.5 and later), not a forced tool, which
+  // current models refuse. A server that ignores output_config answers prose: the role then
+  // falls back to prompt mode (llm-models.ts).
   return {
     ...params,
-    tools: [
-      {
-        name: request.schemaName,
-        description: `Submit your reply as a ${request.schemaName} object.`,
-        input_schema: { ...schema, type: 'object' },
+    output_config: {
+      format: {
+        type: 'json_schema',
+        schema: anthropicJsonSchema(request.schema, request.schemaName),
       },
-    ],
-    tool_choice: { type: 'tool', name: request.schemaName, disable_parallel_tool_use: true },
+    },
   };
 }
 
@@ -144,7 +199,10 @@ function toolCallText(message: Anthropic.Messages.Message): string {
   return tool ? JSON.stringify({ tool: tool.name, input: tool.input }) : textOf(blocks);
 }
 
-/** The forced tool's input as JSON; else the text blocks (a server that ignored the tool). */
+/**
+ * The text blocks, or the input of a tool named after the reply (a gateway that turns JSON
+ * outputs into a tool call), as JSON.
+ */
 function replyText(message: Anthropic.Messages.Message, toolName: string): string {
   const blocks = message.content ?? [];
   const tool = blocks.find(

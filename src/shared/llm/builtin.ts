@@ -104,7 +104,14 @@ export function createBuiltinModels(options: BuiltinModelsOptions = {}): RoleMod
     async judgeTask(request: TaskJudgeRequest): Promise<ModelReply<TaskJudgement>> {
       const call = { taskId: request.task.id, attempt: request.attempt };
       await beginCall('judge', request, call);
-      const scripted = entryAt(scenario.tasks?.[request.task.id]?.judgements, request.attempt - 1);
+      const perAttempt = entryAt(
+        scenario.tasks?.[request.task.id]?.judgements,
+        request.attempt - 1,
+      );
+      // A list scripts each opinion (llm.judgeSamples.confirmTaskVerdicts, sampled-judge.ts).
+      const scripted = Array.isArray(perAttempt)
+        ? entryAt(perAttempt, request.sample ?? 0)
+        : perAttempt;
       const value = scripted
         ? unlessFailure(scripted, 'judge', call)
         : defaultTaskJudgement(request.task, request.result);

@@ -3,12 +3,16 @@ import { z } from 'zod';
 import type { LlmRoleConfig } from '../config/schema.js';
 import { TokenUsage } from '../domain/task.js';
 import { OrqError } from '../errors.js';
+import { attemptFetch } from './http-attempts.js';
+import { DEFAULT_KEY_ENV, providerKey } from './provider-keys.js';
 
 /**
  * The one thing orq asks of a real model: a system and a user message in, a reply that should
  * be JSON of a given schema out. Providers (openai-provider.ts, anthropic-provider.ts) speak
  * their SDK; structured.ts turns the raw reply into a validated value and repairs it.
  */
+
+import type { TokenLogprob } from './score-logprobs.js';
 
 export type ModelRole = 'planner' | 'judge' | 'worker' | 'replanner';
 
@@ -46,7 +50,8 @@ export interface ChatRequest {
   /** The reply's schema; its JSON Schema goes to the provider's structured-output mode. */
   schema: z.ZodType;
   schemaName: string;
-  temperature: number;
+  /** Sent only when the role's config sets it: some models refuse any but their default. */
+  temperature?: number | undefined;
   /** Limit of the whole call, the SDK's retries included. */
   timeoutMs: number;
   /** Aborted when the session is cancelled. */
@@ -62,19 +67,41 @@ export interface ChatRequest {
    * to the model, but part of a recording's key so each sample replays its own reply.
    */
   sample?: number;
+  /**
+   * The mode of this call where it differs from llm.*.structuredOutput: prompt, after the
+   * role's server ignored the native format (llm-models.ts).
+   */
+  structuredOutput?: LlmRoleConfig['structuredOutput'];
+  /**
+   * Ask for the reply's token log-probabilities with this many alternatives per token (OpenAI
+   * `logprobs`, `top_logprobs`); providers without them ignore it.
+   */
+  topLogprobs?: number;
 }
 
 export interface ChatCompletion {
-  /** The reply as text: message content, or the forced tool's input as JSON. */
+  /** The reply as text: message content, or a reply tool's input as JSON. */
   raw: string;
   /** Tokens billed for this call (input includes cached input). */
   usage: TokenUsage;
+  /** The reply's tokens with their alternatives, when asked for and the server returned them. */
+  tokenLogprobs?: TokenLogprob[];
+  /** The model that answered, as the server names it (traces: gen_ai.response.model). */
+  responseModel?: string;
+  /** Why the model stopped (finish_reason, stop_reason), as the server says it. */
+  finishReasons?: string[];
 }
 
 export interface ChatProvider {
   /** e.g. `openai:gpt-4o-mini`. */
   readonly label: string;
   complete(request: ChatRequest): Promise<ChatCompletion>;
+  /**
+   * Loads what the first call would (the SDK, its client), so a quota granted next is spent
+   * by a request sent at once, not a second later: late requests arrive at the provider
+   * bunched, more of them within its window than the quota allowed.
+   */
+  ready?(): Promise<void>;
 }
 
 export const NO_USAGE: TokenUsage = { inputTokens: 0, outputTokens: 0 };
@@ -86,25 +113,6 @@ export function addUsage(a: TokenUsage, b: TokenUsage): TokenUsage {
   };
 }
 
-/** Characters per token of the estimate for servers that report no usage (English-ish text). */
-const CHARS_PER_TOKEN = 4;
-
-/**
- * Tokens of a call whose server reported none (some local OpenAI-compatible servers): its
- * prompts and reply at four characters a token, so a budget still counts the call rather than
- * seeing it as free.
- */
-export function estimateUsage(request: ChatRequest, reply: string): TokenUsage {
-  const sent =
-    request.system.length +
-    request.user.length +
-    (request.followUp ? request.followUp.reply.length + request.followUp.correction.length : 0);
-  return {
-    inputTokens: Math.ceil(sent / CHARS_PER_TOKEN),
-    outputTokens: Math.ceil(reply.length / CHARS_PER_TOKEN),
-  };
-}
-
 /** A non-negative integer from whatever a server put in its usage field. */
 export function tokenCount(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) && value > 0 ? Math.round(value) : 0;
@@ -112,8 +120,6 @@ export function tokenCount(value: unknown): number {
 
 // ---------------------------------------------------------------------------------------------
 // API keys
-
-const DEFAULT_KEY_ENV = { openai: 'OPENAI_API_KEY', anthropic: 'ANTHROPIC_API_KEY' } as const;
 
 /**
  * Local OpenAI-compatible servers (Ollama, vLLM, LM Studio) take any key, but the SDK insists
@@ -123,7 +129,7 @@ export const PLACEHOLDER_API_KEY = 'orq-no-key';
 
 /**
  * The key for a role's provider, from the variable named by `apiKeyEnv` or the provider's usual
- * one. A missing key is an error naming the variable. A custom baseUrl with no `apiKeyEnv` (a
+ * one, or the file its `_FILE` variable names (provider-keys.ts). A missing key is an error naming the variable. A custom baseUrl with no `apiKeyEnv` (a
  * local server) gets the placeholder, never the provider's usual key: OPENAI_API_KEY must not
  * be sent to whatever server a baseUrl names, over plain http at that.
  */
@@ -135,13 +141,13 @@ export function resolveApiKey(
   if (config.provider === 'builtin') return PLACEHOLDER_API_KEY;
   if (config.baseUrl && !config.apiKeyEnv) return PLACEHOLDER_API_KEY;
   const variable = config.apiKeyEnv ?? DEFAULT_KEY_ENV[config.provider];
-  const key = env[variable]?.trim();
+  const key = providerKey(variable, env);
   if (key) return key;
   throw new OrqError(
     'CONFIG_INVALID',
-    `No API key for the ${role} model (${config.provider}): the environment variable ${variable} is not set`,
+    `No API key for the ${role} model (${config.provider}): neither ${variable} nor ${variable}_FILE is set`,
     {
-      hint: `Export ${variable} in the environment of every process that runs the ${role} role, or name another variable in llm.${role}.apiKeyEnv`,
+      hint: `Export ${variable} (or ${variable}_FILE, the path of a file holding the key) in the environment of every process that runs the ${role} role, or name another variable in llm.${role}.apiKeyEnv`,
       details: { role, provider: config.provider, apiKeyEnv: variable },
     },
   );
@@ -150,12 +156,38 @@ export function resolveApiKey(
 /** The HTTP statuses the attempts of the call running now were answered with (withAnswers). */
 const callAnswers = new AsyncLocalStorage<number[]>();
 
-/** fetch that notes each answer's status for the call it runs in: the SDKs retry inside a call. */
+/** Told of each 429 answer of the call running now, with its headers (observeRateLimits). */
+const rateLimitObservers = new AsyncLocalStorage<(headers: Headers) => void>();
+
+/**
+ * fetch that notes each answer's status for the call it runs in: the SDKs retry inside a call.
+ * Under a provider quota (observeRateLimits) a 429 is reported with its headers and marked
+ * `x-should-retry: false`, which both SDKs obey before their own rules: their immediate retry
+ * (every pod sleeping the same Retry-After, then all sending at once) would defeat the pause
+ * the quota shares between pods. 5xx and timeouts are still retried by the SDK.
+ */
 const notingFetch: typeof fetch = async (input, init) => {
-  const response = await fetch(input, init);
+  const response = await attemptFetch(input, init);
   callAnswers.getStore()?.push(response.status);
-  return response;
+  const observer = response.status === 429 ? rateLimitObservers.getStore() : undefined;
+  if (!observer) return response;
+  observer(response.headers);
+  const headers = new Headers(response.headers);
+  headers.set('x-should-retry', 'false');
+  return new Response(response.body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers,
+  });
 };
+
+/** Runs `call`, telling `onRateLimited` of every 429 its SDK requests are answered with. */
+export function observeRateLimits<T>(
+  onRateLimited: (headers: Headers) => void,
+  call: () => Promise<T>,
+): Promise<T> {
+  return rateLimitObservers.run(onRateLimited, call);
+}
 
 /** Runs one SDK call, noting in `answers` the status of every HTTP answer its attempts got. */
 export function withAnswers<T>(answers: number[], call: () => Promise<T>): Promise<T> {
@@ -458,7 +490,7 @@ export function callFailure(
       return new OrqError(
         'LLM_CALL_FAILED',
         `The ${role} call to ${label} failed with HTTP ${detail.status ?? '?'}: ${detail.message}`,
-        options(httpHint(detail.status, target)),
+        options(httpHint(detail.status, target, detail.message)),
       );
     case 'reply':
       return new OrqError(
@@ -527,7 +559,35 @@ function notFoundHint(target: CallTarget): string {
   return check;
 }
 
-function httpHint(status: number | undefined, target: CallTarget): string | undefined {
+/**
+ * What to change for a request the server refused (400), from what it said it refused: tools,
+ * the temperature, the output cap, or the structured-output format.
+ */
+export function badRequestHint(role: ModelRole, provider: CallTarget['provider'], said: string) {
+  const text = said.toLowerCase();
+  if (/context length|context window|maximum context/.test(text)) {
+    return `The prompt and the reply do not fit the model's context: raise the server's context length (vLLM --max-model-len, Ollama OLLAMA_CONTEXT_LENGTH), lower llm.${role}.maxOutputTokens, or use a model with a longer context`;
+  }
+  if (/\btools?\b|tool_choice|function call/.test(text)) {
+    return `The model does not take tools as sent: set llm.${role}.toolCalling "structured"`;
+  }
+  if (text.includes('temperature')) {
+    return `The model refuses this temperature: remove llm.${role}.temperature (and llm.default.temperature), so none is sent`;
+  }
+  if (/max_tokens|max_completion_tokens|max_output_tokens/.test(text)) {
+    return `Set llm.${role}.maxOutputTokens within the model's output limit`;
+  }
+  if (/response_format|json_schema|json_object|structured output/.test(text)) {
+    return `The server has no structured output of this kind: set llm.${role}.structuredOutput "json" or "prompt"`;
+  }
+  return `The server refused the request (see what it said); check llm.${role}.model, and for a server without structured output set llm.${role}.structuredOutput "json" or "prompt"`;
+}
+
+function httpHint(
+  status: number | undefined,
+  target: CallTarget,
+  said: string,
+): string | undefined {
   if ((status === 401 || status === 403) && !target.apiKeyEnv && target.baseUrl)
     return `No key was sent: orq sends a key to a baseUrl only from the variable named in llm.${target.role}.apiKeyEnv`;
   if (status === 401 || status === 403)
@@ -535,7 +595,6 @@ function httpHint(status: number | undefined, target: CallTarget): string | unde
   if (status === 404) return notFoundHint(target);
   if (status === 429 || (status !== undefined && status >= 500))
     return `Still failing after ${target.maxRetries} retries; raise llm.${target.role}.maxRetries or try later`;
-  if (status === 400)
-    return `The server rejected the request; a server without structured output may need llm.${target.role}.structuredOutput "json" or "prompt"`;
+  if (status === 400) return badRequestHint(target.role, target.provider, said);
   return undefined;
 }

@@ -1,11 +1,20 @@
+import { tracedChat, type ModelCallEvents } from '../tracing/genai.js';
 import { z } from 'zod';
 import type { LlmRecordConfig, LlmRoleConfig } from '../config/schema.js';
-import { PlanBreakdown, QualityJudgement, ReplanBreakdown } from '../domain/plan.js';
-import { TaskJudgement, type TaskResult } from '../domain/task.js';
+import {
+  PlanBreakdown,
+  QualityJudgementAnswer,
+  ReplanBreakdown,
+  type QualityJudgement,
+} from '../domain/plan.js';
+import { TaskJudgementAnswer, type TaskJudgement, type TaskResult } from '../domain/task.js';
 import { OrqError } from '../errors.js';
 import { createAnthropicProvider } from './anthropic-provider.js';
-import type { ChatProvider, ModelRole } from './chat.js';
+import type { ChatProvider, ChatRequest, ModelRole } from './chat.js';
+import type { TokenUsage } from '../domain/task.js';
+import { countHttpAttempts, type HttpAttemptEvents } from './http-attempts.js';
 import { createOpenAiProvider } from './openai-provider.js';
+import { TOP_LOGPROBS, weightedScore } from './score-logprobs.js';
 import {
   executorPrompt,
   outputFormat,
@@ -15,10 +24,21 @@ import {
   taskJudgePrompt,
   type Prompt,
 } from './prompts.js';
+import type { ProviderQuotas } from './quota.js';
 import { withRecordReplay } from './record-replay.js';
-import { callStructured, replyJsonSchema, type StructuredReply } from './structured.js';
+import { outputCap } from './role-config.js';
+import {
+  callStructured,
+  formatIssues,
+  replyJsonSchema,
+  type StructuredReply,
+} from './structured.js';
+import { estimateInputTokens } from './token-estimate.js';
 import type {
   CallContext,
+  CallEstimate,
+  ModelCall,
+  ModelCallRequests,
   ExecuteRequest,
   ModelReply,
   PlanJudgeRequest,
@@ -46,6 +66,28 @@ export interface LlmModelsOptions {
   env?: NodeJS.ProcessEnv;
   /** Builds a role's provider (custom providers); the SDK providers by default. */
   createProvider?: (role: ModelRole, config: LlmRoleConfig, env: NodeJS.ProcessEnv) => ChatProvider;
+  /** Enforces each role's rateLimit (issue 33); without it rateLimit is not enforced. */
+  quotas?: ProviderQuotas;
+  /** Told when a role falls back to prompt-mode structured output (to log it). */
+  onFormatFallback?: (fallback: FormatFallback) => void;
+  /** Told of every HTTP request of the calls, retries included (a pod's metrics). */
+  httpAttempts?: HttpAttemptEvents;
+  /**
+   * llm.judgeSamples.logprobScores: the plan judge's score is the expected value over its score
+   * token's log-probabilities, where the server returns them (score-logprobs.ts).
+   */
+  logprobScores?: boolean;
+  /** Told of every model call, with its tokens and duration (a pod's gen_ai metrics). */
+  modelCalls?: ModelCallEvents;
+}
+
+/** A role whose server ignored structured output now gets the schema in its prompt instead. */
+export interface FormatFallback {
+  role: ModelRole;
+  schemaName: string;
+  sessionId: string;
+  /** What was wrong with the reply that showed it. */
+  issues: string;
 }
 
 /** The SDK provider a role's config names. */
@@ -79,6 +121,11 @@ export function createLlmModels(
   const env = options.env ?? process.env;
   const build = options.createProvider ?? createChatProvider;
   const providers = new Map<ModelRole, ChatProvider>();
+  /**
+   * Roles in native mode whose server ignored the format (structured.ts ignoredFormat): their
+   * later calls are made in prompt mode, with the schema in the prompt and no response_format.
+   */
+  const promptFallback = new Set<ModelRole>();
 
   function configOf(role: ModelRole): LlmRoleConfig {
     const config = roleConfigs[role];
@@ -103,6 +150,26 @@ export function createLlmModels(
     if (provider) return provider;
     const config = configOf(role);
     const record = options.record;
+    // Only calls that reach the provider spend its quota: a replay does not.
+    const { quotas, httpAttempts } = options;
+    const real = () => {
+      const built = build(role, config, env);
+      const gated = quotas ? quotas.gate(built, role, config, env) : built;
+      // Outside the gate: its second try of a call after a 429 is a retry too.
+      return httpAttempts
+        ? countHttpAttempts(
+            gated,
+            { provider: config.provider, model: config.model, role },
+            httpAttempts,
+          )
+        : gated;
+    };
+    const traced = (inner: ChatProvider) =>
+      tracedChat(
+        inner,
+        { provider: config.provider, model: config.model, role, baseUrl: config.baseUrl },
+        options.modelCalls,
+      );
     provider =
       record && record.mode !== 'off'
         ? withRecordReplay({
@@ -110,31 +177,65 @@ export function createLlmModels(
             path: record.path,
             provider: config.provider,
             model: config.model,
-            inner: () => build(role, config, env),
+            inner: () => traced(real()),
           })
-        : build(role, config, env);
+        : traced(real());
     providers.set(role, provider);
     return provider;
   }
 
+  /** The role's structured-output mode: its config's, or prompt after a fallback. */
+  function modeOf(role: ModelRole): LlmRoleConfig['structuredOutput'] {
+    return promptFallback.has(role) ? 'prompt' : configOf(role).structuredOutput;
+  }
+
   /** In native mode the provider enforces the schema; otherwise the prompt must show it. */
   function formatFor(role: ModelRole, schema: z.ZodType, schemaName: string): string {
-    const native = configOf(role).structuredOutput === 'native';
+    const native = modeOf(role) === 'native';
     return outputFormat(
       schemaName,
       native ? undefined : replyJsonSchema(schema, { strict: false }),
     );
   }
 
-  function ask<T extends z.ZodType>(
+  /** One role's structured call: its schema and the prompt rendered for the request. */
+  interface RoleCall<T extends z.ZodType> {
+    role: ModelRole;
+    schema: T;
+    schemaName: string;
+    prompt: Prompt;
+  }
+
+  function roleCall<T extends z.ZodType>(
     role: ModelRole,
     schema: T,
     schemaName: string,
-    prompt: Prompt,
+    render: (format: string) => Prompt,
+  ): RoleCall<T> {
+    return { role, schema, schemaName, prompt: render(formatFor(role, schema, schemaName)) };
+  }
+
+  const calls = {
+    plan: (r: PlanRequest) =>
+      roleCall('planner', PlanBreakdown, 'PlanBreakdown', (f) => plannerPrompt(r, f)),
+    judgePlan: (r: PlanJudgeRequest) =>
+      roleCall('judge', QualityJudgementAnswer, 'QualityJudgement', (f) => planJudgePrompt(r, f)),
+    execute: (r: ExecuteRequest) =>
+      roleCall('worker', TaskOutput, 'TaskOutput', (f) => executorPrompt(r, f)),
+    judgeTask: (r: TaskJudgeRequest) =>
+      roleCall('judge', TaskJudgementAnswer, 'TaskJudgement', (f) => taskJudgePrompt(r, f)),
+    replan: (r: ReplanRequest) =>
+      roleCall('replanner', ReplanBreakdown, 'ReplanBreakdown', (f) => replannerPrompt(r, f)),
+  } satisfies { [M in ModelCall]: (r: ModelCallRequests[M]) => RoleCall<z.ZodType> };
+
+  function ask<T extends z.ZodType>(
+    { role, schema, schemaName, prompt }: RoleCall<T>,
     context: CallContext,
     sample?: number,
+    topLogprobs?: number,
   ): Promise<StructuredReply<z.infer<T>>> {
     const config = configOf(role);
+    const mode = modeOf(role);
     return callStructured(
       providerOf(role),
       {
@@ -146,8 +247,35 @@ export function createLlmModels(
         timeoutMs: config.timeoutSeconds * 1000,
         ...(context.signal ? { signal: context.signal } : {}),
         ...(sample !== undefined ? { sample } : {}),
+        ...(topLogprobs ? { topLogprobs } : {}),
+        ...(mode !== config.structuredOutput ? { structuredOutput: mode } : {}),
       },
-      { maxRepairAttempts: options.maxRepairAttempts },
+      {
+        maxRepairAttempts: options.maxRepairAttempts,
+        ...(context.reserveTurn
+          ? {
+              beforeRepairTurn: async (turn: ChatRequest, spent: TokenUsage) =>
+                context.reserveTurn?.(
+                  {
+                    inputTokens: await estimateInputTokens(turn, config),
+                    maxOutputTokens: outputCap(config),
+                  },
+                  spent,
+                ),
+            }
+          : {}),
+        structuredOutput: mode,
+        onFormatIgnored: ({ issues }) => {
+          if (promptFallback.has(role)) return;
+          promptFallback.add(role);
+          options.onFormatFallback?.({
+            role,
+            schemaName,
+            sessionId: context.sessionId,
+            issues: formatIssues(issues),
+          });
+        },
+      },
     );
   }
 
@@ -161,34 +289,53 @@ export function createLlmModels(
   return {
     label,
 
+    async estimate<M extends ModelCall>(
+      call: M,
+      request: ModelCallRequests[M],
+    ): Promise<CallEstimate> {
+      const make = calls[call] as (r: ModelCallRequests[M]) => RoleCall<z.ZodType>;
+      const { role, schema, prompt } = make(request);
+      const config = configOf(role);
+      return {
+        inputTokens: await estimateInputTokens({ ...prompt, schema }, config),
+        maxOutputTokens: outputCap(config),
+      };
+    },
+
     async plan(request: PlanRequest): Promise<ModelReply<PlanBreakdown>> {
-      const prompt = plannerPrompt(request, formatFor('planner', PlanBreakdown, 'PlanBreakdown'));
-      const reply = await ask('planner', PlanBreakdown, 'PlanBreakdown', prompt, request);
+      const reply = await ask(calls.plan(request), request);
       return { value: reply.value, usage: reply.usage };
     },
 
     async judgePlan(request: PlanJudgeRequest): Promise<ModelReply<QualityJudgement>> {
-      const format = formatFor('judge', QualityJudgement, 'QualityJudgement');
-      const prompt = planJudgePrompt(request, format);
-      const reply = await ask(
-        'judge',
-        QualityJudgement,
-        'QualityJudgement',
-        prompt,
-        request,
-        request.sample,
-      );
-      return { value: reply.value, usage: reply.usage };
+      // The model is shown and checked against only what it answers; orq adds samples later.
+      const topLogprobs = options.logprobScores ? TOP_LOGPROBS : undefined;
+      const reply = await ask(calls.judgePlan(request), request, request.sample, topLogprobs);
+      // Without log-probabilities (not asked, or the server returned none) the stated score stands.
+      const weighted = reply.tokenLogprobs ? weightedScore(reply.tokenLogprobs) : undefined;
+      if (!weighted || weighted.stated !== reply.value.score) {
+        return { value: reply.value, usage: reply.usage };
+      }
+      return {
+        value: {
+          ...reply.value,
+          score: weighted.score,
+          scoreWeighting: { stated: weighted.stated, mass: weighted.mass },
+        },
+        usage: reply.usage,
+      };
     },
 
     async execute(request: ExecuteRequest): Promise<TaskResult> {
       const started = Date.now();
-      const prompt = executorPrompt(request, formatFor('worker', TaskOutput, 'TaskOutput'));
-      const reply = await ask('worker', TaskOutput, 'TaskOutput', prompt, request);
+      const reply = await ask(calls.execute(request), request);
       const model = configOf('worker');
       const notes = [
         `model ${model.provider}:${model.model}, execution ${request.attempt}` +
-          (reply.repairs > 0 ? `, ${reply.repairs} repair turn(s)` : ''),
+          (reply.repairs > 0 ? `, ${reply.repairs} repair turn(s)` : '') +
+          (reply.formatIgnored
+            ? '; its server ignored structured output, so the worker now puts the schema in the prompt (llm.worker.structuredOutput "prompt")'
+            : ''),
         reply.value.log,
       ];
       return {
@@ -201,15 +348,13 @@ export function createLlmModels(
     },
 
     async judgeTask(request: TaskJudgeRequest): Promise<ModelReply<TaskJudgement>> {
-      const prompt = taskJudgePrompt(request, formatFor('judge', TaskJudgement, 'TaskJudgement'));
-      const reply = await ask('judge', TaskJudgement, 'TaskJudgement', prompt, request);
+      // Each opinion of confirmTaskVerdicts is a request of its own (recorder keys them apart).
+      const reply = await ask(calls.judgeTask(request), request, request.sample);
       return { value: reply.value, usage: reply.usage };
     },
 
     async replan(request: ReplanRequest): Promise<ModelReply<ReplanBreakdown>> {
-      const format = formatFor('replanner', ReplanBreakdown, 'ReplanBreakdown');
-      const prompt = replannerPrompt(request, format);
-      const reply = await ask('replanner', ReplanBreakdown, 'ReplanBreakdown', prompt, request);
+      const reply = await ask(calls.replan(request), request);
       return { value: reply.value, usage: reply.usage };
     },
   };

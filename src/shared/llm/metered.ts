@@ -1,39 +1,50 @@
 import type { BudgetConfig, LlmConfig, ModelPrice, SessionConfig } from '../config/schema.js';
 import type { Session } from '../domain/session.js';
 import type { TokenUsage } from '../domain/task.js';
-import { OrqError } from '../errors.js';
+import { MustWaitError, OrqError } from '../errors.js';
 import type { Role } from '../queues.js';
 import type { BudgetLimits, Reservation, UsageStore } from '../store/usage-store.js';
 import { NO_USAGE, usageOfFailure, type ChatProvider } from './chat.js';
-import { MODEL_ROLES, sessionRoleConfigs } from './role-config.js';
-import type { RoleModels } from './types.js';
+import { isFailedAttempt, onHttpAttempts } from './http-attempts.js';
+import { QuotaWaitError } from './quota.js';
+import { MODEL_ROLES, outputCap, roleConfig, sessionRoleConfigs } from './role-config.js';
+import { estimateInputTokens } from './token-estimate.js';
+import type {
+  CallEstimate,
+  ModelCall,
+  ModelCallRequests,
+  ReserveTurn,
+  RoleModels,
+} from './types.js';
 import type { UsageTally } from './usage-tally.js';
 
 /**
  * Cost control (issue 4) as a decorator over any RoleModels, builtin or real: every call's
- * tokens are recorded per session, role and task, and with a budget each call reserves an
- * estimate before it starts.
+ * tokens are recorded per session, role and task, and with a budget each call reserves what it
+ * can use before it starts.
  *
- * What "no overspending" means here. A call starts only after the reserve script granted its
- * estimate E (budget.reserveTokensPerCall, and E priced at the model's dearer rate for USD),
- * and the script grants only while used + reserved + E <= limit, atomically; the first refusal
- * is sticky, so once the budget is exhausted no call of the session starts again. A call's
- * actual usage A may still exceed its reservation (a model answers at length): after the last
- * grant only the calls then in flight settle, each adding A - E, so the final usage is at most
- *   limit + (calls in flight at the last grant) × max(0, A_max - E).
- * With E at least the largest call's usage the session never passes its limit at all.
+ * What a budget guarantees. A call starts only after the reserve script granted its estimate E:
+ * the tokens of its prompt as sent (schema and tools included) plus the output limit it sends
+ * (budget.reserveTokensPerCall where it sends none, and for models that cannot tell, the
+ * builtin), priced per side for USD. The script grants only while used + reserved + E <= limit,
+ * atomically. When E fits beside what is used but not beside the reservations of calls in
+ * flight, the call waits for them (its job is handed back, BudgetWaitError), as they give back
+ * what they did not use when they settle; when E does not fit beside what is used, the session
+ * is out of budget, and that refusal is sticky. A call uses at most its input and its output
+ * limit, so it passes its reservation only by the error of the input estimate (a server that
+ * tokenizes differently) and by repair turns: the final usage is at most
+ *   limit + (calls in flight at the last grant) × max(0, A - E),
+ * which is one call's worth or less unless many estimates are off. The session stops once the
+ * next call's E no longer fits beside what is used: within E of the limit.
  */
 
 /** The roles that call models. */
 export type ModelRole = Exclude<Role, 'coordinator'>;
 
-/** Provider and model of a role: the role's override over llm.default. */
+/** Provider and model of a role, as roleConfig merges them (llm.<role> over llm.default). */
 export function roleModel(llm: LlmConfig, role: ModelRole): { provider: string; model: string } {
-  const override = llm[role];
-  return {
-    provider: override?.provider ?? llm.default.provider,
-    model: override?.model ?? llm.default.model,
-  };
+  const { provider, model } = roleConfig(llm, role);
+  return { provider, model };
 }
 
 const FREE: ModelPrice = { inputPerMTok: 0, outputPerMTok: 0 };
@@ -66,18 +77,86 @@ export function budgetLimits(budget: BudgetConfig): BudgetLimits | undefined {
   };
 }
 
-/** What one call reserves: reserveTokensPerCall tokens, all priced at the dearer rate. */
-export function reservationFor(budget: BudgetConfig, price: ModelPrice | undefined): Reservation {
-  const tokens = budget.reserveTokensPerCall;
-  const rate = price ? Math.max(price.inputPerMTok, price.outputPerMTok) : 0;
+/**
+ * What one call reserves: its estimated input plus its output limit, each priced at its own
+ * rate; without an estimate, reserveTokensPerCall tokens priced at the dearer rate.
+ */
+export function reservationFor(
+  budget: BudgetConfig,
+  price: ModelPrice | undefined,
+  estimate?: CallEstimate,
+): Reservation {
+  if (!estimate) {
+    const tokens = budget.reserveTokensPerCall;
+    const rate = price ? Math.max(price.inputPerMTok, price.outputPerMTok) : 0;
+    return {
+      tokens,
+      usdMicros: usdMicros(
+        { inputTokens: 0, outputTokens: tokens },
+        { ...FREE, outputPerMTok: rate },
+      ),
+    };
+  }
+  const usage = {
+    inputTokens: estimate.inputTokens,
+    outputTokens: estimate.maxOutputTokens ?? budget.reserveTokensPerCall,
+  };
   return {
-    tokens,
-    usdMicros: usdMicros(
-      { inputTokens: 0, outputTokens: tokens },
-      { ...FREE, outputPerMTok: rate },
-    ),
+    tokens: usage.inputTokens + usage.outputTokens,
+    usdMicros: price ? usdMicros(usage, price) : 0,
   };
 }
+
+/**
+ * The least one call of the role reserves: the output limit it sends (Anthropic's default when
+ * unset), or reserveTokensPerCall where it sends none and for the builtin provider.
+ */
+export function leastReservation(config: SessionConfig, role: ModelRole): number {
+  const own = roleConfig(config.llm, role);
+  const cap = own.provider === 'builtin' ? undefined : outputCap(own);
+  return cap ?? config.budget.reserveTokensPerCall;
+}
+
+/** How long a call that must wait for calls in flight is handed back before it asks again. */
+export const BUDGET_RETRY_MS = 1_000;
+
+/**
+ * A call's reservation fits the session's budget only once calls in flight settle: its job is
+ * handed back to its queue (registry.ts), holding no slot and spending no attempt.
+ */
+export class BudgetWaitError extends MustWaitError {
+  constructor(detail: string, details: Record<string, unknown>) {
+    const activity = 'waiting for budget room (calls in flight)';
+    super('BUDGET_WAIT', activity, BUDGET_RETRY_MS, `${activity}: ${detail}`, {
+      hint: 'The job runs again once calls in flight settle and give back what they did not use',
+      details,
+    });
+    this.name = 'BudgetWaitError';
+  }
+}
+
+/**
+ * What a repair turn must reserve on top of what its call holds: the turns so far (`spent`) and
+ * this turn's estimate, less what the call's reservations already cover. 0 while they cover it.
+ */
+export function turnExtra(
+  held: readonly Reservation[],
+  spent: TokenUsage,
+  turn: Reservation,
+  price: ModelPrice | undefined,
+): Reservation {
+  const { tokens, usdMicros: usd } = sumOf(held);
+  const spentUsd = price ? usdMicros(spent, price) : 0;
+  return {
+    tokens: Math.max(0, spent.inputTokens + spent.outputTokens + turn.tokens - tokens),
+    usdMicros: Math.max(0, spentUsd + turn.usdMicros - usd),
+  };
+}
+
+const sumOf = (reservations: readonly Reservation[]): Reservation => ({
+  tokens: reservations.reduce((sum, r) => sum + r.tokens, 0),
+  usdMicros: reservations.reduce((sum, r) => sum + r.usdMicros, 0),
+});
 
 /** Models of the session's roles with no price, which a maxUsd budget cannot account for. */
 export function unpricedModels(config: SessionConfig): string[] {
@@ -121,6 +200,8 @@ export interface MeteredCall {
    * reservation (no budget) is recorded there instead of settled on its own.
    */
   tally?: UsageTally | undefined;
+  /** What the call can use, when known before it is made (only asked under a budget). */
+  estimate?: (() => Promise<CallEstimate | undefined>) | undefined;
 }
 
 /**
@@ -128,9 +209,13 @@ export interface MeteredCall {
  * ChatProvider): reserve the estimate (with a budget), run the call, settle its real usage.
  */
 export interface Meter {
+  /**
+   * `run` gets `reserveTurn` under a budget: what each repair turn of the call must reserve
+   * before it is sent (the call's own reservation covers its first turn).
+   */
   withReservation<T>(
     call: MeteredCall,
-    run: () => Promise<T>,
+    run: (reserveTurn?: ReserveTurn) => Promise<T>,
     usageOf: (reply: T) => TokenUsage | undefined,
   ): Promise<T>;
 }
@@ -142,11 +227,10 @@ export function createMeter(options: MeterOptions): Meter {
   const { provider, model } = roleModel(session.config.llm, role);
   const price = priceOf(budget, provider, model);
   const limits = budgetLimits(budget);
-  const estimate = reservationFor(budget, price);
   const leaseMs = reservationLeaseMs(session.config, role);
   const none: Reservation = { tokens: 0, usdMicros: 0 };
 
-  async function reserve({ method, taskId }: MeteredCall): Promise<Reservation> {
+  async function reserve(call: MeteredCall): Promise<Reservation> {
     if (!limits) return none;
     if (limits.maxUsdMicros !== undefined && !price) {
       throw new OrqError('CONFIG_INVALID', `No price for model ${model} under budget.maxUsd`, {
@@ -154,35 +238,115 @@ export function createMeter(options: MeterOptions): Meter {
         details: { sessionId: session.id, role, model },
       });
     }
-    const outcome = await usageStore.reserve(session.id, estimate, limits, leaseMs);
+    return reserveExactly(call, reservationFor(budget, price, await call.estimate?.()));
+  }
+
+  /**
+   * Reserves `estimate` for `call` under the budget's limits, or says why it cannot. `own`: what
+   * the call holds already (a repair turn's), which no call in flight will give back.
+   */
+  async function reserveExactly(
+    call: MeteredCall,
+    estimate: Reservation,
+    own?: Reservation,
+  ): Promise<Reservation> {
+    const { method, taskId } = call;
+    if (!limits) return none;
+    const outcome = await usageStore.reserve(session.id, estimate, limits, leaseMs, own);
     if (outcome.granted) return { ...estimate, lease: outcome.lease };
     const usd = (micros: number) => `$${micros / 1e6}`;
+    const details = { sessionId: session.id, role, taskId, estimate: estimate.tokens, ...outcome };
+    if (outcome.wait) {
+      throw new BudgetWaitError(
+        outcome.limit === 'tokens'
+          ? `${outcome.usedTokens} used + ${outcome.reservedTokens} reserved + ${estimate.tokens} > maxTokens ${limits.maxTokens}`
+          : `${usd(outcome.usedUsdMicros)} used + ${usd(outcome.reservedUsdMicros)} reserved + ${usd(estimate.usdMicros)} > maxUsd ${usd(limits.maxUsdMicros ?? 0)}`,
+        details,
+      );
+    }
     const detail = outcome.alreadyExhausted
       ? `the ${outcome.limit === 'tokens' ? 'token' : 'USD'} budget is already exhausted`
       : outcome.limit === 'tokens'
-        ? `${outcome.usedTokens} used + ${outcome.reservedTokens} reserved + ${estimate.tokens} > maxTokens ${limits.maxTokens}`
-        : `${usd(outcome.usedUsdMicros)} used + ${usd(outcome.reservedUsdMicros)} reserved + ${usd(estimate.usdMicros)} > maxUsd ${usd(limits.maxUsdMicros ?? 0)}`;
+        ? `${outcome.usedTokens} used + ${estimate.tokens} > maxTokens ${limits.maxTokens}`
+        : `${usd(outcome.usedUsdMicros)} used + ${usd(estimate.usdMicros)} > maxUsd ${usd(limits.maxUsdMicros ?? 0)}`;
     throw new OrqError(
       'BUDGET_EXHAUSTED',
       `The ${role} call ${method}${taskId ? ` for task ${taskId}` : ''} cannot reserve its estimate within the session budget (${detail})`,
       {
         hint: `${BUDGET_RESUME_HINT}: orq resume ${session.id} --max-tokens <n> or --max-usd <usd> (HTTP: POST /sessions/${session.id}/resume with a budget)`,
-        details: { sessionId: session.id, role, taskId, ...outcome },
+        details,
       },
     );
   }
 
+  /** Reserves, runs and settles the call, then counts the HTTP requests it sent, if any. */
   async function withReservation<T>(
     call: MeteredCall,
-    run: () => Promise<T>,
+    run: (reserveTurn?: ReserveTurn) => Promise<T>,
+    usageOf: (reply: T) => TokenUsage | undefined,
+  ): Promise<T> {
+    const requests = { total: 0, failed: 0 };
+    const counted = (reserveTurn?: ReserveTurn) =>
+      onHttpAttempts(
+        (attempt) => {
+          requests.total += 1;
+          if (isFailedAttempt(attempt)) requests.failed += 1;
+        },
+        () => run(reserveTurn),
+      );
+    try {
+      return await settled(call, counted, usageOf);
+    } finally {
+      // Informational: a count lost with Redis must not fail a call that was made and billed.
+      await usageStore.addHttpRequests(session.id, role, requests).catch(() => undefined);
+    }
+  }
+
+  async function settled<T>(
+    call: MeteredCall,
+    run: (reserveTurn?: ReserveTurn) => Promise<T>,
     usageOf: (reply: T) => TokenUsage | undefined,
   ): Promise<T> {
     const reserved = await reserve(call);
     const base = { reserved, role, ...(call.taskId !== undefined ? { taskId: call.taskId } : {}) };
+    // What repair turns reserved on top: held until the call settles, then given back, as the
+    // call's usage (every turn) is counted once, with its own reservation.
+    const extras: Reservation[] = [];
+    const reserveTurn: ReserveTurn | undefined = reserved.lease
+      ? async (turn, spent) => {
+          const held = [reserved, ...extras];
+          const extra = turnExtra(held, spent, reservationFor(budget, price, turn), price);
+          if (extra.tokens === 0 && extra.usdMicros === 0) return;
+          extras.push(await reserveExactly(call, extra, sumOf(held)));
+        }
+      : undefined;
+    const releaseExtras = () =>
+      Promise.all(
+        extras.map((extra) =>
+          usageStore.settle(session.id, {
+            reserved: extra,
+            role,
+            usage: NO_USAGE,
+            usdMicros: 0,
+            unmade: true,
+          }),
+        ),
+      );
     let reply: T;
     try {
-      reply = await run();
+      reply = await run(reserveTurn);
     } catch (error) {
+      await releaseExtras();
+      // Waiting for the provider's quota (its job is handed back): no call was made.
+      if (error instanceof QuotaWaitError && !usageOfFailure(error)) {
+        await usageStore.settle(session.id, {
+          ...base,
+          usage: NO_USAGE,
+          usdMicros: 0,
+          unmade: true,
+        });
+        throw error;
+      }
       // Release the reservation and count the failure, with what the call was billed for
       // anyway (a reply cut off, repair turns that never validated): a budget must see it.
       const spent = usageOfFailure(error) ?? NO_USAGE;
@@ -195,6 +359,7 @@ export function createMeter(options: MeterOptions): Meter {
       });
       throw error;
     }
+    await releaseExtras();
     const usage = usageOf(reply) ?? { inputTokens: 0, outputTokens: 0 };
     const usd = price ? usdMicros(usage, price) : 0;
     if (call.tally && !reserved.lease) {
@@ -218,51 +383,61 @@ export function createMeter(options: MeterOptions): Meter {
 /** Wraps `models` so every call is reserved (with a budget), then counted. */
 export function meteredModels(models: RoleModels, options: MeteredModelsOptions): RoleModels {
   const meter = createMeter(options);
-  const metered = <T>(
-    method: string,
+  const metered = <M extends ModelCall, T>(
+    method: M,
+    request: ModelCallRequests[M],
     taskId: string | undefined,
-    run: () => Promise<T>,
+    run: (reserveTurn?: ReserveTurn) => Promise<T>,
     usageOf: (reply: T) => TokenUsage | undefined,
     tally?: UsageTally,
-  ) => meter.withReservation({ method, taskId, tally }, run, usageOf);
+  ) => {
+    const estimateOf = models.estimate;
+    const estimate = estimateOf ? () => estimateOf.call(models, method, request) : undefined;
+    return meter.withReservation({ method, taskId, tally, estimate }, run, usageOf);
+  };
 
   return {
     label: models.label,
     plan: (request) =>
       metered(
         'plan',
+        request,
         undefined,
-        () => models.plan(request),
+        (reserveTurn) => models.plan(reserveTurn ? { ...request, reserveTurn } : request),
         (r) => r.usage,
       ),
     judgePlan: (request) =>
       metered(
         'judgePlan',
+        request,
         undefined,
-        () => models.judgePlan(request),
+        (reserveTurn) => models.judgePlan(reserveTurn ? { ...request, reserveTurn } : request),
         (r) => r.usage,
       ),
     execute: (request) =>
       metered(
         'execute',
+        request,
         request.task.id,
-        () => models.execute(request),
+        (reserveTurn) => models.execute(reserveTurn ? { ...request, reserveTurn } : request),
         (r) => r.tokenUsage,
         request.usageTally,
       ),
     judgeTask: (request) =>
       metered(
         'judgeTask',
+        request,
         request.task.id,
-        () => models.judgeTask(request),
+        (reserveTurn) => models.judgeTask(reserveTurn ? { ...request, reserveTurn } : request),
         (r) => r.usage,
         request.usageTally,
       ),
     replan: (request) =>
       metered(
         'replan',
+        request,
         request.task.id,
-        () => models.replan(request),
+        (reserveTurn) => models.replan(reserveTurn ? { ...request, reserveTurn } : request),
         (r) => r.usage,
       ),
   };
@@ -279,11 +454,19 @@ export interface MeteredChatOptions extends MeterOptions {
  */
 export function meteredChat(provider: ChatProvider, options: MeteredChatOptions): ChatProvider {
   const meter = createMeter(options);
+  const config = roleConfig(options.session.config.llm, options.role);
   return {
     label: provider.label,
     complete: (request) =>
       meter.withReservation(
-        { method: request.schemaName, taskId: options.taskId },
+        {
+          method: request.schemaName,
+          taskId: options.taskId,
+          estimate: async () => ({
+            inputTokens: await estimateInputTokens(request, config),
+            maxOutputTokens: outputCap(config),
+          }),
+        },
         () => provider.complete(request),
         (r) => r.usage,
       ),

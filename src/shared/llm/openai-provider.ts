@@ -8,7 +8,6 @@ import {
   sdkRequest,
   sdkClientOptions,
   resolveApiKey,
-  estimateUsage,
   NO_USAGE,
   tokenCount,
   type ChatCompletion,
@@ -16,7 +15,10 @@ import {
   type ChatRequest,
   type ModelRole,
 } from './chat.js';
+import { warnOnce } from './provider-warnings.js';
+import type { TokenLogprob } from './score-logprobs.js';
 import { replyJsonSchema } from './structured.js';
+import { estimateUsage } from './token-estimate.js';
 
 // The SDK is ~150 modules: it loads on a provider's first call, not with every CLI command.
 const loadSdk = loadOnce(() => import('openai'));
@@ -27,7 +29,8 @@ const loadSdk = loadOnce(() => import('openai'));
  * schema rewritten for strict mode) in `native` mode, `json_object` in `json` mode, none in
  * `prompt` mode (the prompt carries the schema then). Rate limits (429), server errors (5xx)
  * and per-attempt timeouts are retried by the SDK with exponential backoff, honouring
- * Retry-After; `timeoutMs` bounds the whole call, retries included.
+ * Retry-After (a 429 under a rateLimit is not: it pauses the shared quota, quota.ts);
+ * `timeoutMs` bounds the whole call, retries included.
  */
 export function createOpenAiProvider(
   role: ModelRole,
@@ -40,6 +43,9 @@ export function createOpenAiProvider(
 
   return {
     label: where.label,
+    async ready() {
+      await client();
+    },
     async complete(request: ChatRequest): Promise<ChatCompletion> {
       const target = { ...where, timeoutMs: request.timeoutMs };
       const sdk = await loadSdk();
@@ -59,16 +65,18 @@ export function createOpenAiProvider(
           ? message.content
           : '';
       // Billed even when the reply is of no use: a failure carries it for the meter. A server
-      // that reports none is counted by estimate, not as free; a body that is no completion at
-      // all (a proxy's page) was no model call.
+      // that reports none is counted by estimate of what was sent (schema and tools included)
+      // and received, not as free; a body that is no completion at all (a proxy's page) was no
+      // model call.
       const usage = completion.usage
         ? {
             inputTokens: tokenCount(completion.usage.prompt_tokens),
             outputTokens: tokenCount(completion.usage.completion_tokens),
           }
         : isCompletion
-          ? estimateUsage(request, raw)
+          ? await estimateUsage(request, config, raw)
           : NO_USAGE;
+      if (completion.usage) warnIfPromptCut(role, config, request, usage.inputTokens);
       if (!choice) {
         // Some gateways answer 200 with {"error": {...}} instead of an HTTP error.
         const { error } = completion as { error?: { message?: unknown } };
@@ -102,9 +110,61 @@ export function createOpenAiProvider(
           usage,
         });
       }
-      return { raw, usage };
+      const tokenLogprobs = request.topLogprobs ? logprobsOf(choice) : undefined;
+      return {
+        raw,
+        usage,
+        ...(tokenLogprobs ? { tokenLogprobs } : {}),
+        ...(typeof completion.model === 'string' ? { responseModel: completion.model } : {}),
+        ...(choice.finish_reason ? { finishReasons: [choice.finish_reason] } : {}),
+      };
     },
   };
+}
+
+/** The reply's token log-probabilities, or undefined when the server returned none. */
+function logprobsOf(
+  choice: OpenAI.Chat.Completions.ChatCompletion.Choice,
+): TokenLogprob[] | undefined {
+  const content = choice.logprobs?.content;
+  if (!Array.isArray(content) || content.length === 0) return undefined;
+  return content.map((t) => ({
+    token: t.token,
+    logprob: t.logprob,
+    top: (t.top_logprobs ?? []).map((a) => ({ token: a.token, logprob: a.logprob })),
+  }));
+}
+
+/** Below this estimate no server's context is so small that a cut would be likely. */
+const CUT_MIN_ESTIMATE = 1024;
+
+/**
+ * Warns (once per role and server) when the server counted fewer than half the prompt tokens
+ * estimated at four characters a token (which rather undercounts: code and non-English text
+ * take more tokens; cheap enough for every call, unlike the tokenizer): it cut the prompt at
+ * its context length. Ollama does so silently on its
+ * OpenAI-compatible endpoint, which takes no num_ctx, and reports the tokens it kept.
+ */
+function warnIfPromptCut(
+  role: ModelRole,
+  config: LlmRoleConfig,
+  request: ChatRequest,
+  counted: number,
+): void {
+  const { system, user, followUp } = request;
+  const sent =
+    system.length +
+    user.length +
+    (followUp ? followUp.reply.length + followUp.correction.length : 0);
+  const estimate = Math.ceil(sent / 4);
+  if (estimate < CUT_MIN_ESTIMATE || counted === 0 || counted * 2 >= estimate) return;
+  warnOnce(
+    `prompt-cut:${role}:${config.baseUrl ?? ''}:${config.model}`,
+    { role, model: config.model, baseUrl: config.baseUrl, promptTokens: counted, estimate },
+    `The ${role} model openai:${config.model} counted ${counted} prompt tokens for a prompt of about ${estimate}: ` +
+      "the server probably cut it at its context length, dropping part of the instructions. Raise the server's context " +
+      '(Ollama: OLLAMA_CONTEXT_LENGTH, or num_ctx in a Modelfile; vLLM: --max-model-len); see docs/providers.md',
+  );
 }
 
 function chatParams(
@@ -124,8 +184,9 @@ function chatParams(
   return {
     model: config.model,
     messages,
-    temperature: request.temperature,
+    ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
     ...(config.maxOutputTokens ? { max_completion_tokens: config.maxOutputTokens } : {}),
+    ...(request.topLogprobs ? { logprobs: true, top_logprobs: request.topLogprobs } : {}),
     ...(request.tools ? toolChoice(request.tools) : responseFormat(config, request)),
   };
 }
@@ -167,7 +228,7 @@ function responseFormat(
   config: LlmRoleConfig,
   request: ChatRequest,
 ): Pick<ChatCompletionCreateParamsNonStreaming, 'response_format'> {
-  switch (config.structuredOutput) {
+  switch (request.structuredOutput ?? config.structuredOutput) {
     case 'native':
       return {
         response_format: {

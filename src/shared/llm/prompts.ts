@@ -250,10 +250,12 @@ export function repairPrompt(values: {
   schemaName: string;
   errors: string;
   toolCall?: boolean;
+  /** The reply's JSON Schema, as text: a model whose server ignored the format never saw it. */
+  schema?: string;
 }): string {
   return renderTemplate(
     templateText('repair'),
-    { ...values, toolCall: values.toolCall ?? false },
+    { ...values, toolCall: values.toolCall ?? false, schema: values.schema ?? '' },
     'repair',
   );
 }

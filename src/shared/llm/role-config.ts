@@ -1,11 +1,27 @@
 import type { LlmConfig, LlmRoleConfig, SessionConfig } from '../config/schema.js';
+import { DEFAULT_ANTHROPIC_MAX_TOKENS } from './anthropic-provider.js';
 import type { ModelRole } from './chat.js';
 
 export const MODEL_ROLES: readonly ModelRole[] = ['planner', 'judge', 'worker', 'replanner'];
 
+/**
+ * The settings that belong to one provider kind: where its server is, which key it takes, its
+ * quota and its model names. A role that names another kind than llm.default does not inherit
+ * them (an Ollama default's baseUrl would send an Anthropic planner to `…/v1/v1/messages` with
+ * Ollama's placeholder key); it gets that kind's own defaults instead.
+ */
+const PROVIDER_SETTINGS = ['baseUrl', 'apiKeyEnv', 'rateLimit'] as const;
+
 /** A role's settings: llm.default with llm.<role> on top. */
 export function roleConfig(llm: LlmConfig, role: ModelRole): LlmRoleConfig {
-  return { ...llm.default, ...(llm[role] ?? {}) } as LlmRoleConfig;
+  const own = llm[role] ?? {};
+  const base: Partial<LlmRoleConfig> = { ...llm.default };
+  if (own.provider !== undefined && own.provider !== llm.default.provider) {
+    for (const setting of PROVIDER_SETTINGS) delete base[setting];
+    // The schema's "no model": a real provider without its own is refused (unworkable.ts).
+    base.model = 'builtin';
+  }
+  return { ...base, ...own } as LlmRoleConfig;
 }
 
 /**
@@ -23,4 +39,12 @@ export function sessionRoleConfigs(config: SessionConfig): Record<ModelRole, Llm
     timeoutSeconds: own !== undefined ? Math.min(own, seed) : seed,
   };
   return configs;
+}
+
+/** The output limit a call sends: Anthropic always sends one, OpenAI only when it is set. */
+export function outputCap(config: LlmRoleConfig): number | undefined {
+  return (
+    config.maxOutputTokens ??
+    (config.provider === 'anthropic' ? DEFAULT_ANTHROPIC_MAX_TOKENS : undefined)
+  );
 }

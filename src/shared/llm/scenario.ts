@@ -56,9 +56,18 @@ export const ScriptedTask = z.strictObject({
         'throw; a result that reports an error gives `output` too, e.g. `{ output: "", error: "..." }`.',
     ),
   judgements: z
-    .array(z.union([ScriptedFailure, TaskJudgement.strict()]))
+    .array(
+      z.union([
+        ScriptedFailure,
+        TaskJudgement.strict(),
+        // One verdict per opinion (llm.judgeSamples.confirmTaskVerdicts), the last repeating.
+        z.array(z.union([ScriptedFailure, TaskJudgement.strict()])).min(1),
+      ]),
+    )
     .optional()
-    .describe('Per execution attempt (attempt n uses entry n-1): the judge verdict.'),
+    .describe(
+      'Per execution attempt (attempt n uses entry n-1): the judge verdict, or a list of one per opinion when confirmTaskVerdicts asks again.',
+    ),
   replan: z
     .union([ScriptedFailure, ScriptedReplan])
     .optional()

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { TokenUsage } from '../domain/task.js';
+import type { TokenLogprob } from './score-logprobs.js';
 import { describeZodIssues, OrqError, type FieldIssue } from '../errors.js';
 import {
   addUsage,
@@ -66,44 +67,122 @@ export function replyJsonSchema(schema: z.ZodType, options: { strict: boolean })
   return options.strict ? strictNode(json, true) : json;
 }
 
+/** Keywords Anthropic's JSON outputs (output_config.format) accept as they are. */
+const ANTHROPIC_KEYWORDS = new Set([
+  'type',
+  'properties',
+  'required',
+  'items',
+  'enum',
+  'const',
+  'anyOf',
+  'description',
+  'title',
+  '$ref',
+  '$defs',
+]);
+/** String formats Anthropic's JSON outputs accept. */
+const ANTHROPIC_FORMATS = new Set([
+  'date-time',
+  'time',
+  'date',
+  'duration',
+  'email',
+  'hostname',
+  'uri',
+  'ipv4',
+  'ipv6',
+  'uuid',
+]);
+/** Constraints Anthropic's JSON outputs refuse: said in the description instead, zod checks them. */
+const ANTHROPIC_SPOKEN: Record<string, string> = {
+  minimum: 'at least',
+  maximum: 'at most',
+  exclusiveMinimum: 'more than',
+  exclusiveMaximum: 'less than',
+  multipleOf: 'a multiple of',
+  minLength: 'at least this many characters:',
+  maxLength: 'at most this many characters:',
+  minItems: 'at least this many items:',
+  maxItems: 'at most this many items:',
+  pattern: 'matching',
+};
+
+/**
+ * The JSON Schema for Anthropic's JSON outputs (`output_config.format`): objects closed
+ * (additionalProperties false, which it requires), only the keywords it accepts, and the
+ * constraints it refuses (numeric and length bounds, patterns, item counts above 1) said in
+ * the field's description, so the model still reads them; zod checks them on the reply.
+ * `title` names the reply for the model.
+ */
+export function anthropicJsonSchema(schema: z.ZodType, title: string): JsonObject {
+  return { title, ...anthropicNode(replyJsonSchema(schema, { strict: false })) };
+}
+
+function anthropicNode(node: JsonObject): JsonObject {
+  const out: JsonObject = {};
+  const spoken: string[] = [];
+  for (const [key, value] of Object.entries(node)) {
+    if (ANTHROPIC_KEYWORDS.has(key)) out[key] = value;
+    else if (key === 'format' && typeof value === 'string' && ANTHROPIC_FORMATS.has(value))
+      out[key] = value;
+    else if (key === 'minItems' && (value === 0 || value === 1)) out[key] = value;
+    else if (key in ANTHROPIC_SPOKEN) spoken.push(`${ANTHROPIC_SPOKEN[key]} ${String(value)}`);
+  }
+  if (spoken.length > 0) {
+    const said = `(${spoken.join('; ')})`;
+    out.description = typeof out.description === 'string' ? `${out.description} ${said}` : said;
+  }
+  const closed = out.type === 'object' || isObject(out.properties);
+  const mapped = mapChildren(out, anthropicNode);
+  if (closed) mapped.additionalProperties = false;
+  return mapped;
+}
+
+/**
+ * `node` with each schema it nests (properties, items, anyOf, $defs) rewritten by `rewrite`,
+ * in place of the original; `property` names a property's schema. The rest is kept as it is.
+ */
+function mapChildren(
+  node: JsonObject,
+  rewrite: (child: JsonObject, property?: string) => JsonObject,
+): JsonObject {
+  const out = { ...node };
+  const each = (child: unknown, property?: string) =>
+    isObject(child) ? rewrite(child, property) : child;
+  if (isObject(out.properties)) {
+    out.properties = Object.fromEntries(
+      Object.entries(out.properties).map(([key, child]) => [key, each(child, key)]),
+    );
+  }
+  if (isObject(out.items)) out.items = rewrite(out.items);
+  if (Array.isArray(out.anyOf)) out.anyOf = out.anyOf.map((child: unknown) => each(child));
+  if (isObject(out.$defs)) {
+    out.$defs = Object.fromEntries(
+      Object.entries(out.$defs).map(([key, child]) => [key, each(child)]),
+    );
+  }
+  return out;
+}
+
 function strictNode(node: JsonObject, required: boolean): JsonObject {
   const out: JsonObject = {};
   for (const [key, value] of Object.entries(node)) {
     if (STRICT_KEYWORDS.has(key)) out[key] = value;
   }
-  const properties = out.properties;
-  if (isObject(properties)) {
-    const requiredKeys = new Set(Array.isArray(node.required) ? (node.required as string[]) : []);
-    out.properties = Object.fromEntries(
-      Object.entries(properties).map(([key, child]) => [
-        key,
-        isObject(child) ? strictNode(child, requiredKeys.has(key)) : child,
-      ]),
-    );
-    out.required = Object.keys(properties);
-    out.additionalProperties = false;
+  const requiredKeys = new Set(Array.isArray(node.required) ? (node.required as string[]) : []);
+  const mapped = mapChildren(out, (child, property) =>
+    strictNode(child, property === undefined || requiredKeys.has(property)),
+  );
+  if (isObject(mapped.properties)) {
+    mapped.required = Object.keys(mapped.properties);
+    mapped.additionalProperties = false;
   }
-  const items = out.items;
-  if (isObject(items)) out.items = strictNode(items, true);
-  if (Array.isArray(out.anyOf)) {
-    out.anyOf = out.anyOf.map((child: unknown) =>
-      isObject(child) ? strictNode(child, true) : child,
-    );
+  if (required) return mapped;
+  if (typeof mapped.type === 'string' && mapped.enum === undefined) {
+    return { ...mapped, type: [mapped.type, 'null'] };
   }
-  const defs = out.$defs;
-  if (isObject(defs)) {
-    out.$defs = Object.fromEntries(
-      Object.entries(defs).map(([key, child]) => [
-        key,
-        isObject(child) ? strictNode(child, true) : child,
-      ]),
-    );
-  }
-  if (required) return out;
-  if (typeof out.type === 'string' && out.enum === undefined) {
-    return { ...out, type: [out.type, 'null'] };
-  }
-  return { anyOf: [out, { type: 'null' }] };
+  return { anyOf: [mapped, { type: 'null' }] };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -217,6 +296,57 @@ export interface StructuredReply<T> {
   raw: string;
   /** Repair turns it took (0: the first reply was valid). */
   repairs: number;
+  /** A reply showed that the server ignored the native format (see ignoredFormat). */
+  formatIgnored: boolean;
+  /** The validated reply's token log-probabilities, when asked for and returned. */
+  tokenLogprobs?: TokenLogprob[];
+}
+
+export interface StructuredCallOptions {
+  maxRepairAttempts: number;
+  /**
+   * The role's llm.*.structuredOutput. In native mode the provider should enforce the schema,
+   * so an invalid reply that is not a bare JSON object, or lacks a required field, shows a
+   * server that ignored the format (servers without response_format, or a tool_choice they
+   * drop): `onFormatIgnored` is told, and a final failure says to use prompt mode.
+   */
+  structuredOutput?: 'native' | 'json' | 'prompt';
+  onFormatIgnored?: (detail: { issues: FieldIssue[] }) => void;
+  /**
+   * Called before each repair turn is sent, with its request and what the turns before it
+   * spent (a budget reserves what the turn adds: it sends the prompt again with the bad reply
+   * and the correction). Throwing ends the call, with those turns counted as spent.
+   */
+  beforeRepairTurn?: (turn: ChatRequest, spent: TokenUsage) => Promise<void>;
+}
+
+/**
+ * Whether an invalid reply in native mode shows that the server ignored the requested format:
+ * an enforcing server (OpenAI's strict json_schema, Anthropic's JSON outputs) sends a bare JSON
+ * object with every required field; a model left to guess sends prose, fences, or its own
+ * shape. A wrong value (out of range, too short, of another type) is not counted: an enforcing
+ * server lets some through too, and a repair turn fixes them.
+ */
+export function ignoredFormat(schema: z.ZodType, raw: string): boolean {
+  const whole = tryParse(raw.replace(THINK_BLOCK, '').trim());
+  if (!whole.found || !isObject(whole.value)) return true;
+  const value = dropNulls(whole.value);
+  const result = schema.safeParse(value);
+  return (
+    !result.success &&
+    result.error.issues.some(
+      (issue) => issue.code === 'invalid_type' && valueAt(value, issue.path) === undefined,
+    )
+  );
+}
+
+function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
+  let node = value;
+  for (const key of path) {
+    if (!isObject(node) && !Array.isArray(node)) return undefined;
+    node = (node as Record<PropertyKey, unknown>)[key];
+  }
+  return node;
 }
 
 const MAX_REPLY_IN_ERROR = 2000;
@@ -229,22 +359,48 @@ const MAX_REPLY_IN_ERROR = 2000;
 export async function callStructured<T extends z.ZodType>(
   provider: ChatProvider,
   request: ChatRequest & { schema: T },
-  options: { maxRepairAttempts: number },
+  options: StructuredCallOptions,
 ): Promise<StructuredReply<z.infer<T>>> {
   let usage = NO_USAGE;
   let followUp: ChatFollowUp | undefined;
+  let formatIgnored = false;
+  // A repair turn shows the schema: where the provider did not enforce it, the model never saw it.
+  const schema = request.tools
+    ? undefined
+    : JSON.stringify(replyJsonSchema(request.schema, { strict: false }), null, 2);
   for (let repairs = 0; ; repairs += 1) {
     let completion: ChatCompletion;
     try {
-      completion = await provider.complete({ ...request, ...(followUp ? { followUp } : {}) });
+      const turn = { ...request, ...(followUp ? { followUp } : {}) };
+      if (followUp) await options.beforeRepairTurn?.(turn, usage);
+      completion = await provider.complete(turn);
     } catch (error) {
       // A repair turn that fails still leaves the turns before it billed.
       throw withUsageSpent(error, usage);
     }
     usage = addUsage(usage, completion.usage);
     const check = checkReplyText(request.schema, completion.raw);
-    if (check.ok) return { value: check.value, usage, raw: completion.raw, repairs };
+    if (check.ok) {
+      const { tokenLogprobs } = completion;
+      return {
+        value: check.value,
+        usage,
+        raw: completion.raw,
+        repairs,
+        formatIgnored,
+        ...(tokenLogprobs ? { tokenLogprobs } : {}),
+      };
+    }
     const summary = formatIssues(check.issues);
+    if (
+      !formatIgnored &&
+      !request.tools &&
+      options.structuredOutput === 'native' &&
+      ignoredFormat(request.schema, completion.raw)
+    ) {
+      formatIgnored = true;
+      options.onFormatIgnored?.({ issues: check.issues });
+    }
     if (repairs >= options.maxRepairAttempts) {
       throw new OrqError(
         'LLM_OUTPUT_INVALID',
@@ -253,13 +409,16 @@ export async function callStructured<T extends z.ZodType>(
         {
           hint: noToolCall(request, completion.raw)
             ? `The model made no tool call. Use a model with function calling for the ${request.role}, or set llm.${request.role}.toolCalling "structured"`
-            : `Use a model that follows JSON schemas better for the ${request.role}, or raise llm.maxRepairAttempts`,
+            : formatIgnored
+              ? `The server ignored the requested reply format (response_format or output_config), as servers without structured output do: set llm.${request.role}.structuredOutput "prompt" to put the schema in the prompt`
+              : `Use a model that follows JSON schemas better for the ${request.role}, or raise llm.maxRepairAttempts`,
           details: {
             role: request.role,
             schemaName: request.schemaName,
             issues: check.issues,
             repairs,
             usage,
+            formatIgnored,
             reply: completion.raw.slice(0, MAX_REPLY_IN_ERROR),
           },
         },
@@ -271,6 +430,7 @@ export async function callStructured<T extends z.ZodType>(
         schemaName: request.schemaName,
         errors: summary,
         toolCall: request.tools !== undefined,
+        ...(schema ? { schema } : {}),
       }),
     };
   }

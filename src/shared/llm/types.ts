@@ -17,7 +17,14 @@ export interface CallContext {
   jobAttempt?: number;
   /** Collects the call's usage for the caller to pass on (metered.ts), instead of settling it. */
   usageTally?: UsageTally;
+  /**
+   * Under a budget (metered.ts): reserves what a repair turn adds before it is sent, given the
+   * turn's estimate and what the call spent so far; throws as the call's own reservation does.
+   */
+  reserveTurn?: ReserveTurn;
 }
+
+export type ReserveTurn = (turn: CallEstimate, spent: TokenUsage) => Promise<void>;
 
 export interface PlanRequest extends CallContext {
   instruction: string;
@@ -40,6 +47,17 @@ export interface PlanJudgeRequest extends CallContext {
    * so the k requests differ: a scenario can script each sample, a recorder keys each apart.
    */
   sample?: number;
+  /**
+   * What the refinement decision will weigh besides this plan's score (the session's planning
+   * counters), so adaptive judging can tell which scores would change it.
+   */
+  refinementState?: PlanRefinementState;
+}
+
+export interface PlanRefinementState {
+  previousScore?: number | undefined;
+  attemptCount: number;
+  suggestionReplanCount: number;
 }
 
 export interface DependencyResult {
@@ -63,6 +81,8 @@ export interface TaskJudgeRequest extends CallContext {
   attempt: number;
   result: TaskResult;
   instruction: string;
+  /** 0-based index of this call among the opinions on one verdict (confirmTaskVerdicts). */
+  sample?: number;
 }
 
 /** Seed 001: the replanner sees the task, the worker log and the judge's verdict. */
@@ -83,9 +103,32 @@ export interface ModelReply<T> {
   usage: TokenUsage;
 }
 
+/** The most a call can use, known before it is made: its prompt as sent and its output cap. */
+export interface CallEstimate {
+  inputTokens: number;
+  /** The output limit sent with the call; undefined when none is (the server decides). */
+  maxOutputTokens: number | undefined;
+}
+
+/** The calls of RoleModels, each with its request. */
+export interface ModelCallRequests {
+  plan: PlanRequest;
+  judgePlan: PlanJudgeRequest;
+  execute: ExecuteRequest;
+  judgeTask: TaskJudgeRequest;
+  replan: ReplanRequest;
+}
+export type ModelCall = keyof ModelCallRequests;
+
 export interface RoleModels {
   /** Shown in logs and history, e.g. "builtin (deterministic, not an LLM)". */
   readonly label: string;
+  /**
+   * What a call would send and may receive, for the budget's reservation (metered.ts); models
+   * that cannot tell (the builtin provider) leave it out and budget.reserveTokensPerCall is
+   * reserved instead.
+   */
+  estimate?<M extends ModelCall>(call: M, request: ModelCallRequests[M]): Promise<CallEstimate>;
   plan(request: PlanRequest): Promise<ModelReply<PlanBreakdown>>;
   judgePlan(request: PlanJudgeRequest): Promise<ModelReply<QualityJudgement>>;
   execute(request: ExecuteRequest): Promise<TaskResult>;

@@ -300,7 +300,7 @@ function isCandidateTerm(token: string): boolean {
   // Hiragana-only words are particles, auxiliaries and inflections (を, して, ください, できる);
   // the domain nouns of a technical request are written in kanji, katakana or Latin letters.
   if (HIRAGANA_ONLY.test(token)) return false;
-  return !JAPANESE_STOP_WORDS.has(token) && !ENGLISH_STOP_WORDS.has(token);
+  return !JAPANESE_STOP_WORDS.has(token) && !ENGLISH_STOP_WORDS.has(token.toLowerCase());
 }
 
 /** Trimmed, non-empty, first occurrence of each term (compared case- and width-insensitively). */
@@ -321,9 +321,11 @@ function dedupeTerms(terms: readonly string[]): string[] {
 /**
  * Seed 002 Phase 1: the terms of the user's instruction that every replan must keep.
  *
- * Tokens are lowercased (after NFKC), deduplicated keeping the first occurrence, technical terms
- * are moved to the front by a stable sort (ties keep input order), and the list is cut to
- * `maxTerms`. Custom terms come first, as given, and are never cut: with more custom terms than
+ * Tokens keep the user's spelling (JWT stays JWT in prompts and in what orq shows; only NFKC
+ * folds full-width and half-width forms), are deduplicated ignoring case keeping the first
+ * occurrence, technical terms are moved to the front by a stable sort (ties keep input order),
+ * and the list is cut to `maxTerms`. Preservation ignores case, so the spelling changes no
+ * verdict. Custom terms come first, as given, and are never cut: with more custom terms than
  * `maxTerms`, only the custom terms are returned.
  */
 export function extractRequiredTerms(
@@ -338,8 +340,8 @@ export function extractRequiredTerms(
   const customKeys = new Set(customTerms.map(normalizeForMatch));
 
   const extracted = dedupeTerms(
-    segmentWords(normalizeForMatch(userInput)).filter(isCandidateTerm),
-  ).filter((term) => !customKeys.has(term));
+    segmentWords(userInput.normalize('NFKC')).filter(isCandidateTerm),
+  ).filter((term) => !customKeys.has(normalizeForMatch(term)));
 
   // Array.prototype.sort is stable (ES2019), so ties keep their input order.
   const prioritized = extracted.sort(

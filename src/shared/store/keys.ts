@@ -25,10 +25,29 @@ export interface SessionKeys {
    */
   steps: string;
   /**
+   * Hash: `<taskId>|<attempt>` → an execution's result (TaskResult JSON) too long to ride in its
+   * judge job and verdict event (task-card.ts inlineResult): the worker stores it, the judge and
+   * the coordinator read it; the coordinator removes it once the verdict is recorded.
+   */
+  results: string;
+  /**
    * Hash: event id → when it was enqueued (ms), of each resume a client asked for. One whose id
    * is not in `applied` yet waits for the coordinator (pending-resumes.ts).
    */
   resumes: string;
+  /**
+   * Sorted set of the session's READY tasks with no dependency left, waiting for one of its
+   * slots (scheduling.maxTasksInFlight), scored by waitingScore: the longest critical path
+   * first. Kept by APPLY_SCRIPT from every task it writes, so it never disagrees with them.
+   */
+  ready: string;
+  /**
+   * Hash: `<taskId>|<attempt>` → the fence of the attempt's latest work delivery. Each delivery of
+   * a work job takes the next number as it reads its task (readTasks); the result it hands on
+   * carries it, and the apply refuses one whose number is below the field's (FENCED): a delivery
+   * paused past its lock cannot hand on after a later delivery of the job started.
+   */
+  fences: string;
   /**
    * String left by the session's delete, for a day (DELETED_MARK_TTL_SECONDS): while it is there
    * no create of this id is applied (GONE), so a submit that read the id before the delete
@@ -50,7 +69,10 @@ export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
     usage: `${base}:usage`,
     leases: `${base}:leases`,
     steps: `${base}:steps`,
+    results: `${base}:results`,
     resumes: `${base}:resumes`,
+    ready: `${base}:ready`,
+    fences: `${base}:fences`,
     deleted: `${base}:deleted`,
   };
 }
@@ -67,12 +89,23 @@ export function sessionKeyList(keys: SessionKeys): string[] {
     keys.usage,
     keys.leases,
     keys.steps,
+    keys.results,
     keys.resumes,
+    keys.ready,
+    keys.fences,
   ];
 }
 
+/** The field of a task attempt in a session's `fences`. Task ids never contain `|`. */
+export const fenceField = (taskId: string, attempt: number) => `${taskId}|${attempt}`;
+
 /** Sorted set of all session ids by creation time. */
 export const sessionIndexKey = (prefix: string) => `${prefix}:sessions`;
+/** Sorted set of one tenant's session ids by creation time (session-index.ts). */
+export const tenantSessionIndexKey = (prefix: string, tenant: string) =>
+  `${prefix}:tenant-sessions:${tenant}`;
+/** Set once the tenants' indexes hold the sessions stored before there were any. */
+export const tenantIndexBuiltKey = (prefix: string) => `${prefix}:tenant-sessions-built`;
 /**
  * How long a delete's mark refuses a create of the session's id. A submit reads the id and
  * creates the session milliseconds apart; a day covers one stalled in between by far, and lets

@@ -1,6 +1,7 @@
 import type { Result } from 'ioredis';
 import { SessionState } from '../domain/session.js';
 import type { SessionStore } from './session-store.js';
+import { defineScripts } from '../redis.js';
 
 /**
  * A resume or a cancel is a coordinator event: between its enqueueing and the coordinator's
@@ -76,16 +77,11 @@ declare module 'ioredis' {
 
 /** Defines this module's scripts on the store's connection (so pipelines may call them). */
 export function definePendingResumeScripts(store: SessionStore): void {
-  const commands = store.redis as unknown as Record<string, unknown>;
-  if (typeof commands.orqMarkResume !== 'function') {
-    store.redis.defineCommand('orqMarkResume', { numberOfKeys: 3, lua: MARK_SCRIPT });
-  }
-  if (typeof commands.orqReadSettling !== 'function') {
-    store.redis.defineCommand('orqReadSettling', { numberOfKeys: 3, lua: READ_SCRIPT });
-  }
-  if (typeof commands.orqNewestPendingResume !== 'function') {
-    store.redis.defineCommand('orqNewestPendingResume', { numberOfKeys: 2, lua: NEWEST_SCRIPT });
-  }
+  defineScripts(store.redis, {
+    orqMarkResume: [3, MARK_SCRIPT],
+    orqReadSettling: [3, READ_SCRIPT],
+    orqNewestPendingResume: [2, NEWEST_SCRIPT],
+  });
 }
 
 /** Records an enqueued resume or cancel event until the coordinator applies it. */

@@ -1,7 +1,7 @@
 import type { Result } from 'ioredis';
 import { chunked } from '../chunked.js';
 import { z } from 'zod';
-import { FINISHED_SESSION_STATES, SessionId, SessionState } from '../domain/session.js';
+import { FINISHED_SESSION_STATES, Session, SessionId, SessionState } from '../domain/session.js';
 import { pipelineEach } from '../redis.js';
 import { pruneVerdict, type PruneRule } from '../rules/retention.js';
 import { DELETED_MARK_TTL_SECONDS, sessionIndexKey, sessionKeyList } from './keys.js';
@@ -111,23 +111,32 @@ export async function deleteSession(
   if (status === 'UNFINISHED' || status === 'ACTIVE') {
     return { status, state: SessionState.parse(state) };
   }
-  if (status === 'DELETED') {
-    const key = idempotencyKeyOf(data);
-    if (key !== undefined) await store.releaseIdempotencyKey(key, sessionId);
+  const record = status === 'DELETED' ? recordFields(data) : {};
+  if (record.idempotencyKey !== undefined) {
+    await store.releaseIdempotencyKey(record.idempotencyKey, sessionId);
   }
-  await store.unindexSession(sessionId);
+  await store.unindexSession(sessionId, record.tenant);
   return status === 'DELETED'
     ? { status, state: SessionState.parse(state) }
     : { status: 'NOT_FOUND' };
 }
 
-/** The idempotency key a stored session record was submitted with (no full parse needed). */
-function idempotencyKeyOf(data: string): string | undefined {
+/**
+ * The idempotency key a stored session record was submitted with, and its tenant (no full
+ * parse needed; a record from before tenants is the default tenant's).
+ */
+function recordFields(data: string): { idempotencyKey?: string; tenant?: string } {
   try {
-    const key = (JSON.parse(data) as { idempotencyKey?: unknown }).idempotencyKey;
-    return typeof key === 'string' ? key : undefined;
+    const record = JSON.parse(data) as { idempotencyKey?: unknown; tenant?: unknown };
+    const tenant = Session.shape.tenant.safeParse(record.tenant);
+    return {
+      ...(typeof record.idempotencyKey === 'string'
+        ? { idempotencyKey: record.idempotencyKey }
+        : {}),
+      ...(tenant.success ? { tenant: tenant.data } : {}),
+    };
   } catch {
-    return undefined;
+    return {};
   }
 }
 

@@ -1,5 +1,5 @@
 import type { Result } from 'ioredis';
-import type { RedisConnection } from '../redis.js';
+import { defineScripts, type RedisConnection } from '../redis.js';
 import { HistoryEntry, type HistoryEntryDraft } from '../domain/history.js';
 import {
   FINISHED_SESSION_STATES,
@@ -7,17 +7,19 @@ import {
   SessionState,
   type SessionEnded,
 } from '../domain/session.js';
-import { FINISHED_TASK_STATES, Task } from '../domain/task.js';
+import { FINISHED_TASK_STATES, isWaitingForSlot, Task, TaskResult } from '../domain/task.js';
+import { waitingScore } from '../rules/critical-path.js';
 import { OrqError } from '../errors.js';
-import { OutboxJob, type UnsettledUsage } from '../queues.js';
+import { fenceSuffix, OutboxJob, type UnsettledUsage } from '../queues.js';
 import { APPLY_SCRIPT } from './apply-script.js';
 import { chunked } from '../chunked.js';
 import { WrittenTasks } from './written-tasks.js';
+import { SessionIndex } from './session-index.js';
 import { ADD_USAGE_LUA, unsettledUsageArgs } from './usage-store.js';
 import {
+  fenceField,
   idempotencyKey,
   sessionEndedChannel,
-  sessionIndexKey,
   sessionKeyList,
   sessionKeys,
   type SessionKeys,
@@ -65,9 +67,21 @@ export interface Changeset {
    * refusal, and processes that keep the session's submit-time parts read the record again.
    */
   budgetRaised?: boolean;
+  /**
+   * The session's scheduling.maxTasksInFlight when this transition filled its slots: the write
+   * is refused (CONFLICT) if it would leave more tasks active, or a slot free while a task
+   * waits (APPLY_SCRIPT). Unset: no check (the transition dispatched nothing new).
+   */
+  slotLimit?: number;
+  /**
+   * The fence the work delivery behind this event took (keys.ts `fences`): the write is refused
+   * (FENCED) if a later delivery of the task attempt took a higher one since.
+   */
+  fence?: { taskId: string; attempt: number; value: number };
 }
 
-export type ApplyStatus = 'OK' | 'DUPLICATE' | 'STATE' | 'CONFLICT' | 'COUNTERS' | 'GONE';
+export type ApplyStatus =
+  'OK' | 'DUPLICATE' | 'STATE' | 'CONFLICT' | 'COUNTERS' | 'FENCED' | 'GONE';
 
 export interface ApplyResult {
   status: ApplyStatus;
@@ -83,8 +97,8 @@ export interface StoredHistoryEntry {
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     /**
-     * One array (ioredis flattens it): the eight keys (meta, tasks, taskVersions, outbox, applied,
-     * history, usage, deleted), then applyArgs. A spread would put every argument on the call
+     * One array (ioredis flattens it): the ten keys (meta, tasks, taskVersions, outbox, applied,
+     * history, usage, deleted, ready, fences), then applyArgs. A spread would put every argument on the call
      * stack, and a plan of 20,000 tasks has more than it holds.
      */
     orqApply(keysThenArgs: (string | number)[]): Result<[string, number, number], Context>;
@@ -107,6 +121,12 @@ declare module 'ioredis' {
       historyMaxLength: number,
     ): Result<string, Context>;
     orqReleaseIdempotencyKey(key: string, sessionId: string): Result<number, Context>;
+    orqPutResult(
+      meta: string,
+      results: string,
+      field: string,
+      record: string,
+    ): Result<string, Context>;
   }
 }
 
@@ -117,32 +137,24 @@ export class SessionStore {
   /** Open tasks as this process last wrote them (see writtenTasks). */
   private readonly written = new WrittenTasks(WRITTEN_TASKS_CACHE_SIZE);
 
+  /** The sessions by creation time, all of them and per tenant. */
+  readonly index: SessionIndex;
+
   constructor(
     readonly redis: RedisConnection,
     readonly prefix: string,
     private readonly historyMaxLength = 100_000,
     private readonly now: () => Date = () => new Date(),
   ) {
-    if (typeof (redis as unknown as Record<string, unknown>).orqApply !== 'function') {
-      redis.defineCommand('orqApply', { numberOfKeys: 8, lua: APPLY_SCRIPT });
-    }
-    if (typeof (redis as unknown as Record<string, unknown>).orqReadTasks !== 'function') {
-      redis.defineCommand('orqReadTasks', { numberOfKeys: 5, lua: READ_TASKS_SCRIPT });
-    }
-    if (typeof (redis as unknown as Record<string, unknown>).orqReadChangedTasks !== 'function') {
-      redis.defineCommand('orqReadChangedTasks', {
-        numberOfKeys: 2,
-        lua: READ_CHANGED_TASKS_SCRIPT,
-      });
-    }
-    if (typeof (redis as unknown as Record<string, unknown>).orqAppendStep !== 'function') {
-      redis.defineCommand('orqAppendStep', { numberOfKeys: 3, lua: APPEND_STEP_SCRIPT });
-    }
-    if (
-      typeof (redis as unknown as Record<string, unknown>).orqReleaseIdempotencyKey !== 'function'
-    ) {
-      redis.defineCommand('orqReleaseIdempotencyKey', { numberOfKeys: 1, lua: RELEASE_KEY_SCRIPT });
-    }
+    this.index = new SessionIndex(redis, prefix);
+    defineScripts(redis, {
+      orqApply: [10, APPLY_SCRIPT],
+      orqReadTasks: [6, READ_TASKS_SCRIPT],
+      orqReadChangedTasks: [2, READ_CHANGED_TASKS_SCRIPT],
+      orqAppendStep: [3, APPEND_STEP_SCRIPT],
+      orqReleaseIdempotencyKey: [1, RELEASE_KEY_SCRIPT],
+      orqPutResult: [2, PUT_RESULT_SCRIPT],
+    });
   }
 
   keys(sessionId: string) {
@@ -181,22 +193,51 @@ export class SessionStore {
    *
    * `count`: usage passed on to the reader (the judge gets its execution's), counted by this
    * read of an existing session, once per `count.id` however often the read is repeated.
+   *
+   * `held`: versions of tasks the caller already has (a job's task card). A task still at that
+   * version is not sent, only named in `unchanged`: a version check instead of a read.
+   *
+   * `fence`: a work delivery of that task attempt takes its fence (keys.ts `fences`) with this
+   * read, so it costs no round trip of its own; `fence` in the reply (absent: no session).
    */
   async loadForTask(
     sessionId: string,
     taskIds: readonly string[] = [],
     count?: { id: string; usage: readonly UnsettledUsage[] },
-  ): Promise<{ snapshot: SessionSnapshot | undefined; tasks: Map<string, TaskSnapshot> }> {
+    held?: ReadonlyMap<string, number>,
+    fence?: { taskId: string; attempt: number },
+  ): Promise<{
+    snapshot: SessionSnapshot | undefined;
+    tasks: Map<string, TaskSnapshot>;
+    unchanged: Set<string>;
+    fence?: number;
+  }> {
     const keys = this.keys(sessionId);
     const cached = this.fixedParts.get(sessionId);
     const reply = await this.redis.orqReadTasks(
-      readTasksArgs(keys, taskIds, cached ? '0' : '1', count?.usage.length ? count : undefined),
+      readTasksArgs(
+        keys,
+        taskIds,
+        cached ? '0' : '1',
+        count?.usage.length ? count : undefined,
+        held,
+        fence && fenceField(fence.taskId, fence.attempt),
+      ),
     );
     const [state, version, open, active, rev, data] = reply;
     const tasks = tasksFromReply(taskIds, reply.slice(6));
-    if (!state) return { snapshot: undefined, tasks };
+    const unchanged = new Set<string>();
+    if (held) {
+      taskIds.forEach((id, i) => {
+        const current = reply[6 + taskIds.length + i];
+        if (!tasks.has(id) && current && Number(current) === held.get(id)) unchanged.add(id);
+      });
+    }
+    const taken = reply[6 + 2 * taskIds.length];
+    const fenced = taken ? { fence: Number(taken) } : {};
+    if (!state) return { snapshot: undefined, tasks, unchanged };
     const fixed = await this.fixedPartsOf(sessionId, rev ?? '0', cached, data);
-    if (!fixed) return { snapshot: undefined, tasks };
+    if (!fixed) return { snapshot: undefined, tasks, unchanged };
     return {
       snapshot: {
         session: { ...fixed, state: SessionState.parse(state) },
@@ -204,7 +245,18 @@ export class SessionStore {
         counters: { open: Number(open ?? 0), active: Number(active ?? 0) },
       },
       tasks,
+      unchanged,
+      ...fenced,
     };
+  }
+
+  /**
+   * The fence of the latest work delivery of a task attempt (0: none took one yet): which
+   * delivery's hand-off a redelivery looks for before it runs the job again.
+   */
+  async currentFence(sessionId: string, taskId: string, attempt: number): Promise<number> {
+    const value = await this.redis.hget(this.keys(sessionId).fences, fenceField(taskId, attempt));
+    return Number(value ?? 0);
   }
 
   /**
@@ -276,6 +328,28 @@ export class SessionStore {
       for (const [id, t] of tasksFromReply(chunks[i] ?? [], reply.slice(6))) result.set(id, t);
     });
     return result;
+  }
+
+  /**
+   * The session's active count and up to `limit` of the tasks waiting for a slot, longest
+   * critical path first: what a transition needs to fill the slots it frees. The apply checks
+   * that both still hold (slotLimit), so a read racing a concurrent write is only retried.
+   */
+  async readSlots(
+    sessionId: string,
+    limit: number,
+  ): Promise<{ active: number; waiting: TaskSnapshot[] }> {
+    const keys = this.keys(sessionId);
+    const [active, ids] = await Promise.all([
+      this.redis.hget(keys.meta, 'active'),
+      limit > 0 ? this.redis.zrange(keys.ready, 0, limit - 1) : Promise.resolve([] as string[]),
+    ]);
+    const loaded = await this.loadTasks(sessionId, ids);
+    const waiting = ids.flatMap((id) => {
+      const snapshot = loaded.get(id);
+      return snapshot ? [snapshot] : [];
+    });
+    return { active: Number(active ?? 0), waiting };
   }
 
   async loadTask(sessionId: string, taskId: string): Promise<TaskSnapshot | undefined> {
@@ -364,6 +438,8 @@ export class SessionStore {
       keys.history,
       keys.usage,
       keys.deleted,
+      keys.ready,
+      keys.fences,
     );
     const [status, open, active] = await this.redis.orqApply(args);
     const ended = changeset.session?.record.state;
@@ -447,17 +523,17 @@ export class SessionStore {
   }
 
   async indexSession(session: Session): Promise<void> {
-    await this.redis.zadd(sessionIndexKey(this.prefix), Date.parse(session.createdAt), session.id);
+    await this.index.add(session);
   }
 
-  async unindexSession(sessionId: string): Promise<void> {
-    await this.redis.zrem(sessionIndexKey(this.prefix), sessionId);
+  /** Drops the session's index entries; its tenant's too when `tenant` is known. */
+  async unindexSession(sessionId: string, tenant?: string): Promise<void> {
+    await this.index.remove(sessionId, tenant);
   }
 
   async listSessionIds(options: { limit?: number; offset?: number } = {}): Promise<string[]> {
-    const offset = options.offset ?? 0;
-    const limit = options.limit ?? 50;
-    return this.redis.zrevrange(sessionIndexKey(this.prefix), offset, offset + limit - 1);
+    const page = await this.index.page({ limit: options.limit ?? 50, offset: options.offset ?? 0 });
+    return page.map((entry) => entry.id);
   }
 
   /** Reserves an idempotency key for a session id; returns the id already holding it, if any. */
@@ -521,6 +597,52 @@ export class SessionStore {
       details: { sessionId, taskId, attempt, step, status },
       hint: 'Steps are appended in order from 0; resume from loadTaskSteps().length.',
     });
+  }
+
+  /**
+   * Stores one execution's result, too long to ride in its judge job (task-card.ts
+   * inlineResult), for the judge and the coordinator to read (loadResult). GONE: the session was
+   * deleted, and nothing is written (a late worker must not leave a key behind).
+   */
+  async putResult(
+    sessionId: string,
+    taskId: string,
+    attempt: number,
+    result: TaskResult,
+    fence?: number,
+  ): Promise<'OK' | 'GONE'> {
+    const keys = this.keys(sessionId);
+    const status = await this.redis.orqPutResult(
+      keys.meta,
+      keys.results,
+      resultField(taskId, attempt, fence),
+      JSON.stringify(result),
+    );
+    return status === 'OK' ? 'OK' : 'GONE';
+  }
+
+  /** The result putResult stored for one execution, if it is there. */
+  async loadResult(
+    sessionId: string,
+    taskId: string,
+    attempt: number,
+    fence?: number,
+  ): Promise<TaskResult | undefined> {
+    const raw = await this.redis.hget(
+      this.keys(sessionId).results,
+      resultField(taskId, attempt, fence),
+    );
+    return raw ? TaskResult.parse(JSON.parse(raw)) : undefined;
+  }
+
+  /** Removes the result putResult stored for one execution, once its verdict is recorded. */
+  async dropResult(
+    sessionId: string,
+    taskId: string,
+    attempt: number,
+    fence?: number,
+  ): Promise<void> {
+    await this.redis.hdel(this.keys(sessionId).results, resultField(taskId, attempt, fence));
   }
 
   /** The steps appendTaskStep recorded for one execution attempt of a task, in order. */
@@ -587,6 +709,13 @@ export function applyArgs(
     args.push(json === '{}' ? `{${stampJson}` : `${json.slice(0, -1)},${stampJson}`);
   }
   if (changeset.unsettledUsage) args.push(...unsettledUsageArgs(changeset.unsettledUsage));
+  args.push(changeset.slotLimit ?? '');
+  // Every task written joins or leaves the ready set by what it now is, so the set never
+  // disagrees with the records (a cancelled or dispatched task leaves it in the same write).
+  for (const t of tasks)
+    args.push(isWaitingForSlot(t.task) ? waitingScore(t.task.criticalPath) : '');
+  const { fence } = changeset;
+  args.push(fence ? fenceField(fence.taskId, fence.attempt) : '', fence?.value ?? '');
   return args;
 }
 
@@ -607,29 +736,52 @@ function tasksFromReply(taskIds: readonly string[], values: (string | null)[]) {
 }
 
 /**
- * KEYS: meta, tasks, taskVersions, usage, applied. ARGV[1]: '1' to include the session record;
- * ARGV[2]: an id under which to count usage ('' for none), ARGV[3]: n usages, then their 6 × n
- * arguments (unsettledUsageArgs), then the task ids. The usage is counted only while the session
- * exists and the id is new in `applied` (a read repeated by a redelivered job counts nothing).
+ * KEYS: meta, tasks, taskVersions, usage, applied, fences. ARGV[1]: '1' to include the session
+ * record; ARGV[2]: an id under which to count usage ('' for none), ARGV[3]: n usages, ARGV[4]: m
+ * task ids, ARGV[5]: a field of `fences` to take the next fence of ('' for none), then the
+ * usages' 6 × n arguments (unsettledUsageArgs), then the m ids, then m versions the caller
+ * holds ('' for none): a task still at the version held comes back without its record (false),
+ * so a role whose job carries the task checks it without reading it. The usage is counted, and
+ * the fence taken, only while the session exists; the usage only when the id is new in `applied`
+ * (a read repeated by a redelivered job counts nothing).
  * Returns state, version, open, active, config revision, data (or false), then the tasks'
- * records, then their versions: one consistent snapshot in one round trip.
+ * records, then their versions, then the fence taken (false for none): one consistent snapshot
+ * in one round trip.
  */
 const READ_TASKS_SCRIPT = `${ADD_USAGE_LUA}
 local meta = redis.call('HMGET', KEYS[1], 'state', 'version', 'open', 'active', 'rev')
 local reply = {meta[1], meta[2], meta[3], meta[4], meta[5] or '0', false}
 if ARGV[1] == '1' then reply[6] = redis.call('HGET', KEYS[1], 'data') end
 local nUsage = tonumber(ARGV[3])
-local first = 4 + 6 * nUsage
+local first = 6 + 6 * nUsage
+local n = tonumber(ARGV[4])
 if meta[1] and ARGV[2] ~= '' and redis.call('SADD', KEYS[5], ARGV[2]) == 1 then
-  addUnsettledUsage(KEYS[4], 4, nUsage)
+  addUnsettledUsage(KEYS[4], 6, nUsage)
 end
-if #ARGV >= first then
-  local ids = {unpack(ARGV, first)}
-  local records = redis.call('HMGET', KEYS[2], unpack(ids))
+if n > 0 then
+  local ids = {unpack(ARGV, first, first + n - 1)}
   local versions = redis.call('HMGET', KEYS[3], unpack(ids))
-  for i = 1, #ids do reply[6 + i] = records[i] end
-  for i = 1, #ids do reply[6 + #ids + i] = versions[i] end
+  local wanted = {}
+  for i = 1, n do
+    -- A caller that holds the task at its current version gets no record: a version check.
+    if versions[i] and versions[i] == ARGV[first + n + i - 1] then
+      reply[6 + i] = false
+    else
+      reply[6 + i] = true
+      wanted[#wanted + 1] = ids[i]
+    end
+  end
+  if #wanted > 0 then
+    local records = redis.call('HMGET', KEYS[2], unpack(wanted))
+    local k = 0
+    for i = 1, n do
+      if reply[6 + i] then k = k + 1; reply[6 + i] = records[k] end
+    end
+  end
+  for i = 1, n do reply[6 + n + i] = versions[i] end
 end
+reply[7 + 2 * n] = false
+if meta[1] and ARGV[5] ~= '' then reply[7 + 2 * n] = redis.call('HINCRBY', KEYS[6], ARGV[5], 1) end
 return reply
 `;
 
@@ -639,11 +791,15 @@ function readTasksArgs(
   taskIds: readonly string[],
   withData: '0' | '1',
   count?: { id: string; usage: readonly UnsettledUsage[] },
+  held?: ReadonlyMap<string, number>,
+  fence?: string,
 ): (string | number)[] {
   const args: (string | number)[] = [keys.meta, keys.tasks, keys.taskVersions, keys.usage];
-  args.push(keys.applied, withData, count?.id ?? '', count?.usage.length ?? 0);
+  args.push(keys.applied, keys.fences, withData, count?.id ?? '', count?.usage.length ?? 0);
+  args.push(taskIds.length, fence ?? '');
   if (count) args.push(...unsettledUsageArgs(count.usage));
   for (const id of taskIds) args.push(id);
+  for (const id of taskIds) args.push(String(held?.get(id) ?? ''));
   return args;
 }
 
@@ -705,6 +861,19 @@ export interface TaskStepRecord {
 }
 
 const stepCountField = (taskId: string, attempt: number) => `${taskId}|${attempt}`;
+/**
+ * One delivery's stored result: per fence too, so a stale delivery of the same attempt (paused
+ * past its lock) cannot overwrite the result the current one's judge will read.
+ */
+const resultField = (taskId: string, attempt: number, fence?: number) =>
+  `${taskId}|${attempt}${fenceSuffix(fence)}`;
+
+/** KEYS: meta, results. ARGV: field, record. Writes only while the session exists. */
+const PUT_RESULT_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 'OK'
+`;
 
 /** Deletes an idempotency key only while it still names the session (KEYS[1], ARGV[1]). */
 const RELEASE_KEY_SCRIPT = `

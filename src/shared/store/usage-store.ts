@@ -19,12 +19,16 @@ import { sessionKeys } from './keys.js';
  *   reserved_tokens, reserved_usd_micros                      estimates of calls in flight
  *   lapsed_leases                                             reservations given back because their
  *                                                            call never settled (a crashed pod)
+ *   http_requests, http_failed, <role>:http_requests         HTTP requests the calls sent (an SDK
+ *                                                            retries inside one call), and those
+ *                                                            that got no 2xx answer
  *
  * Each reservation is also a lease in `prefix:s:{sid}:leases` (member `id|tokens|usd`, scored
  * by when it lapses): a call whose pod died never settles, and its estimate would be held for
  * ever, refusing later calls of a session that has spent little. Lapsed leases are given back
  * before every reservation and every read; a settlement gives back only a lease still held.
  *   grants, denied                                            reservations granted / refused
+ *   budget_waits                                              reservations told to wait for calls in flight
  *   exhausted, exhausted_grants                               first refusal: why, and grants before it
  */
 
@@ -55,6 +59,12 @@ export type ReserveOutcome =
       reservedUsdMicros: number;
       /** An earlier reservation was refused already; this one was refused without a check. */
       alreadyExhausted: boolean;
+      /**
+       * The estimate fits within the limit but not beside the reservations of calls in flight:
+       * not a stop (nothing is marked), ask again once they settle and give back what they
+       * did not use.
+       */
+      wait: boolean;
     };
 
 export interface Settlement {
@@ -67,6 +77,8 @@ export interface Settlement {
   usdMicros: number;
   /** The call threw: counted in failed_calls, not in calls; its billed tokens still count. */
   failed?: boolean;
+  /** The call was never made (it waits for its provider's quota): only its reservation goes. */
+  unmade?: boolean;
   /** The call's model has no price in budget.prices: its USD is unknown, counted here. */
   unpriced?: boolean;
 }
@@ -93,7 +105,7 @@ end
  * settle nothing, so they do not bring its usage hash and leases back.
  */
 const UNLESS_DELETED = `
-if redis.call('EXISTS', KEYS[3]) == 0 then return {1, '', 0, 0, 0, 0, 0} end
+if redis.call('EXISTS', KEYS[3]) == 0 then return {1, '', 0, 0, 0, 0, 0, 0} end
 `;
 
 const RESERVE_SCRIPT = `${LAPSE_LEASES}${UNLESS_DELETED}
@@ -104,6 +116,10 @@ local maxT = tonumber(ARGV[3])
 local maxU = tonumber(ARGV[4])
 local leaseId = ARGV[5]
 local leaseMs = tonumber(ARGV[6])
+-- What the caller holds already (a call reserving its repair turn): counted as its own, not
+-- as calls in flight whose settling could make room.
+local ownT = tonumber(ARGV[7] or '0') or 0
+local ownU = tonumber(ARGV[8] or '0') or 0
 local now = lapseLeases()
 local function num(field) return tonumber(redis.call('HGET', key, field) or '0') end
 local usedT = num('in') + num('out')
@@ -114,25 +130,37 @@ local resU = num('reserved_usd_micros')
 local exhausted = redis.call('HGET', key, 'exhausted')
 if exhausted then
   redis.call('HINCRBY', key, 'denied', 1)
-  return {0, exhausted, usedT, resT, usedU, resU, 1}
+  return {0, exhausted, usedT, resT, usedU, resU, 1, 0}
 end
+-- Out of budget: what is used leaves no room for the estimate, whatever calls in flight give back.
 local limit = false
-if maxT >= 0 and usedT + resT + estT > maxT then
+if maxT >= 0 and usedT + ownT + estT > maxT then
   limit = 'tokens'
-elseif maxU >= 0 and usedU + resU + estU > maxU then
+elseif maxU >= 0 and usedU + ownU + estU > maxU then
   limit = 'usd'
 end
 if limit then
   redis.call('HSET', key, 'exhausted', limit, 'exhausted_grants', num('grants'))
   redis.call('HINCRBY', key, 'denied', 1)
-  return {0, limit, usedT, resT, usedU, resU, 0}
+  return {0, limit, usedT, resT, usedU, resU, 0, 0}
+end
+-- Room only once calls in flight settle (each gives back what it did not use): wait, no stop.
+local busy = false
+if maxT >= 0 and usedT + resT + estT > maxT then
+  busy = 'tokens'
+elseif maxU >= 0 and usedU + resU + estU > maxU then
+  busy = 'usd'
+end
+if busy then
+  redis.call('HINCRBY', key, 'budget_waits', 1)
+  return {0, busy, usedT, resT, usedU, resU, 0, 1}
 end
 redis.call('HINCRBY', key, 'reserved_tokens', estT)
 redis.call('HINCRBY', key, 'reserved_usd_micros', estU)
 redis.call('HINCRBY', key, 'grants', 1)
 local lease = leaseId .. '|' .. estT .. '|' .. estU
 redis.call('ZADD', KEYS[2], now + leaseMs, lease)
-return {1, lease, usedT, resT + estT, usedU, resU + estU, 0}
+return {1, lease, usedT, resT + estT, usedU, resU + estU, 0, 0}
 `;
 
 /**
@@ -188,12 +216,24 @@ local lease = ARGV[10]
 local held = lease == '' or redis.call('ZREM', KEYS[2], lease) == 1
 if held and resT ~= 0 then redis.call('HINCRBY', key, 'reserved_tokens', -resT) end
 if held and resU ~= 0 then redis.call('HINCRBY', key, 'reserved_usd_micros', -resU) end
+if ARGV[8] == 'unmade' then return 1 end
 if failed then
   redis.call('HINCRBY', key, 'failed_calls', 1)
   -- A failed call counts only the tokens it was billed for (a reply cut off or unusable).
   if inT == 0 and outT == 0 and usd == 0 then return 1 end
 end
 addUsage(key, ARGV[3], ARGV[4], inT, outT, usd, failed, ARGV[9] == '1')
+return 1
+`;
+
+/** Lua: adds one call's HTTP requests (ARGV role, requests, failed) unless the session is gone. */
+const HTTP_REQUESTS_SCRIPT = `
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+local requests = tonumber(ARGV[2])
+local failed = tonumber(ARGV[3])
+redis.call('HINCRBY', KEYS[1], 'http_requests', requests)
+redis.call('HINCRBY', KEYS[1], ARGV[1] .. ':http_requests', requests)
+if failed ~= 0 then redis.call('HINCRBY', KEYS[1], 'http_failed', failed) end
 return 1
 `;
 
@@ -214,8 +254,17 @@ declare module 'ioredis' {
       maxUsdMicros: number,
       leaseId: string,
       leaseMs: number,
-    ): Result<[number, string, number, number, number, number, number], Context>;
+      ownTokens: number,
+      ownUsdMicros: number,
+    ): Result<[number, string, number, number, number, number, number, number], Context>;
     orqUsageRead(key: string, leases: string): Result<string[], Context>;
+    orqUsageHttpRequests(
+      key: string,
+      meta: string,
+      role: string,
+      requests: number,
+      failed: number,
+    ): Result<number, Context>;
     orqUsageSettle(
       key: string,
       leases: string,
@@ -259,6 +308,14 @@ export const SessionUsage = z.object({
   denied: count,
   /** Reservations given back because their call never settled (its pod died). */
   lapsedLeases: count,
+  /**
+   * The HTTP requests the calls sent, all roles and per role: a call is logical, and an SDK
+   * retries a 429, a 5xx or a timeout inside it. `failed` got no answer or one other than 2xx.
+   * Absent while no request was sent (builtin models, a replay).
+   */
+  httpRequests: z
+    .object({ total: count, failed: count, byRole: z.record(z.string(), count) })
+    .optional(),
   /** Set at the first refusal: the limit that ran out and how many grants came before it. */
   exhausted: z.object({ limit: z.enum(['tokens', 'usd']), afterGrants: count }).optional(),
 });
@@ -285,10 +342,19 @@ export function usageFromHash(hash: Record<string, string>): SessionUsage {
   if (limit === 'tokens' || limit === 'usd') {
     usage.exhausted = { limit, afterGrants: int('exhausted_grants') };
   }
+  if (hash.http_requests !== undefined) {
+    usage.httpRequests = { total: int('http_requests'), failed: int('http_failed'), byRole: {} };
+  }
   for (const [field, raw] of Object.entries(hash)) {
     // Task ids and role names never contain ':' (TaskId allows letters, digits, _ . -).
     const parts = field.split(':');
     const metric = parts.at(-1) ?? '';
+    if (metric === 'http_requests' || metric === 'http_failed') {
+      if (parts.length === 2 && usage.httpRequests) {
+        usage.httpRequests.byRole[parts[0] ?? ''] = Number.parseInt(raw, 10) || 0;
+      }
+      continue;
+    }
     let totals: UsageTotals | undefined;
     if (parts.length === 1) totals = usage.total;
     else if (parts.length === 2) totals = usage.byRole[parts[0] ?? ''] ??= emptyTotals();
@@ -317,6 +383,9 @@ export class UsageStore {
     if (typeof commands.orqUsageSettle !== 'function') {
       redis.defineCommand('orqUsageSettle', { numberOfKeys: 3, lua: SETTLE_SCRIPT });
     }
+    if (typeof commands.orqUsageHttpRequests !== 'function') {
+      redis.defineCommand('orqUsageHttpRequests', { numberOfKeys: 2, lua: HTTP_REQUESTS_SCRIPT });
+    }
     if (typeof commands.orqUsageRead !== 'function') {
       redis.defineCommand('orqUsageRead', { numberOfKeys: 2, lua: READ_SCRIPT });
     }
@@ -325,28 +394,41 @@ export class UsageStore {
   /**
    * Atomically: grants the reservation when used + reserved + estimate stays within every
    * limit given, and then holds the estimate as reserved, under a lease that lapses after
-   * `leaseMs` (a call that never settles gives it back then); otherwise refuses, and every
-   * later reservation of the session is refused too.
+   * `leaseMs` (a call that never settles gives it back then). When used + estimate alone passes
+   * a limit it refuses, and every later reservation of the session is refused too; when only
+   * the reservations of calls in flight leave no room it refuses with `wait` and marks nothing.
    */
   async reserve(
     sessionId: string,
     estimate: Reservation,
     limits: BudgetLimits,
     leaseMs: number,
+    /** What the caller holds already (its call's reservations, for a repair turn). */
+    own: Pick<Reservation, 'tokens' | 'usdMicros'> = { tokens: 0, usdMicros: 0 },
   ): Promise<ReserveOutcome> {
     const { usage, leases, meta } = sessionKeys(this.prefix, sessionId);
-    const [granted, limit, usedTokens, reservedTokens, usedUsdMicros, reservedUsdMicros, before] =
-      await this.redis.orqUsageReserve(
-        usage,
-        leases,
-        meta,
-        estimate.tokens,
-        estimate.usdMicros,
-        limits.maxTokens ?? NO_LIMIT,
-        limits.maxUsdMicros ?? NO_LIMIT,
-        randomUUID(),
-        Math.max(1, Math.round(leaseMs)),
-      );
+    const [
+      granted,
+      limit,
+      usedTokens,
+      reservedTokens,
+      usedUsdMicros,
+      reservedUsdMicros,
+      before,
+      wait,
+    ] = await this.redis.orqUsageReserve(
+      usage,
+      leases,
+      meta,
+      estimate.tokens,
+      estimate.usdMicros,
+      limits.maxTokens ?? NO_LIMIT,
+      limits.maxUsdMicros ?? NO_LIMIT,
+      randomUUID(),
+      Math.max(1, Math.round(leaseMs)),
+      own.tokens,
+      own.usdMicros,
+    );
     if (Number(granted) === 1) return { granted: true, lease: String(limit) };
     return {
       granted: false,
@@ -356,6 +438,7 @@ export class UsageStore {
       usedUsdMicros: Number(usedUsdMicros),
       reservedUsdMicros: Number(reservedUsdMicros),
       alreadyExhausted: Number(before) === 1,
+      wait: Number(wait) === 1,
     };
   }
 
@@ -373,7 +456,7 @@ export class UsageStore {
       settlement.usage.inputTokens,
       settlement.usage.outputTokens,
       settlement.usdMicros,
-      settlement.failed ? '1' : '0',
+      settlement.unmade ? 'unmade' : settlement.failed ? '1' : '0',
       settlement.unpriced ? '1' : '0',
       settlement.reserved.lease ?? '',
     );
@@ -389,6 +472,17 @@ export class UsageStore {
       usdMicros: usage.usdMicros,
       unpriced: usage.unpriced === true,
     });
+  }
+
+  /** Counts the HTTP requests one call of `role` sent (none are written for a call that sent none). */
+  async addHttpRequests(
+    sessionId: string,
+    role: string,
+    requests: { total: number; failed: number },
+  ): Promise<void> {
+    if (requests.total === 0) return;
+    const { usage, meta } = sessionKeys(this.prefix, sessionId);
+    await this.redis.orqUsageHttpRequests(usage, meta, role, requests.total, requests.failed);
   }
 
   /** The session's usage, lapsed leases given back first. */

@@ -9,8 +9,12 @@ export interface CoordinatorContext {
   metrics?: Pick<RoleMetrics, 'countDecision'>;
 }
 
-/** What a handler concluded: a changeset to apply, or why the event changes nothing. */
-export type Transition = { changeset: Changeset } | { ignore: string; eventId: string };
+/**
+ * What a handler concluded: a changeset to apply, or why the event changes nothing. `applied`
+ * runs once the changeset is written (status OK), for clean-up the write makes safe.
+ */
+export type Transition =
+  { changeset: Changeset; applied?: () => Promise<void> } | { ignore: string; eventId: string };
 
 export const ignore = (eventId: string, reason: string): Transition => ({
   ignore: reason,

@@ -63,36 +63,55 @@ export async function applyEvent(
   const usage = event.unsettledUsage?.length ? { unsettledUsage: event.unsettledUsage } : {};
   const log = ctx.logger.child({ sessionId: event.sessionId, event: name, eventId });
 
+  /** Records that the event changes nothing, and why (counting its usage), once. */
+  const ignored = async (reason: string): Promise<CoordinatorOutcome> => {
+    const result = await ctx.store.apply(event.sessionId, {
+      eventId,
+      history: [
+        {
+          type: 'decision',
+          decision: 'event:ignored',
+          reason: `${name}: ${reason}`,
+          inputs: { eventId },
+        },
+      ],
+      ...usage,
+    });
+    if (result.status === 'GONE') return gone(log);
+    if (result.status === 'OK') faultAfterStateWrite();
+    // DUPLICATE: this event was applied before a crash; its jobs may still sit in the outbox.
+    if (result.status === 'DUPLICATE') await flushOutbox(ctx.store, ctx.queues, event.sessionId);
+    // A redelivery after a crash between the apply and finalize finds the event stale, yet the
+    // session may still be due to complete or block: settle it here too, or it stays RUNNING.
+    await finalize(ctx, event.sessionId, result);
+    return { status: 'IGNORED', reason };
+  };
+
   for (let tries = 0; tries < MAX_CONFLICT_RETRIES; tries += 1) {
     const transition = await handler(ctx, event as never, eventId);
-    let result: ApplyResult;
     if ('ignore' in transition) {
       log.debug({ reason: transition.ignore }, 'event changes nothing');
-      result = await ctx.store.apply(event.sessionId, {
-        eventId,
-        history: [
-          {
-            type: 'decision',
-            decision: 'event:ignored',
-            reason: `${name}: ${transition.ignore}`,
-            inputs: { eventId },
-          },
-        ],
-        ...usage,
-      });
-      if (result.status === 'GONE') return gone(log);
-      if (result.status === 'OK') faultAfterStateWrite();
-      // DUPLICATE: this event was applied before a crash; its jobs may still sit in the outbox.
-      if (result.status === 'DUPLICATE') await flushOutbox(ctx.store, ctx.queues, event.sessionId);
-      // A redelivery after a crash between the apply and finalize finds the event stale, yet the
-      // session may still be due to complete or block: settle it here too, or it stays RUNNING.
-      await finalize(ctx, event.sessionId, result);
-      return { status: 'IGNORED', reason: transition.ignore };
+      return ignored(transition.ignore);
     }
-    result = await ctx.store.apply(event.sessionId, { ...transition.changeset, ...usage });
+    const result = await ctx.store.apply(event.sessionId, { ...transition.changeset, ...usage });
     if (result.status === 'GONE') return gone(log);
+    const { fence } = transition.changeset;
+    if (result.status === 'FENCED' && fence) {
+      // A delivery that lost its job (paused past its lock) handed on after a later delivery
+      // of the job started: that one's result is the one to apply (issue 35).
+      const reason = `the result of ${fence.taskId} attempt ${fence.attempt} comes from a superseded delivery (fence ${fence.value}); a later delivery of its job hands on its own`;
+      log.info({ taskId: fence.taskId, attempt: fence.attempt, fence: fence.value }, reason);
+      ctx.metrics?.countDecision('task:fenced');
+      return ignored(reason);
+    }
     if (result.status === 'OK') {
       faultAfterStateWrite();
+      // Best effort: what it cleans up (a stored result) only costs memory if left.
+      await transition
+        .applied?.()
+        .catch((error: unknown) =>
+          log.warn({ err: (error as Error).message }, 'clean-up after the write failed'),
+        );
       for (const entry of transition.changeset.history ?? []) {
         if (entry.type === 'decision') ctx.metrics?.countDecision(entry.decision);
       }

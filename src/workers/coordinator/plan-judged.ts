@@ -1,4 +1,5 @@
 import type { PlanBreakdown, PlannedTask } from '../../shared/domain/plan.js';
+import { inBand } from '../../shared/fair-release.js';
 import type {
   Feedback,
   RefinementResult,
@@ -24,6 +25,7 @@ import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
 import { executorsRefused } from './executors-refused.js';
 import { TaskEdits } from './task-edits.js';
+import { criticalPaths } from '../../shared/rules/critical-path.js';
 
 /** Problems of a plan on its own: too many tasks, cycles, dangling dependencies, duplicate ids. */
 function ownStructureProblems(plan: PlanBreakdown, tooMany: string | undefined): string[] {
@@ -63,9 +65,13 @@ function tasksFromPlan(session: Session, plan: PlanBreakdown): Task[] {
   for (const t of planned) {
     for (const dep of t.dependencies) dependents.set(dep, [...(dependents.get(dep) ?? []), t.id]);
   }
+  const paths = criticalPaths(
+    planned.map((t) => ({ id: t.id, dependents: dependents.get(t.id) ?? [] })),
+  );
   return planned.map((t) =>
     Task.parse({
       ...t,
+      criticalPath: paths.get(t.id) ?? 1,
       state: 'READY',
       dependents: dependents.get(t.id) ?? [],
       pendingDependencies: t.dependencies.length,
@@ -295,11 +301,14 @@ function replan(
       eventId,
       session: { record: next, expectedVersion: version },
       outbox: [
-        outboxJob('plan', 'plan', jobIds.plan(session.id, nextAttempt), {
-          sessionId: session.id,
-          attempt: nextAttempt,
-          ...(result.feedback ? { feedback: result.feedback } : {}),
-        }),
+        inBand(
+          session,
+          outboxJob('plan', 'plan', jobIds.plan(session.id, nextAttempt), {
+            sessionId: session.id,
+            attempt: nextAttempt,
+            ...(result.feedback ? { feedback: result.feedback } : {}),
+          }),
+        ),
       ],
       history,
     },
@@ -370,11 +379,14 @@ function accept(
   const enforced = enforceExecutorPolicy(plan.tasks, policy);
   if (enforced.refused.length > 0) history.push(executorsRefused(enforced.refused, policy));
   const tasks = tasksFromPlan(session, { ...plan, tasks: enforced.tasks });
-  const edits = new TaskEdits(session.id, []);
+  const edits = new TaskEdits(session, []);
   for (const task of tasks) edits.put(task, 'plan accepted');
   for (const task of tasks) {
     if (task.pendingDependencies === 0) edits.dispatch(task.id, 'no dependencies');
   }
+  // A session's tasks are all new here: none holds a slot or waits for one yet.
+  const limit = session.config.scheduling.maxTasksInFlight;
+  edits.fillSlots(limit > 0 ? { limit, active: 0, waiting: [] } : undefined);
   const next: Session = {
     ...session,
     state: 'RUNNING',
@@ -385,6 +397,7 @@ function accept(
     changeset: {
       eventId,
       session: { record: next, expectedVersion: version },
+      ...(limit > 0 ? { slotLimit: limit } : {}),
       tasks: edits.changes(),
       counters: edits.counterDelta(),
       outbox: edits.outbox,

@@ -1,4 +1,5 @@
 import { FINISHED_SESSION_STATES, type Session } from '../../shared/domain/session.js';
+import { inBand } from '../../shared/fair-release.js';
 import {
   jobIds,
   outboxJob,
@@ -11,7 +12,7 @@ import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { Counters } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
-import { isActive, isOpen, TaskEdits } from './task-edits.js';
+import { fillSlots, isActive, isOpen, TaskEdits } from './task-edits.js';
 
 const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
 
@@ -25,7 +26,7 @@ export async function onCancel(
   if (FINISHED_SESSION_STATES.includes(session.state))
     return ignore(eventId, `session is already ${session.state}`);
   const tasks = await ctx.store.loadTasks(session.id, session.taskIds);
-  const edits = new TaskEdits(session.id, tasks.values());
+  const edits = new TaskEdits(session, tasks.values());
   for (const { task } of tasks.values()) {
     if (isOpen(task.state))
       edits.put({ ...task, state: 'CANCELLED', replanPending: false }, event.reason);
@@ -72,7 +73,7 @@ export async function onResume(
   );
   if (targets.length === 0) return ignore(eventId, 'no blocked task to resume');
 
-  const edits = new TaskEdits(session.id, all.values());
+  const edits = new TaskEdits(session, all.values());
   const reason = `resume (${event.mode})${event.note ? `: ${event.note}` : ''}`;
   for (const { task } of targets) {
     if (event.mode === 'skip') {
@@ -91,6 +92,8 @@ export async function onResume(
       if (task.pendingDependencies === 0) edits.dispatch(task.id, reason);
     }
   }
+  // Before the history is gathered: the dispatches write their state changes into it.
+  const slots = await fillSlots(ctx.store, edits, session);
   const history = [
     {
       type: 'decision' as const,
@@ -117,6 +120,7 @@ export async function onResume(
   return {
     changeset: {
       eventId,
+      ...slots,
       session: { record: next, expectedVersion: version },
       tasks: edits.changes(),
       readTasks: edits.reads(),
@@ -183,12 +187,14 @@ export async function onJobFailed(
       `stale ${event.role} failure for ${event.taskId} attempt ${event.attempt}`,
     );
   }
-  const edits = new TaskEdits(session.id, [snapshot]);
+  const edits = new TaskEdits(session, [snapshot]);
   const reason = `${event.role} failed: ${event.error}`;
   edits.put({ ...snapshot.task, state: 'BLOCKED', replanPending: false }, reason);
+  const slots = await fillSlots(ctx.store, edits, session);
   return {
     changeset: {
       eventId,
+      ...slots,
       requireStates: ['RUNNING'],
       tasks: edits.changes(),
       counters: edits.counterDelta(),
@@ -255,7 +261,7 @@ async function resumeWithBudget(
   if (targets.length === 0) {
     return ignore(eventId, 'the budget stopped the session with no task left to go on with');
   }
-  const edits = new TaskEdits(session.id, all.values());
+  const edits = new TaskEdits(session, all.values());
   for (const { task } of targets) {
     edits.put(
       { ...task, state: 'READY', replanPending: false, continuations: 0, feedback: undefined },
@@ -263,9 +269,11 @@ async function resumeWithBudget(
     );
     if (task.pendingDependencies === 0) edits.dispatch(task.id, reason);
   }
+  const slots = await fillSlots(ctx.store, edits, raisedSession);
   return {
     changeset: {
       eventId,
+      ...slots,
       session: { record: { ...raisedSession, state: 'RUNNING' }, expectedVersion: version },
       tasks: edits.changes(),
       readTasks: edits.reads(),
@@ -300,11 +308,14 @@ function planAgain(session: Session): {
   const feedback = session.planning.refinementHistory.at(-1)?.feedback;
   return {
     record: { ...session, state: 'PLANNING', planning: { ...session.planning, attempt } },
-    job: outboxJob('plan', 'plan', jobIds.plan(session.id, attempt), {
-      sessionId: session.id,
-      attempt,
-      ...(feedback ? { feedback } : {}),
-    }),
+    job: inBand(
+      session,
+      outboxJob('plan', 'plan', jobIds.plan(session.id, attempt), {
+        sessionId: session.id,
+        attempt,
+        ...(feedback ? { feedback } : {}),
+      }),
+    ),
     inputs: { interruptedPlanAttempt: interrupted, planAttempt: attempt },
   };
 }
@@ -352,7 +363,7 @@ async function stopOnBudget(
   }
   const reason = `budget exhausted: ${event.error}`;
   const tasks = await ctx.store.loadTasks(session.id, session.taskIds);
-  const edits = new TaskEdits(session.id, tasks.values());
+  const edits = new TaskEdits(session, tasks.values());
   for (const { task } of tasks.values()) {
     if (isOpen(task.state))
       edits.put({ ...task, state: 'CANCELLED', replanPending: false }, reason);

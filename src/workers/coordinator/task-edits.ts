@@ -1,13 +1,23 @@
 import {
   ACTIVE_TASK_STATES,
   FINISHED_TASK_STATES,
+  isWaitingForSlot,
   SATISFYING_TASK_STATES,
   Task,
   type TaskState,
 } from '../../shared/domain/task.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import { jobIds, outboxJob, type OutboxJob } from '../../shared/queues.js';
-import type { Counters, TaskSnapshot } from '../../shared/store/session-store.js';
+import type { Counters, SessionStore, TaskSnapshot } from '../../shared/store/session-store.js';
+import type { Session } from '../../shared/domain/session.js';
+import { pickForSlots } from '../../shared/rules/critical-path.js';
+import { taskCard } from '../../shared/task-card.js';
+
+/**
+ * Waiting tasks a refill chooses among beyond the ones it takes: concurrent refills of one
+ * session rarely pick the same task (a version conflict, then a retry).
+ */
+const WAITING_SPREAD = 4;
 
 /** Up to this many, a task's dependencies ride in its execute job (loadForTask reads a few). */
 const DEPENDENCIES_IN_JOB = 100;
@@ -25,14 +35,21 @@ export class TaskEdits {
   private readonly current = new Map<string, Task>();
   private readonly edited = new Set<string>();
   readonly outbox: OutboxJob[] = [];
+  /** Tasks this transition made runnable, with why: dispatched by fillSlots as slots allow. */
+  private readonly runnable = new Map<string, string>();
   readonly history: HistoryEntryDraft[] = [];
 
+  readonly sessionId: string;
+
   constructor(
-    readonly sessionId: string,
+    /** The session the tasks are of: its tenant and priority go with the work jobs. */
+    private readonly session: Pick<Session, 'id' | 'tenant' | 'priority'>,
     snapshots: Iterable<TaskSnapshot>,
     /** When this transition happens (ISO time): the start and end times it writes. */
     private readonly at: string = new Date().toISOString(),
+    private readonly random: () => number = Math.random,
   ) {
+    this.sessionId = session.id;
     for (const s of snapshots) this.addSnapshot(s);
   }
 
@@ -76,8 +93,68 @@ export class TaskEdits {
     }
   }
 
-  /** Sends a task to a worker: RUNNING (or kept NEEDS_CONTINUATION), next attempt enqueued. */
+  /**
+   * A task may run: a continuation (NEEDS_CONTINUATION) keeps its slot and goes to a worker at
+   * once; a READY one is dispatched by fillSlots when its session has a slot for it, and
+   * otherwise waits in the session's ready set.
+   */
   dispatch(
+    taskId: string,
+    reason: string,
+    state: 'RUNNING' | 'NEEDS_CONTINUATION' = 'RUNNING',
+  ): void {
+    if (state === 'NEEDS_CONTINUATION') this.start(taskId, reason, state);
+    else this.runnable.set(taskId, reason);
+  }
+
+  /**
+   * The version `taskId` will have once this transition's write lands (the apply writes each
+   * task at the version it was read at plus one): the version a job it sends can check.
+   */
+  nextVersion(taskId: string): number {
+    return (this.original.get(taskId)?.version ?? 0) + 1;
+  }
+
+  /** Whether this transition may change which tasks hold or wait for a slot. */
+  movesSlots(): boolean {
+    return this.runnable.size > 0 || this.counterDelta().active < 0;
+  }
+
+  /**
+   * Dispatches what the session's slots allow: with `limit` (scheduling.maxTasksInFlight) as
+   * many of the runnable and `waiting` tasks as `active` leaves room for, longest critical path
+   * first (the rest wait in the ready set); without, every runnable task.
+   */
+  fillSlots(slots?: { limit: number; active: number; waiting: readonly TaskSnapshot[] }): void {
+    if (!slots) {
+      const ready = [...this.runnable.keys()].map((id) => this.get(id));
+      // All at once, longest path first: their fair-release tags, so their order in the work
+      // queue, follow the order they are dispatched in.
+      for (const task of pickForSlots(ready, Infinity)) {
+        this.start(task.id, this.runnable.get(task.id) ?? '');
+      }
+      this.runnable.clear();
+      return;
+    }
+    for (const snapshot of slots.waiting) this.addSnapshot(snapshot);
+    const candidates = new Map<string, string>(this.runnable);
+    for (const { task } of slots.waiting) {
+      if (!candidates.has(task.id)) {
+        candidates.set(task.id, `a slot of the session is free for ${task.id}`);
+      }
+    }
+    const ready = [...candidates.keys()].map((id) => this.get(id)).filter(isWaitingForSlot);
+    const free = slots.limit - (slots.active + this.counterDelta().active);
+    // Coordinators finishing tasks of one session at once would all take the same first waiting
+    // task, and all but one would conflict and retry: taken from the first few, they seldom meet.
+    const spread = slots.waiting.length > 0 ? WAITING_SPREAD : 0;
+    const picked = pickForSlots(ready, free, spread, this.random);
+    for (const task of picked) this.start(task.id, candidates.get(task.id) ?? '');
+    this.runnable.clear();
+  }
+
+  /** Sends a task to a worker: RUNNING (or kept NEEDS_CONTINUATION), next attempt enqueued. */
+  private start(
     taskId: string,
     reason: string,
     state: 'RUNNING' | 'NEEDS_CONTINUATION' = 'RUNNING',
@@ -88,16 +165,31 @@ export class TaskEdits {
       { ...task, state, attempts: attempt, replanPending: false, startedAt: this.at },
       reason,
     );
-    this.outbox.push(
-      outboxJob('work', 'execute', jobIds.execute(this.sessionId, taskId, attempt), {
+    // The task as the worker will find it, with the outputs of the dependencies this
+    // transition holds (the one just done, mostly); the others are referenced.
+    const card = taskCard(this.get(taskId), attempt, this.nextVersion(taskId), (id) =>
+      this.current.get(id),
+    );
+    this.outbox.push({
+      ...outboxJob('work', 'execute', jobIds.execute(this.sessionId, taskId, attempt), {
         sessionId: this.sessionId,
         taskId,
         attempt,
-        ...(task.dependencies.length > 0 && task.dependencies.length <= DEPENDENCIES_IN_JOB
+        tenant: this.session.tenant,
+        // The ids ride alone only for a card without the task's text (read, as before it).
+        ...(!card.body &&
+        task.dependencies.length > 0 &&
+        task.dependencies.length <= DEPENDENCIES_IN_JOB
           ? { dependencies: task.dependencies }
           : {}),
+        task: card,
       }),
-    );
+      fairShare: {
+        tenant: this.session.tenant,
+        priority: this.session.priority,
+        ...(task.criticalPath !== undefined ? { criticalPath: task.criticalPath } : {}),
+      },
+    });
   }
 
   /**
@@ -155,4 +247,25 @@ function withBlockedReason(task: Task, reason: string | undefined): Task {
   if (task.blockedReason === undefined) return task;
   const { blockedReason: _reason, ...rest } = task;
   return rest;
+}
+
+/**
+ * Dispatches what `edits` made runnable, as the session's slots allow, reading its active count
+ * and waiting tasks only when the transition frees a slot or makes a task runnable. Returns the
+ * changeset's slotLimit: the apply refuses the write if a concurrent one made that read stale.
+ */
+export async function fillSlots(
+  store: Pick<SessionStore, 'readSlots'>,
+  edits: TaskEdits,
+  session: Pick<Session, 'id' | 'config'>,
+): Promise<{ slotLimit?: number }> {
+  const limit = session.config.scheduling.maxTasksInFlight;
+  if (limit === 0) {
+    edits.fillSlots();
+    return {};
+  }
+  if (!edits.movesSlots()) return {};
+  const { active, waiting } = await store.readSlots(session.id, limit);
+  edits.fillSlots({ limit, active, waiting });
+  return { slotLimit: limit };
 }

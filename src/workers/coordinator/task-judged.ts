@@ -1,10 +1,12 @@
 import type { Session } from '../../shared/domain/session.js';
+import { inBand } from '../../shared/fair-release.js';
 import { jobIds, outboxJob, type TaskJudgedEvent } from '../../shared/queues.js';
+import { inlineResult, taskCard } from '../../shared/task-card.js';
 import { decideTaskOutcome } from '../../shared/rules/task-outcome.js';
 import type { TaskSnapshot } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
-import { isActive, TaskEdits } from './task-edits.js';
+import { fillSlots, isActive, TaskEdits } from './task-edits.js';
 
 /**
  * Seed 001: apply the Judge's verdict on one execution: done, continue, replan or blocked.
@@ -48,6 +50,14 @@ async function judged(
     );
   }
 
+  // A long result rides as a reference (storedResult): read here, where it is recorded.
+  const result =
+    event.result ??
+    (await ctx.store.loadResult(event.sessionId, task.id, event.attempt, event.fence));
+  if (!result) {
+    return ignore(eventId, `the result of attempt ${event.attempt} of ${task.id} is not stored`);
+  }
+
   const outcome = decideTaskOutcome({
     judgement: event.judgement,
     task,
@@ -60,9 +70,16 @@ async function judged(
       ? (ctx.store.writtenTasks(event.sessionId, task.dependents)?.tasks ??
         (await ctx.store.loadTasks(event.sessionId, task.dependents)))
       : new Map<string, TaskSnapshot>();
-  const edits = new TaskEdits(event.sessionId, [snapshot, ...dependents.values()]);
+  const edits = new TaskEdits(session, [snapshot, ...dependents.values()]);
   edits.history.push(
-    { type: 'execution', taskId: task.id, attempt: event.attempt, result: event.result },
+    {
+      type: 'execution',
+      taskId: task.id,
+      attempt: event.attempt,
+      result,
+      // Names the judge job (its id carries a later delivery's fence) for the session view.
+      ...(event.fence && event.fence > 1 ? { fence: event.fence } : {}),
+    },
     {
       type: 'judgement',
       subject: 'task',
@@ -86,7 +103,7 @@ async function judged(
       },
     },
   );
-  const judged = { ...task, result: event.result, judgement: event.judgement };
+  const judged = { ...task, result, judgement: event.judgement };
 
   switch (outcome.kind) {
     case 'done':
@@ -108,11 +125,22 @@ async function judged(
     case 'replan':
       edits.put({ ...judged, replanPending: true });
       edits.outbox.push(
-        outboxJob('replan', 'replan-task', jobIds.replan(event.sessionId, task.id, event.attempt), {
-          sessionId: event.sessionId,
-          taskId: task.id,
-          attempt: event.attempt,
-        }),
+        inBand(
+          session,
+          outboxJob(
+            'replan',
+            'replan-task',
+            jobIds.replan(event.sessionId, task.id, event.attempt),
+            {
+              sessionId: event.sessionId,
+              taskId: task.id,
+              attempt: event.attempt,
+              task: taskCard(judged, event.attempt, edits.nextVersion(task.id)),
+              judgement: event.judgement,
+              ...(inlineResult(result) ? { result } : {}),
+            },
+          ),
+        ),
       );
       break;
     case 'blocked':
@@ -120,15 +148,28 @@ async function judged(
       break;
   }
 
+  const slots = await fillSlots(ctx.store, edits, session);
   return {
+    // The task's record and history hold the result now: the stored copy is not read again
+    // (a later delivery of this attempt's judge job or verdict finds the task moved on).
+    ...(event.result
+      ? {}
+      : {
+          applied: () => ctx.store.dropResult(event.sessionId, task.id, event.attempt, event.fence),
+        }),
     changeset: {
       eventId,
+      ...slots,
       requireStates: ['RUNNING'],
       tasks: edits.changes(),
       readTasks: edits.reads(),
       counters: edits.counterDelta(),
       outbox: edits.outbox,
       history: edits.history,
+      // The verdict is on this work delivery's result: refused if a later delivery started.
+      ...(event.fence
+        ? { fence: { taskId: task.id, attempt: event.attempt, value: event.fence } }
+        : {}),
     },
   };
 }

@@ -8,7 +8,8 @@ import { taskCapProblem, validateReplacementTerms } from '../../shared/rules/str
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
 import { executorsRefused } from './executors-refused.js';
-import { isSatisfying, TaskEdits } from './task-edits.js';
+import { fillSlots, isSatisfying, TaskEdits } from './task-edits.js';
+import { criticalPaths } from '../../shared/rules/critical-path.js';
 
 /**
  * Seed 001: the Replanner's subtasks replace the task. The original becomes REPLACED_BY_REPLAN,
@@ -33,7 +34,7 @@ export async function onTaskReplanned(
     ...original.dependents,
     ...original.dependencies,
   ]);
-  const edits = new TaskEdits(event.sessionId, [snapshot, ...related.values()]);
+  const edits = new TaskEdits(session, [snapshot, ...related.values()]);
   edits.history.push({
     type: 'plan',
     source: 'replanner',
@@ -64,7 +65,7 @@ export async function onTaskReplanned(
       inputs,
     });
     edits.put({ ...original, state: 'BLOCKED', replanPending: false }, reason);
-    return finish(eventId, edits);
+    return finish(ctx, eventId, edits, session);
   };
 
   const tooMany = taskCapProblem({
@@ -120,15 +121,26 @@ export async function onTaskReplanned(
   }
   const stateOf = (id: string) =>
     newIds.has(id) ? 'READY' : edits.has(id) ? edits.get(id).state : 'DONE';
-  for (const sub of subtasks) {
-    const rewired = replaced.rewiredTaskIds.filter((d) =>
-      byId.get(d)?.dependencies.includes(sub.id),
-    );
+  const withDependents = subtasks.map((sub) => ({
+    sub,
+    dependents: [
+      ...(subDependents.get(sub.id) ?? []),
+      ...replaced.rewiredTaskIds.filter((d) => byId.get(d)?.dependencies.includes(sub.id)),
+    ],
+  }));
+  // Only the subtasks' paths are new: every task before them in a chain is a dependency of the
+  // replaced task, which ran, so it is done, and it is never dispatched again.
+  const paths = criticalPaths(
+    withDependents.map(({ sub, dependents }) => ({ id: sub.id, dependents })),
+    new Map(replaced.rewiredTaskIds.map((id) => [id, edits.get(id).criticalPath ?? 1])),
+  );
+  for (const { sub, dependents } of withDependents) {
     edits.put(
       {
         ...sub,
-        dependents: [...(subDependents.get(sub.id) ?? []), ...rewired],
+        dependents,
         pendingDependencies: sub.dependencies.filter((d) => !isSatisfying(stateOf(d))).length,
+        criticalPath: paths.get(sub.id) ?? 1,
       },
       `replaces ${original.id}`,
     );
@@ -157,7 +169,7 @@ export async function onTaskReplanned(
   }
 
   const snapshotSession = await ctx.store.requireSession(event.sessionId);
-  return finish(eventId, edits, {
+  return finish(ctx, eventId, edits, session, {
     record: {
       ...snapshotSession.session,
       taskIds: [...snapshotSession.session.taskIds, ...replaced.newTaskIds],
@@ -167,15 +179,20 @@ export async function onTaskReplanned(
   });
 }
 
-function finish(
+/** The changeset of the replan's edits, with the slots they free or fill taken up. */
+async function finish(
+  ctx: CoordinatorContext,
   eventId: string,
   edits: TaskEdits,
+  owner: Pick<Session, 'id' | 'config'>,
   session?: { record: Session; expectedVersion: number },
-): Transition {
+): Promise<Transition> {
+  const slots = await fillSlots(ctx.store, edits, owner);
   return {
     changeset: {
       eventId,
       requireStates: ['RUNNING'],
+      ...slots,
       ...(session ? { session } : {}),
       tasks: edits.changes(),
       readTasks: edits.reads(),

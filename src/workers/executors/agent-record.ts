@@ -31,17 +31,6 @@ export function processStart(pid: number): string | undefined {
   }
 }
 
-/** Records the agent's group (its leader `pid`); without /proc nothing is recorded. */
-export function recordAgent(file: string, pid: number): void {
-  const start = processStart(pid);
-  if (start === undefined) return;
-  writeFileSync(file, JSON.stringify({ pid, start }));
-}
-
-export function forgetAgent(file: string): void {
-  rmSync(file, { force: true });
-}
-
 const parseJson = (text: string): unknown => {
   try {
     return JSON.parse(text);
@@ -49,6 +38,30 @@ const parseJson = (text: string): unknown => {
     return undefined;
   }
 };
+
+/** Records the agent's group (its leader `pid`); without /proc nothing is recorded. */
+export function recordAgent(file: string, pid: number): void {
+  const start = processStart(pid);
+  if (start === undefined) return;
+  writeFileSync(file, JSON.stringify({ pid, start }));
+}
+
+/**
+ * Removes the record; with `pid`, only while it is that agent's: a delivery that lost its job
+ * while its agent ran must not drop the record of the agent the job's new delivery started.
+ */
+export function forgetAgent(file: string, pid?: number): void {
+  if (pid !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      return;
+    }
+    if (AgentRecord.safeParse(parseJson(text)).data?.pid !== pid) return;
+  }
+  rmSync(file, { force: true });
+}
 
 /** How long a killed group's leader gets to be gone before the worktree is opened anyway. */
 const GONE_WITHIN_MS = 5_000;

@@ -3,7 +3,8 @@ import formatBytes from 'bytes';
 import type { CommandCheckConfig, CommandExecutorConfig } from '../../shared/config/schema.js';
 import type { ProgressUpdate } from '../../shared/domain/progress.js';
 import type { TaskResult } from '../../shared/domain/task.js';
-import { ValidationError } from '../../shared/errors.js';
+import { OrqError, ValidationError } from '../../shared/errors.js';
+import { providerKey } from '../../shared/llm/provider-keys.js';
 import {
   commitAll,
   commitEmpty,
@@ -15,7 +16,8 @@ import {
   type Worktree,
 } from './git-worktree.js';
 import { agentRecordPath, forgetAgent, recordAgent, stopLeftoverAgent } from './agent-record.js';
-import { describeOutcome, runProcess, type ProcessOutcome } from './process.js';
+import { finishedAgentRun, recordAgentRun } from './agent-runs.js';
+import { describeOutcome, runProcess, withoutPodSecrets, type ProcessOutcome } from './process.js';
 import { taskPrompt } from './prompt.js';
 import type { Executor, ExecutorContext } from './types.js';
 import { taskWorkspacePath } from './workspace-dir.js';
@@ -37,6 +39,14 @@ export function fillTemplate(template: readonly string[], vars: Record<string, s
   return template.map((arg) =>
     arg.replace(/\{\{(\w+)\}\}/g, (all, name: string) => vars[name] ?? all),
   );
+}
+
+/**
+ * The key a command's outside effects can be made idempotent by (ORQ_IDEMPOTENCY_KEY): the same
+ * for every delivery of one attempt of a task, another for the next attempt.
+ */
+export function idempotencyKey(sessionId: string, taskId: string, attempt: number): string {
+  return `orq:${sessionId}:${taskId}:${attempt}`;
 }
 
 /** The last line a command printed that says anything (how it failed, often), cut short. */
@@ -117,7 +127,7 @@ export function createCommandExecutor(): Executor {
             },
           ],
           {
-            hint: 'Set execution.command.template and execution.command.repository (see README, "Executors")',
+            hint: 'Set execution.command.template and execution.command.repository (see docs/executors.md)',
             details: { sessionId: ctx.session.id, taskId: ctx.task.id },
           },
         );
@@ -127,19 +137,46 @@ export function createCommandExecutor(): Executor {
   };
 }
 
+/**
+ * The provider keys the operator gives the agent CLI (execution.command.providerKeys). The pod
+ * took its keys out of its environment (provider-keys.ts), so the CLI inherits none otherwise.
+ */
+function agentKeys(variables: readonly string[]): Record<string, string> {
+  const keys: Record<string, string> = {};
+  for (const variable of variables) {
+    const key = providerKey(variable);
+    if (key === undefined) {
+      throw new OrqError(
+        'CONFIG_INVALID',
+        `execution.command.providerKeys names ${variable}, but neither ${variable} nor ${variable}_FILE is set in this pod`,
+        {
+          hint: `Export ${variable} (or ${variable}_FILE) for every worker pod, or drop it from providerKeys`,
+          details: { variable },
+        },
+      );
+    }
+    keys[variable] = key;
+  }
+  return keys;
+}
+
 async function runCommandTask(
   ctx: ExecutorContext,
   cfg: CommandExecutorConfig,
 ): Promise<TaskResult> {
   const started = Date.now();
   const { session, task } = ctx;
+  const keys = agentKeys(cfg.providerKeys);
   const repository = resolve(cfg.repository);
   const branch = taskBranchName(session.id, task.id);
   const identity = await commitIdentity(repository);
   const path = taskWorkspacePath(session.config.execution.workspaceRoot, session.id, task.id);
-  // Before the worktree is opened again: an agent a killed pod left running must not write it.
+  // Before each side effect: a delivery that lost its job to another pod must not touch the
+  // worktree, the branch or the other delivery's agent (issue 35).
+  const confirmCurrent = () => ctx.confirmCurrent?.() ?? Promise.resolve();
+  await confirmCurrent();
   const agentRecord = agentRecordPath(path);
-  const stopped = await stopLeftoverAgent(agentRecord);
+  let stopped: string | undefined;
   const worktree = await openWorktree({
     repository,
     branch,
@@ -149,7 +186,15 @@ async function runCommandTask(
     identity,
     attempt: ctx.attempt,
     signal: ctx.signal,
+    // Holding the task's lock, before the worktree is opened again: an agent a killed pod left
+    // running must not write it (and no live delivery's agent is taken for one).
+    beforeOpen: async () => {
+      await confirmCurrent();
+      stopped = await stopLeftoverAgent(agentRecord);
+    },
   });
+  // Stops the run when the job is cancelled, or when another delivery took the task over.
+  const signal = AbortSignal.any([ctx.signal, worktree.lost]);
   try {
     const log: string[] = [
       `command executor: task ${task.id}, attempt ${ctx.attempt}, repository ${repository}`,
@@ -158,15 +203,28 @@ async function runCommandTask(
     ];
     const timeoutMs = cfg.timeoutSeconds * 1000;
     const env = {
-      ...process.env,
+      ...withoutPodSecrets(),
+      ...keys,
       ORQ_SESSION_ID: session.id,
       ORQ_TASK_ID: task.id,
       ORQ_ATTEMPT: String(ctx.attempt),
+      // The same for every delivery of this attempt: a command that can run twice (a paused
+      // pod's job redelivered) makes its outside effects once by it (docs/guarantees.md).
+      ORQ_IDEMPOTENCY_KEY: idempotencyKey(session.id, task.id, ctx.attempt),
       ORQ_BRANCH: branch,
     };
     const basePrompt = `${taskPrompt(ctx)}\n${instructionsFor(worktree)}`;
 
-    const runAgent = async (prompt: string, round: number) => {
+    const runAgent = async (prompt: string, round: number): Promise<ProcessOutcome> => {
+      // An earlier delivery of this attempt ran this round to its end and committed it: its
+      // result was lost, not its work, so the agent does not run again (issue 35).
+      const earlier = await finishedAgentRun(worktree.path, branch, ctx.attempt, round);
+      if (earlier) {
+        log.push(
+          `agent round ${round} ran in an earlier delivery of attempt ${ctx.attempt} (commit ${earlier.commit.slice(0, 12)}, ${describeOutcome(earlier.outcome, timeoutMs)}): not run again`,
+        );
+        return earlier.outcome;
+      }
       const argv = fillTemplate(cfg.template, {
         prompt,
         taskId: task.id,
@@ -180,29 +238,36 @@ async function runCommandTask(
         a === prompt ? `<prompt, ${prompt.length} chars>` : JSON.stringify(a),
       );
       log.push(`$ ${shown.join(' ')}`);
+      await confirmCurrent();
       const progress = commandProgress(
         round > 1 ? `agent (round ${round})` : 'agent',
         ctx.progress,
       );
+      let agentPid: number | undefined;
       const outcome = await runProcess(argv, {
         cwd: worktree.path,
         timeoutMs,
         maxOutputBytes: cfg.maxOutputBytes,
         env,
-        signal: ctx.signal,
-        onSpawn: (pid) => recordAgent(agentRecord, pid),
+        signal,
+        onSpawn: (pid) => {
+          agentPid = pid;
+          recordAgent(agentRecord, pid);
+        },
         onOutput: progress.onOutput,
       }).finally(() => {
         progress.stop();
-        return forgetAgent(agentRecord);
+        if (agentPid !== undefined) forgetAgent(agentRecord, agentPid);
       });
-      ctx.signal.throwIfAborted();
+      signal.throwIfAborted();
       log.push(`agent ${describeOutcome(outcome, timeoutMs)} after ${outcome.durationMs} ms`);
+      await confirmCurrent();
       await commitAll(
         worktree.path,
         `orq: ${task.id} attempt ${ctx.attempt}${round > 1 ? ` (round ${round})` : ''}: ${task.title}`,
         identity,
       );
+      await recordAgentRun(worktree.path, branch, ctx.attempt, round, outcome);
       return outcome;
     };
 
@@ -210,16 +275,17 @@ async function runCommandTask(
       const runs: CheckRun[] = [];
       for (const check of cfg.checks) {
         const checkTimeout = (check.timeoutSeconds ?? cfg.timeoutSeconds) * 1000;
+        await confirmCurrent();
         const progress = commandProgress(`check ${check.name}`, ctx.progress);
         const outcome = await runProcess(check.command, {
           cwd: worktree.path,
           timeoutMs: checkTimeout,
           maxOutputBytes: cfg.maxOutputBytes,
           env,
-          signal: ctx.signal,
+          signal,
           onOutput: progress.onOutput,
         }).finally(progress.stop);
-        ctx.signal.throwIfAborted();
+        signal.throwIfAborted();
         const passed = outcome.exitCode === 0;
         runs.push({ check, outcome, passed, timeoutMs: checkTimeout });
         log.push(
@@ -252,6 +318,7 @@ async function runCommandTask(
 
     let head = await gitOk(['rev-parse', 'HEAD'], worktree.path);
     if (head === worktree.startCommit) {
+      await confirmCurrent();
       head = await commitEmpty(
         worktree.path,
         `orq: ${task.id} attempt ${ctx.attempt} made no changes: ${task.title}`,
@@ -319,6 +386,12 @@ async function runCommandTask(
       ...(error ? { error } : {}),
     };
   } finally {
-    await worktree.remove();
+    // A delivery that lost its job leaves the worktree: the job's new delivery may work in it
+    // now (on this host), and replaces it when it opens it anyway.
+    const lost = await confirmCurrent().then(
+      () => false,
+      (error: unknown) => error instanceof OrqError && error.code === 'DELIVERY_LOST',
+    );
+    await (lost ? worktree.leave() : worktree.remove());
   }
 }

@@ -1,8 +1,10 @@
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { rm, rmdir, stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { OrqError, ValidationError } from '../../shared/errors.js';
 import { distinctName } from './distinct-name.js';
+import { lockTask, withWorktreeAdminLock } from './worktree-locks.js';
 
 export interface GitResult {
   code: number;
@@ -42,13 +44,7 @@ export function git(
           return;
         }
         if (error && typeof code !== 'number') {
-          reject(
-            new OrqError('INVALID_STATE', `git ${args[0] ?? ''} could not run: ${error.message}`, {
-              ...(code === 'ENOENT' ? { hint: 'Install git and put it on PATH' } : {}),
-              details: { cwd, args },
-              cause: error,
-            }),
-          );
+          reject(cannotRun(args, cwd, error, code));
           return;
         }
         resolve({ code: error ? Number(code) : 0, stdout, stderr });
@@ -57,7 +53,39 @@ export function git(
   });
 }
 
-const LOCK_CONTENTION = /\.lock|Unable to create|cannot lock ref/i;
+/**
+ * Why git could not start. ENOENT is git missing from PATH, or the folder it was to run in
+ * gone (spawn says the same for both): removed while the task ran, by a cleanup or by hand.
+ */
+function cannotRun(args: readonly string[], cwd: string, error: Error, code: unknown): OrqError {
+  const options = { details: { cwd, args }, cause: error };
+  if (code === 'ENOENT' && !existsSync(cwd)) {
+    return new OrqError(
+      'INVALID_STATE',
+      `git ${args[0] ?? ''} could not run: its working directory ${cwd} does not exist`,
+      { ...options, hint: 'It was removed while the task ran (by hand, or by a cleanup)' },
+    );
+  }
+  return new OrqError('INVALID_STATE', `git ${args[0] ?? ''} could not run: ${error.message}`, {
+    ...options,
+    ...(code === 'ENOENT' ? { hint: 'Install git and put it on PATH' } : {}),
+  });
+}
+
+/**
+ * What git prints when another process holds one of its locks or is adding or removing a
+ * worktree of the same repository (orq's own serialize, other git users may not): worth a retry.
+ */
+export const LOCK_CONTENTION = new RegExp(
+  [
+    String.raw`\.lock\b`,
+    'Unable to create',
+    'cannot lock ref',
+    String.raw`could not open '[^']*/worktrees/[^']*'`,
+    String.raw`failed to read .*/(commondir|gitdir)`,
+  ].join('|'),
+  'i',
+);
 
 /** git that must succeed; retried a few times when another process holds one of git's locks. */
 export async function gitOk(
@@ -84,21 +112,6 @@ export async function gitOk(
     );
   }
   return result.stdout.trim();
-}
-
-// Worktree and branch changes of one repository go one at a time within a process; git's own
-// lock files (with the retries above) order them across processes.
-const repoLocks = new Map<string, Promise<unknown>>();
-async function withRepoLock<T>(repository: string, work: () => Promise<T>): Promise<T> {
-  const previous = repoLocks.get(repository) ?? Promise.resolve();
-  const next = previous.then(work, work);
-  const settled = next.catch(() => undefined);
-  repoLocks.set(repository, settled);
-  try {
-    return await next;
-  } finally {
-    if (repoLocks.get(repository) === settled) repoLocks.delete(repository);
-  }
 }
 
 /**
@@ -146,7 +159,18 @@ export interface Worktree {
   startCommit: string;
   /** What happened while opening it: branch created or reused, merges. */
   notes: string[];
+  /**
+   * Aborted when this delivery lost the task's lock while it ran (this process stalled past
+   * its expiry and another delivery took the task over): it must stop using the worktree.
+   */
+  lost: AbortSignal;
+  /** Removes the worktree (its commits stay in the branch) and releases the task's lock. */
   remove(): Promise<void>;
+  /**
+   * Releases the task's lock and leaves the worktree as it is: for a delivery that lost its job,
+   * whose new delivery may work in the worktree now.
+   */
+  leave(): Promise<void>;
 }
 
 export interface OpenWorktreeOptions {
@@ -161,6 +185,11 @@ export interface OpenWorktreeOptions {
   /** The execution attempt: its start is kept in refs/orq/<branch>/attempt-<n>. */
   attempt?: number;
   signal?: AbortSignal;
+  /**
+   * Runs holding the task's lock, before the worktree is opened: where what an earlier delivery
+   * that died left behind (its agent) is cleared, sure that no delivery runs now.
+   */
+  beforeOpen?: () => Promise<void>;
 }
 
 async function pathExists(path: string): Promise<boolean> {
@@ -170,21 +199,32 @@ async function pathExists(path: string): Promise<boolean> {
   );
 }
 
+/**
+ * Forgets worktrees whose folders are gone. Run holding the worktree lock only: a prune beside
+ * another process's `git worktree add` can remove the worktree that add is making.
+ */
+const pruneHeld = (repository: string) => git(['worktree', 'prune'], repository);
+
+/** Run holding the worktree lock (withWorktreeAdminLock). */
 async function removeWorktree(repository: string, path: string): Promise<void> {
   await git(['worktree', 'remove', '--force', path], repository);
   await rm(path, { recursive: true, force: true });
-  await git(['worktree', 'prune'], repository);
+  await pruneHeld(repository);
+}
+
+/** `git worktree prune` taking the repository's worktree lock. */
+export async function pruneWorktrees(repository: string): Promise<void> {
+  const commonDir = await commonGitDir(repository);
+  await withWorktreeAdminLock(commonDir, () => pruneHeld(repository));
 }
 
 /**
- * A worktree of `repository` at `path` on the task's own branch: created from the base on the
- * first run, reused (with its earlier commits) on continuations and redeliveries. The
- * branches of the task's dependencies are merged in so it builds on their work; a conflicting
- * merge is left out and noted.
+ * The repository's common git folder (shared by its worktrees): where orq's locks of it live.
+ * Refuses a folder that is not a repository, or one without a commit, permanently.
  */
-export async function openWorktree(options: OpenWorktreeOptions): Promise<Worktree> {
-  const { repository, branch, path, signal } = options;
-  if ((await git(['rev-parse', '--git-dir'], repository)).code !== 0) {
+export async function commonGitDir(repository: string): Promise<string> {
+  const dir = await git(['rev-parse', '--git-common-dir'], repository);
+  if (dir.code !== 0) {
     // Permanent (a ValidationError): retrying cannot turn the folder into a repository.
     throw new ValidationError(
       'command executor configuration',
@@ -206,39 +246,93 @@ export async function openWorktree(options: OpenWorktreeOptions): Promise<Worktr
       },
     );
   }
-  const notes: string[] = [];
-  const remove = () =>
-    withRepoLock(repository, async () => {
-      await removeWorktree(repository, path);
-      // The session's folder goes with its last worktree (rmdir leaves a folder in use).
-      await rmdir(dirname(path)).catch(() => undefined);
-    });
-  // Task branches start from a commit: what is not committed in the repository is not in them.
-  const uncommitted = await git(['status', '--porcelain', '--untracked-files=no'], repository);
-  if (uncommitted.code === 0 && uncommitted.stdout.trim() !== '') {
-    notes.push(
-      `note: ${repository} has uncommitted changes; task branches start from commits and do not include them`,
-    );
-  }
-  await withRepoLock(repository, async () => {
-    await git(['worktree', 'prune'], repository);
-    // A worktree left by a run that crashed is replaced; its commits live on in the branch.
+  return resolve(repository, dir.stdout.trim());
+}
+
+/**
+ * Adds the worktree on the task branch, creating the branch from `baseRef` when it does not
+ * exist. Looked at on each try: an add that failed on contention may have made the branch.
+ */
+async function addWorktree(
+  options: OpenWorktreeOptions,
+  notes: string[],
+  tries = 5,
+): Promise<void> {
+  const { repository, branch, path, signal } = options;
+  for (let retry = 0; ; retry++) {
+    if (retry > 0) await new Promise((r) => setTimeout(r, 100 * retry));
+    // A failed add can leave its folder behind, which the next add refuses.
     if (await pathExists(path)) await removeWorktree(repository, path);
+    let result: GitResult;
+    let note: string;
     if (await branchExists(repository, branch)) {
-      await gitOk(['worktree', 'add', path, branch], repository, signal);
-      notes.push(`reused branch ${branch}`);
+      result = await git(['worktree', 'add', path, branch], repository, signal);
+      note = `reused branch ${branch}`;
     } else {
       const base = await gitOk(
         ['rev-parse', '--verify', `${options.baseRef ?? 'HEAD'}^{commit}`],
         repository,
         signal,
       );
-      await gitOk(['worktree', 'add', '-b', branch, path, base], repository, signal);
+      result = await git(['worktree', 'add', '-b', branch, path, base], repository, signal);
+      note = `created branch ${branch} from ${options.baseRef ?? 'HEAD'} (${base.slice(0, 12)})`;
+    }
+    if (result.code === 0) {
+      notes.push(note);
+      return;
+    }
+    if (retry + 1 >= tries || !LOCK_CONTENTION.test(result.stderr)) {
+      throw new OrqError('INVALID_STATE', `git worktree add failed: ${result.stderr.trim()}`, {
+        details: { repository, path, branch, exitCode: result.code },
+      });
+    }
+    // Said in the task's log: another process (not orq's, which take the worktree lock) changed
+    // the repository's worktrees, or held one of git's locks, while this add ran.
+    notes.push(`git worktree add tried again after: ${result.stderr.trim().split('\n').at(-1)}`);
+  }
+}
+
+/**
+ * A worktree of `repository` at `path` on the task's own branch: created from the base on the
+ * first run, reused (with its earlier commits) on continuations and redeliveries. The
+ * branches of the task's dependencies are merged in so it builds on their work; a conflicting
+ * merge is left out and noted.
+ */
+export async function openWorktree(options: OpenWorktreeOptions): Promise<Worktree> {
+  const { repository, branch, path, signal } = options;
+  const commonDir = await commonGitDir(repository);
+  // Held until the worktree is removed: a second delivery of the task waits for this one.
+  const taskLock = await lockTask(commonDir, branch, signal);
+  const notes: string[] = [];
+  const remove = async () => {
+    try {
+      await withWorktreeAdminLock(commonDir, () => removeWorktree(repository, path));
+    } finally {
+      await taskLock.release();
+    }
+    // The session's folder goes with its last worktree (rmdir leaves a folder in use).
+    await rmdir(dirname(path)).catch(() => undefined);
+  };
+  try {
+    await options.beforeOpen?.();
+    // Task branches start from a commit: what is not committed in the repository is not in them.
+    const uncommitted = await git(['status', '--porcelain', '--untracked-files=no'], repository);
+    if (uncommitted.code === 0 && uncommitted.stdout.trim() !== '') {
       notes.push(
-        `created branch ${branch} from ${options.baseRef ?? 'HEAD'} (${base.slice(0, 12)})`,
+        `note: ${repository} has uncommitted changes; task branches start from commits and do not include them`,
       );
     }
-  });
+    await withWorktreeAdminLock(commonDir, async () => {
+      // Safe under the lock: no orq process is half way through adding one.
+      await pruneHeld(repository);
+      // A worktree left by a delivery that died is replaced (the task lock says none runs);
+      // its commits live on in the branch.
+      await addWorktree(options, notes);
+    });
+  } catch (error) {
+    await remove();
+    throw error;
+  }
   try {
     for (const other of options.mergeBranches) {
       if (!(await branchExists(repository, other))) continue;
@@ -273,7 +367,9 @@ export async function openWorktree(options: OpenWorktreeOptions): Promise<Worktr
       branch,
       startCommit,
       notes,
+      lost: taskLock.lost,
       remove,
+      leave: () => taskLock.release(),
     };
   } catch (error) {
     await remove();

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 
 /** How a child process ended, with its captured output (stdout and stderr interleaved). */
 export interface ProcessOutcome {
@@ -139,7 +140,7 @@ export function runProcess(
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
-    child.on('error', (error) => finish(error.message));
+    child.on('error', (error) => finish(spawnFailure(error, options.cwd)));
     child.on('exit', (code) => {
       exitCode = code;
       // Whatever the command left running in its group goes with it, so nothing outlives
@@ -155,12 +156,40 @@ export function runProcess(
   });
 }
 
+/**
+ * Why a process could not start. spawn says ENOENT both for a program not on PATH and for a
+ * working directory that is gone (removed while the task ran): say which.
+ */
+function spawnFailure(error: Error, cwd: string): string {
+  const missingFolder = (error as { code?: unknown }).code === 'ENOENT' && !existsSync(cwd);
+  return missingFolder
+    ? `its working directory ${cwd} does not exist (${error.message})`
+    : error.message;
+}
+
 /** One line saying how a process ended, for logs and tool observations. */
 export function describeOutcome(outcome: ProcessOutcome, timeoutMs: number): string {
   if (outcome.spawnError) return `could not start: ${outcome.spawnError}`;
   if (outcome.timedOut) return `timed out after ${Math.round(timeoutMs / 1000)}s and was killed`;
   if (outcome.aborted) return 'cancelled';
   return `exit code ${outcome.exitCode ?? 'none'}`;
+}
+
+/**
+ * orq's own credentials in a pod's environment: Redis (its URL may hold the password), the API
+ * and operator tokens, and the trace exporter's headers (Langfuse's keys travel there).
+ */
+const POD_SECRETS =
+  /^(REDIS_URL|ORQ_API_TOKEN|ORQ_OPERATOR_TOKEN|ORQ__redis__.*|OTEL_EXPORTER_OTLP(_TRACES|_METRICS|_LOGS)?_HEADERS)$/;
+
+/**
+ * The pod's environment without orq's own credentials, for the agent CLI of the command
+ * executor: it runs what a model asks, so it gets the tools' setup (PATH, proxies, git and
+ * language settings) but nothing that reaches Redis, the API or the trace backend. Provider keys
+ * left the environment at the pod's start (provider-keys.ts).
+ */
+export function withoutPodSecrets(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !POD_SECRETS.test(name)));
 }
 
 /**

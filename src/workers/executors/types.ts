@@ -1,3 +1,4 @@
+import type { LlmRoleConfig } from '../../shared/config/schema.js';
 import type { UsageTally } from '../../shared/llm/usage-tally.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { ProgressUpdate } from '../../shared/domain/progress.js';
@@ -45,6 +46,11 @@ export interface ExecutorContext {
    * role and task and reserved against the budget like `models` (BUDGET_EXHAUSTED when refused).
    */
   meterChat(provider: ChatProvider): ChatProvider;
+  /**
+   * Puts a ChatProvider the executor builds itself under its config's rateLimit, the provider
+   * quota shared by every pod (issue 33); absent where no quotas are enforced (tests).
+   */
+  limitChat?(provider: ChatProvider, config: LlmRoleConfig): ChatProvider;
   history: StepHistory;
   /**
    * Tells what a long execution is doing (its work job's progress: Bull Board, `orq status`).
@@ -56,6 +62,13 @@ export interface ExecutorContext {
    * budget); executors stop their loops, processes and calls.
    */
   signal: AbortSignal;
+  /**
+   * Resolves while this delivery still holds its job, and throws (DELIVERY_LOST) once the job
+   * may be another pod's: its lock lapsed while the process was paused or cut off (issue 35).
+   * Call it right before each side effect (a process, a commit): the check at the job's start
+   * ran before a set-up that can take seconds. Absent where no lock is held (tests).
+   */
+  confirmCurrent?(): Promise<void>;
   /** Child logger with sessionId, taskId and executor bound. */
   logger: Logger;
   /** BullMQ attemptsMade of the job: 0 on the first delivery. */

@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import { isExecuting, type Task } from '../../shared/domain/task.js';
 import type { Logger } from '../../shared/logger.js';
 import type { QueueSet } from '../../shared/queue-set.js';
-import type { QueueName } from '../../shared/queues.js';
+import type { QueueName, TaskCard } from '../../shared/queues.js';
 import type { SessionStore } from '../../shared/store/session-store.js';
 import type { ModelResolver } from '../models.js';
 
@@ -12,6 +12,8 @@ export interface RoleContext {
   queues: QueueSet;
   models: ModelResolver;
   logger: Logger;
+  /** How long a job's lock lasts (queues.lockDurationMs): confirmDelivery takes it that long. */
+  lockDurationMs: number;
 }
 
 export { checkReply } from '../../shared/llm/check-reply.js';
@@ -50,4 +52,35 @@ export async function handedOnAlready(
     'job delivered again after handing its result on: not run again',
   );
   return true;
+}
+
+/**
+ * The task card of a task job, when it can stand for the task: it is this job's task and
+ * attempt and carries the task's text. Jobs queued by older pods have none (the role reads).
+ */
+export function usableCard(data: {
+  taskId: string;
+  attempt: number;
+  task?: TaskCard | undefined;
+}): TaskCard | undefined {
+  const card = data.task;
+  return card?.id === data.taskId && card.attempt === data.attempt && card.body ? card : undefined;
+}
+
+/** The dependencies a card names without their outputs: the worker reads those. */
+export function referencedDependencies(card: TaskCard): string[] {
+  return card.dependencies.flatMap((d) => (d.output === undefined ? [d.taskId] : []));
+}
+
+/** A dependency's output as the card copied it, if it did. */
+export function inlineOutput(card: TaskCard, taskId: string): string | undefined {
+  return card.dependencies.find((d) => d.taskId === taskId)?.output;
+}
+
+/** The card with its dependencies by reference only (for a job that does not use them). */
+export function withoutOutputs(card: TaskCard): TaskCard {
+  return {
+    ...card,
+    dependencies: card.dependencies.map(({ taskId, title }) => ({ taskId, title })),
+  };
 }

@@ -1,21 +1,32 @@
 import type { Job } from 'bullmq';
-import { parseOrThrow } from '../../shared/errors.js';
-import { jobIds, JudgePlanJob, JudgeTaskJob, outboxJob } from '../../shared/queues.js';
+import { OrqError, parseOrThrow } from '../../shared/errors.js';
+import {
+  jobIds,
+  jobKind,
+  JudgePlanJob,
+  JudgeTaskJob,
+  outboxJob,
+  withPriorityOf,
+} from '../../shared/queues.js';
 import { QualityJudgement } from '../../shared/domain/plan.js';
-import { TaskJudgement } from '../../shared/domain/task.js';
+import { TaskJudgement, type TaskResult } from '../../shared/domain/task.js';
 import {
   checkReply,
   HANDED_ON,
   handedOnAlready,
   isCurrentExecution,
   type RoleContext,
+  usableCard,
 } from './context.js';
+import type { TaskSnapshot } from '../../shared/store/session-store.js';
+import { taskFromCard } from '../../shared/task-card.js';
+import { confirmDelivery } from '../delivery.js';
 
 /** Judge: scores plans (quality) and judges task executions (done / continue / replan / blocked). */
 export function createJudgeProcessor(ctx: RoleContext) {
   // The signal aborts model calls when a pod shuts down past its timeout (registry close()).
-  return async (job: Job, _token?: string, signal?: AbortSignal): Promise<string> => {
-    if (job.name === 'judge-plan') {
+  return async (job: Job, token?: string, signal?: AbortSignal): Promise<string> => {
+    if (jobKind(job.name) === 'judge-plan') {
       const data = parseOrThrow(JudgePlanJob, job.data, 'judge-plan job');
       const eventId = jobIds.planJudged(data.sessionId, data.attempt);
       if (await handedOnAlready(ctx, job, 'coordinator', eventId)) return HANDED_ON;
@@ -31,6 +42,11 @@ export function createJudgeProcessor(ctx: RoleContext) {
         attempt: data.attempt,
         plan: data.plan,
         requiredTerms: session.requiredTerms.terms,
+        refinementState: {
+          previousScore: session.planning.previousScore,
+          attemptCount: session.planning.attemptCount,
+          suggestionReplanCount: session.planning.suggestionReplanCount,
+        },
         jobAttempt: job.attemptsMade,
         ...(signal ? { signal } : {}),
       });
@@ -38,29 +54,42 @@ export function createJudgeProcessor(ctx: RoleContext) {
         sessionId: session.id,
         attempt: data.attempt,
       });
+      // Handed on only while the job is still this delivery's (issue 35).
+      await confirmDelivery(job, token, ctx.lockDurationMs);
       await ctx.queues.add(
-        outboxJob('coordinator', 'plan-judged', eventId, {
-          sessionId: session.id,
-          attempt: data.attempt,
-          plan: data.plan,
-          judgement,
-        }),
+        withPriorityOf(
+          job,
+          outboxJob('coordinator', 'plan-judged', eventId, {
+            sessionId: session.id,
+            attempt: data.attempt,
+            plan: data.plan,
+            judgement,
+          }),
+        ),
       );
       return `plan score ${judgement.score ?? 'n/a'}`;
     }
     const data = parseOrThrow(JudgeTaskJob, job.data, 'judge-task job');
-    const jobId = jobIds.judgeTask(data.sessionId, data.taskId, data.attempt);
-    const eventId = jobIds.taskJudged(data.sessionId, data.taskId, data.attempt);
+    // Per work delivery (its fence): the verdict on a superseded delivery's result, which the
+    // coordinator refuses, must not take the id of the verdict on the current one's.
+    const jobId = jobIds.judgeTask(data.sessionId, data.taskId, data.attempt, data.fence);
+    const eventId = jobIds.taskJudged(data.sessionId, data.taskId, data.attempt, data.fence);
     if (await handedOnAlready(ctx, job, 'coordinator', eventId)) return HANDED_ON;
-    // This read counts the execution's usage, once per job however often the job runs.
-    const { snapshot, tasks } = await ctx.store.loadForTask(
+    // This read counts the execution's usage, once per job however often the job runs. With
+    // the job's task card it is a version check: the task is read only if it changed since.
+    const card = usableCard(data);
+    const { snapshot, tasks, unchanged } = await ctx.store.loadForTask(
       data.sessionId,
       [data.taskId],
       data.unsettledUsage ? { id: `usage|${jobId}`, usage: data.unsettledUsage } : undefined,
+      card ? new Map([[data.taskId, card.version]]) : undefined,
     );
-    const task = tasks.get(data.taskId);
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
-    if (!task || !isCurrentExecution(task.task, data.attempt)) return 'stale';
+    const held = card && unchanged.has(data.taskId) ? taskFromCard(card) : undefined;
+    const read = tasks.get(data.taskId);
+    if (!held && (!read || !isCurrentExecution(read.task, data.attempt))) return 'stale';
+    const task = { task: held ?? (read as TaskSnapshot).task };
+    const result = data.result ?? (await storedResult(ctx, data));
     // The judge's own usage goes on with its verdict: the coordinator's write counts it.
     return ctx.models.withUsageTally(data.sessionId, async (usageTally) => {
       const reply = await (
@@ -69,7 +98,7 @@ export function createJudgeProcessor(ctx: RoleContext) {
         sessionId: data.sessionId,
         task: task.task,
         attempt: data.attempt,
-        result: data.result,
+        result,
         instruction: snapshot.session.instruction,
         jobAttempt: job.attemptsMade,
         usageTally,
@@ -80,18 +109,39 @@ export function createJudgeProcessor(ctx: RoleContext) {
         taskId: data.taskId,
         attempt: data.attempt,
       });
+      // Handed on only while the job is still this delivery's (issue 35).
+      await confirmDelivery(job, token, ctx.lockDurationMs);
       await ctx.queues.add(
-        outboxJob('coordinator', 'task-judged', eventId, {
-          sessionId: data.sessionId,
-          taskId: data.taskId,
-          attempt: data.attempt,
-          result: data.result,
-          judgement,
-          ...usageTally.field(),
-        }),
+        withPriorityOf(
+          job,
+          outboxJob('coordinator', 'task-judged', eventId, {
+            sessionId: data.sessionId,
+            taskId: data.taskId,
+            attempt: data.attempt,
+            // A stored result stays a reference: the coordinator reads it where it records it.
+            ...(data.result ? { result: data.result } : { storedResult: true as const }),
+            judgement,
+            ...usageTally.field(),
+            ...(data.fence ? { fence: data.fence } : {}),
+          }),
+        ),
       );
       usageTally.passedOn();
       return judgement.success ? 'success' : 'not yet';
     });
   };
+}
+
+/** The result a judge job references (storedResult), as its worker stored it. */
+async function storedResult(ctx: RoleContext, data: JudgeTaskJob): Promise<TaskResult> {
+  const result = await ctx.store.loadResult(data.sessionId, data.taskId, data.attempt, data.fence);
+  if (result) return result;
+  throw new OrqError(
+    'NOT_FOUND',
+    `the result of attempt ${data.attempt} of task ${data.taskId} is not in the store`,
+    {
+      details: { sessionId: data.sessionId, taskId: data.taskId, attempt: data.attempt },
+      hint: 'Its worker stores a long result before it hands it on; the session may have been deleted since',
+    },
+  );
 }

@@ -1,13 +1,14 @@
 import type { Job } from 'bullmq';
 import { parseOrThrow } from '../../shared/errors.js';
-import { jobIds, outboxJob, PlanJob } from '../../shared/queues.js';
+import { jobIds, outboxJob, PlanJob, withPriorityOf } from '../../shared/queues.js';
 import { PlanBreakdown } from '../../shared/domain/plan.js';
 import { checkReply, HANDED_ON, handedOnAlready, type RoleContext } from './context.js';
+import { confirmDelivery } from '../delivery.js';
 
 /** Planner: instruction (and, on a replan, the previous plan and the judge's feedback) → plan. */
 export function createPlannerProcessor(ctx: RoleContext) {
   // The signal aborts model calls when a pod shuts down past its timeout (registry close()).
-  return async (job: Job, _token?: string, signal?: AbortSignal): Promise<string> => {
+  return async (job: Job, token?: string, signal?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(PlanJob, job.data, 'plan job');
     const judgeJobId = jobIds.judgePlan(data.sessionId, data.attempt);
     if (await handedOnAlready(ctx, job, 'judge', judgeJobId)) return HANDED_ON;
@@ -32,13 +33,18 @@ export function createPlannerProcessor(ctx: RoleContext) {
       sessionId: session.id,
       attempt: data.attempt,
     });
+    // Handed on only while the job is still this delivery's (issue 35).
+    await confirmDelivery(job, token, ctx.lockDurationMs);
     await ctx.queues.add(
-      outboxJob('judge', 'judge-plan', judgeJobId, {
-        sessionId: session.id,
-        attempt: data.attempt,
-        plan,
-        usage: reply.usage,
-      }),
+      withPriorityOf(
+        job,
+        outboxJob('judge', 'judge-plan', judgeJobId, {
+          sessionId: session.id,
+          attempt: data.attempt,
+          plan,
+          usage: reply.usage,
+        }),
+      ),
     );
     return `planned ${plan.tasks.length} tasks`;
   };

@@ -1,22 +1,52 @@
 import type { Job } from 'bullmq';
 import { OrqError, parseOrThrow } from '../../shared/errors.js';
-import { jobIds, outboxJob, ReplanJob } from '../../shared/queues.js';
+import { jobIds, outboxJob, ReplanJob, withPriorityOf } from '../../shared/queues.js';
 import { ReplanBreakdown } from '../../shared/domain/plan.js';
-import { checkReply, HANDED_ON, handedOnAlready, type RoleContext } from './context.js';
+import { checkReply, HANDED_ON, handedOnAlready, type RoleContext, usableCard } from './context.js';
+import type { TaskJudgement, TaskResult, Task } from '../../shared/domain/task.js';
+import type { TaskCard } from '../../shared/queues.js';
+import type { TaskSnapshot } from '../../shared/store/session-store.js';
+import { taskFromCard } from '../../shared/task-card.js';
+
+/** The task as the judge's verdict left it, from the replan job's card, verdict and result. */
+function heldForReplan(
+  card: TaskCard,
+  judgement: TaskJudgement | undefined,
+  result: TaskResult | undefined,
+): Task | undefined {
+  const task = taskFromCard(card);
+  return task && { ...task, replanPending: true, judgement, result };
+}
+import { confirmDelivery } from '../delivery.js';
 
 /** Replanner (seed 001): splits a task the Judge says cannot succeed as designed into subtasks. */
 export function createReplannerProcessor(ctx: RoleContext) {
   // The signal aborts the model call when a pod shuts down past its timeout (registry close()).
-  return async (job: Job, _token?: string, shutdown?: AbortSignal): Promise<string> => {
+  return async (job: Job, token?: string, shutdown?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(ReplanJob, job.data, 'replan job');
     const eventId = jobIds.taskReplanned(data.sessionId, data.taskId, data.attempt);
     if (await handedOnAlready(ctx, job, 'coordinator', eventId)) return HANDED_ON;
-    const { snapshot, tasks } = await ctx.store.loadForTask(data.sessionId, [data.taskId]);
+    // With the job's task, verdict and result, the read is a version check: the task is read
+    // only if it changed since the judge's verdict was applied (or the result was too long).
+    const card = data.judgement && data.result ? usableCard(data) : undefined;
+    const { snapshot, tasks, unchanged } = await ctx.store.loadForTask(
+      data.sessionId,
+      [data.taskId],
+      undefined,
+      card ? new Map([[data.taskId, card.version]]) : undefined,
+    );
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
+    const held =
+      card && unchanged.has(data.taskId)
+        ? heldForReplan(card, data.judgement, data.result)
+        : undefined;
     const current = tasks.get(data.taskId);
-    if (!current || !current.task.replanPending || current.task.attempts !== data.attempt)
+    if (
+      !held &&
+      (!current || !current.task.replanPending || current.task.attempts !== data.attempt)
+    )
       return 'stale';
-    const task = current.task;
+    const task = held ?? (current as TaskSnapshot).task;
     const { session } = snapshot;
     const timeoutMs = session.config.replanning.timeoutSeconds * 1000;
     const timeout = AbortSignal.timeout(timeoutMs);
@@ -58,13 +88,18 @@ export function createReplannerProcessor(ctx: RoleContext) {
       taskId: task.id,
       attempt: data.attempt,
     });
+    // Handed on only while the job is still this delivery's (issue 35).
+    await confirmDelivery(job, token, ctx.lockDurationMs);
     await ctx.queues.add(
-      outboxJob('coordinator', 'task-replanned', eventId, {
-        sessionId: session.id,
-        taskId: task.id,
-        attempt: data.attempt,
-        breakdown,
-      }),
+      withPriorityOf(
+        job,
+        outboxJob('coordinator', 'task-replanned', eventId, {
+          sessionId: session.id,
+          taskId: task.id,
+          attempt: data.attempt,
+          breakdown,
+        }),
+      ),
     );
     return `replanned into ${breakdown.tasks.length}`;
   };

@@ -1,7 +1,15 @@
 import type { Job } from 'bullmq';
 import { OrqError, parseOrThrow } from '../../shared/errors.js';
 import type { DependencyResult } from '../../shared/llm/types.js';
-import { ExecuteJob, jobIds, outboxJob } from '../../shared/queues.js';
+import {
+  ExecuteJob,
+  jobIds,
+  outboxJob,
+  type TaskCard,
+  withPriorityOf,
+} from '../../shared/queues.js';
+import type { TaskSnapshot } from '../../shared/store/session-store.js';
+import { inlineResult, taskCard, taskFromCard } from '../../shared/task-card.js';
 import type { ProgressUpdate, TaskProgress } from '../../shared/domain/progress.js';
 import { TaskResult } from '../../shared/domain/task.js';
 import { createExecutorRegistry, type ExecutorRegistry } from '../executors/registry.js';
@@ -10,33 +18,62 @@ import {
   checkReply,
   HANDED_ON,
   handedOnAlready,
+  inlineOutput,
   isCurrentExecution,
+  referencedDependencies,
   type RoleContext,
+  usableCard,
+  withoutOutputs,
 } from './context.js';
+import { confirmDelivery } from '../delivery.js';
 
 /** Worker: executes one task with the results of its dependencies, hands the result to the Judge. */
 export function createWorkerProcessor(
   ctx: RoleContext,
   executors: ExecutorRegistry = createExecutorRegistry(),
 ) {
-  return async (job: Job, _token?: string, signal?: AbortSignal): Promise<string> => {
+  return async (job: Job, token?: string, signal?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(ExecuteJob, job.data, 'execute job');
-    const judgeJobId = jobIds.judgeTask(data.sessionId, data.taskId, data.attempt);
-    if (await handedOnAlready(ctx, job, 'judge', judgeJobId)) return HANDED_ON;
-    const { snapshot, tasks } = await ctx.store.loadForTask(data.sessionId, [
-      data.taskId,
-      ...(data.dependencies ?? []),
-    ]);
-    const current = tasks.get(data.taskId);
+    // Fair release's V follows the jobs workers take (fair-release.ts); sent in the background.
+    if (data.fairTag !== undefined) ctx.queues.fair.started(data.fairTag);
+    // A redelivery looks for the hand-off of the latest delivery, by the fence that one took.
+    if (job.attemptsStarted > 1) {
+      const latest = await ctx.store.currentFence(data.sessionId, data.taskId, data.attempt);
+      const handOff = jobIds.judgeTask(data.sessionId, data.taskId, data.attempt, latest);
+      if (await handedOnAlready(ctx, job, 'judge', handOff)) return HANDED_ON;
+    }
+    // The job's card is used while the task's version is still the card's: the read below is
+    // then a version check, and brings only the dependencies' outputs the card references.
+    // It takes this delivery's fence: an earlier delivery's result is refused from now on.
+    const card = usableCard(data);
+    const { snapshot, tasks, unchanged, fence } = await ctx.store.loadForTask(
+      data.sessionId,
+      [data.taskId, ...(card ? referencedDependencies(card) : (data.dependencies ?? []))],
+      undefined,
+      card ? new Map([[data.taskId, card.version]]) : undefined,
+      { taskId: data.taskId, attempt: data.attempt },
+    );
     if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
-    if (!current || !isCurrentExecution(current.task, data.attempt)) return 'stale';
-    const task = current.task;
-    const unread = task.dependencies.filter((id) => !tasks.has(id));
+    const judgeJobId = jobIds.judgeTask(data.sessionId, data.taskId, data.attempt, fence);
+    const held = card && unchanged.has(data.taskId) ? taskFromCard(card) : undefined;
+    const current = tasks.get(data.taskId);
+    if (!held && (!current || !isCurrentExecution(current.task, data.attempt))) return 'stale';
+    const task = held ?? (current as TaskSnapshot).task;
+    const version = held ? (card as TaskCard).version : (current as TaskSnapshot).version;
+    const unread = task.dependencies.filter(
+      (id) => !tasks.has(id) && !(held && inlineOutput(card as TaskCard, id) !== undefined),
+    );
     const deps =
       unread.length > 0
         ? new Map([...tasks, ...(await ctx.store.loadTasks(data.sessionId, unread))])
         : tasks;
     const dependencyResults: DependencyResult[] = task.dependencies.flatMap((id) => {
+      const inline = held
+        ? (card as TaskCard).dependencies.find((d) => d.taskId === id)
+        : undefined;
+      if (inline?.output !== undefined) {
+        return [{ taskId: id, title: inline.title, output: inline.output }];
+      }
       const dep = deps.get(id)?.task;
       return dep?.result ? [{ taskId: id, title: dep.title, output: dep.result.output }] : [];
     });
@@ -75,6 +112,9 @@ export function createWorkerProcessor(
         { details: { sessionId: data.sessionId, taskId: data.taskId, attempt: data.attempt } },
       );
     };
+    // Right before each side effect: is the job still this delivery's (issue 35)? The checks
+    // above ran once, before a set-up that can take seconds and a pause that can outlast the lock.
+    const confirmCurrent = () => confirmDelivery(job, token, ctx.lockDurationMs, signal);
     // The execution's usage goes on with its result to the judge, whose read counts it.
     return ctx.models.withUsageTally(data.sessionId, async (usageTally) => {
       let reply: unknown;
@@ -88,12 +128,14 @@ export function createWorkerProcessor(
           models: await ctx.models.forSession(snapshot.session, 'worker'),
           usageTally,
           meterChat: controls.meterChat,
+          limitChat: controls.limitChat,
           history: reportingProgress(
             storeStepHistory(ctx.store, snapshot.session, data.taskId, data.attempt),
             progress,
           ),
           progress,
           signal: controls.signal,
+          confirmCurrent,
           logger,
           jobAttempt: job.attemptsMade,
         });
@@ -114,14 +156,39 @@ export function createWorkerProcessor(
         taskId: data.taskId,
         attempt: data.attempt,
       });
+      // A result is handed on only by the delivery that still holds the job: one that lost it
+      // (paused past its lock) may hand on after another delivery's result was judged. (Not
+      // refused for a shutdown's abort: a result the executor finished is handed on still.)
+      // A pause between this check and the add is caught by the fence: the coordinator refuses
+      // the result once a later delivery has taken a higher one.
+      await confirmDelivery(job, token, ctx.lockDurationMs);
+      const handed = { ...result, durationMs: result.durationMs || Date.now() - started };
+      // A result too long to copy rides as a reference: stored first, read by the judge.
+      const inline = inlineResult(handed);
+      if (!inline) {
+        const stored = await ctx.store.putResult(
+          data.sessionId,
+          data.taskId,
+          data.attempt,
+          handed,
+          fence,
+        );
+        if (stored === 'GONE') return 'session gone';
+      }
       await ctx.queues.add(
-        outboxJob('judge', 'judge-task', judgeJobId, {
-          sessionId: data.sessionId,
-          taskId: data.taskId,
-          attempt: data.attempt,
-          result: { ...result, durationMs: result.durationMs || Date.now() - started },
-          ...usageTally.field(),
-        }),
+        withPriorityOf(
+          job,
+          outboxJob('judge', 'judge-task', judgeJobId, {
+            sessionId: data.sessionId,
+            taskId: data.taskId,
+            attempt: data.attempt,
+            ...(inline ? { result: inline } : { storedResult: true as const }),
+            ...usageTally.field(),
+            // The task as run; its dependencies by reference (the judge does not read them).
+            task: withoutOutputs(held ? (card as TaskCard) : taskCard(task, data.attempt, version)),
+            ...(fence ? { fence } : {}),
+          }),
+        ),
       );
       usageTally.passedOn();
       return 'executed';

@@ -5,7 +5,7 @@ import { stringify as toYaml } from 'yaml';
 import { configJsonSchema } from '../../../shared/config/json-schema.js';
 import { configWarnings, findConfigFile, loadConfig } from '../../../shared/config/load.js';
 import type { OrqConfig } from '../../../shared/config/schema.js';
-import { ConfigError, OrqError } from '../../../shared/errors.js';
+import { ConfigError, issueText, OrqError } from '../../../shared/errors.js';
 import { ExitCode } from '../run-cli.js';
 
 /** A password in `redis://user:secret@host` is shown as `***`, so `config show` can be pasted. */
@@ -70,7 +70,7 @@ export function registerConfigCommands(program: Command): void {
       } catch (error) {
         if (!(error instanceof ConfigError)) throw error;
         for (const issue of error.issues) {
-          process.stderr.write(`${file}: ${issue.path}: ${issue.message}\n`);
+          process.stderr.write(`${file}: ${issueText(issue)}\n`);
         }
         process.stderr.write(`${file}: ${error.issues.length} error(s); ${error.hint ?? ''}\n`);
         process.exitCode = ExitCode.USAGE;

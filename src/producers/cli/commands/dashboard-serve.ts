@@ -30,12 +30,14 @@ export interface DashboardOptions {
 /** `orq dashboard`'s action (commands/dashboard.ts declares it): serves until a stop signal. */
 export async function serveDashboard(options: DashboardOptions): Promise<void> {
   // The HTTP stack (fastify, Bull Board, OpenAPI) loads for this command only.
-  const { resolveApiToken, startHttpServer } = await import('../../http/server.js');
+  const { resolveApiToken, resolveOperatorToken, startHttpServer } =
+    await import('../../http/server.js');
   const { assertSafeToListen } = await import('../../http/auth.js');
   const token = resolveApiToken(undefined);
+  const operatorToken = resolveOperatorToken(undefined);
   const loaded = cliConfig(options);
   // A bad address or token is a usage error (exit 2), whether or not Redis answers.
-  assertSafeToListen(options.host ?? loaded.http.host, token);
+  assertSafeToListen(options.host ?? loaded.http.host, token, operatorToken);
   const logger = createLogger({ level: loaded.logLevel, fd: 2 });
   return withClient(
     options,
@@ -47,13 +49,17 @@ export async function serveDashboard(options: DashboardOptions): Promise<void> {
         port: options.port ?? config.http.port,
         readOnlyBoard: options.readOnlyBoard ?? config.http.readOnlyBoard,
         sessionOverrides: config.http.sessionOverrides,
+        offeredModels: config.http.models,
         logger,
         ...(token ? { token } : {}),
+        ...(operatorToken ? { operatorToken } : {}),
       });
-      const board = `${server.url}/admin/queues${token ? '?token=<ORQ_API_TOKEN>' : ''}`;
+      const signIn = token ? '?token=<ORQ_API_TOKEN>' : '';
       process.stdout.write(
-        `orq: HTTP API on ${server.url} (auth: ${token ? 'bearer token' : 'none, loopback only'})\n` +
-          `orq: Bull Board at ${board}\n` +
+        `orq: HTTP API on ${server.url} (auth: ${token || operatorToken ? 'bearer token' : 'none, loopback only'}; Bull Board ${operatorToken && !(options.readOnlyBoard ?? config.http.readOnlyBoard) ? 'retry/clean for the operator token' : 'read-only'})\n` +
+          `orq: sessions at ${server.url}/ui${signIn}\n` +
+          `orq: Bull Board at ${server.url}/admin/queues${signIn}\n` +
+          `orq: API reference at ${server.url}/docs${signIn}\n` +
           `orq: OpenAPI at ${server.url}/openapi.json\n`,
       );
       if (!config.redis.url) process.stdout.write(privateRedisNotice(redis));

@@ -1,5 +1,13 @@
 import { Option, type Command } from 'commander';
-import { configOption, parseConcurrency, readInstruction } from '../options.js';
+import {
+  configOption,
+  fairnessOptions,
+  parseConcurrency,
+  parseLatency,
+  priorityOption,
+  readInstruction,
+  tenantOption,
+} from '../options.js';
 import type { RunHereOptions } from '../run-here.js';
 
 /** `orq run`: every role in this process, one session from submit to its end, with progress. */
@@ -14,34 +22,45 @@ export function registerRunCommand(program: Command): void {
       '--session-config <json|file>',
       'per-session overrides, inline JSON (e.g. {"budget":{"maxTokens":50000}}) or a YAML/JSON file; relative paths in them are resolved against this directory',
     )
+    .option(...tenantOption)
+    .option(...priorityOption)
     .option('--json', 'print the final session with its tasks as JSON on stdout')
     .option('--concurrency <n>', 'jobs per role in parallel', parseConcurrency)
     .addOption(
-      new Option('--latency <ms>', 'simulated builtin model latency').argParser(Number).hideHelp(),
+      new Option('--latency <ms>', 'simulated builtin model latency')
+        .argParser(parseLatency)
+        .hideHelp(),
     )
     .option('-v, --verbose', 'log role activity (JSON lines on stderr)')
-    .action(async (instruction: string, options: RunHereOptions & { sessionConfig?: string }) => {
-      // Loaded here, not at start: `--help` and a usage error need neither the client nor the roles.
-      const { sessionOverrides, submittedSessionConfig } = await import('../common.js');
-      const { checkRunnable, runHere } = await import('../run-here.js');
-      // Bad JSON is a usage error before anything starts.
-      const overrides = sessionOverrides(options.sessionConfig);
-      await runHere(
-        options,
-        async (client, out) => {
-          const session = await client.submit({
-            instruction,
-            ...(overrides ? { config: overrides } : {}),
-          });
-          out.write(`orq: session ${session.id} submitted\n`);
-          return { sessionId: session.id };
-        },
-        // Before Redis and the roles start: the session's config is known from the command line.
-        // Without --session-config it is the configuration's, and so are its errors.
-        {
-          preflight: (config) => checkRunnable(submittedSessionConfig(config, overrides, options)),
-          submitChecks: overrides === undefined,
-        },
-      );
-    });
+    .action(
+      async (
+        instruction: string,
+        options: RunHereOptions & { sessionConfig?: string; tenant?: string; priority?: number },
+      ) => {
+        // Loaded here, not at start: `--help` and a usage error need neither the client nor the roles.
+        const { sessionOverrides, submittedSessionConfig } = await import('../common.js');
+        const { checkRunnable, runHere } = await import('../run-here.js');
+        // Bad JSON is a usage error before anything starts.
+        const overrides = sessionOverrides(options.sessionConfig);
+        await runHere(
+          options,
+          async (client, out) => {
+            const session = await client.submit({
+              instruction,
+              ...(overrides ? { config: overrides } : {}),
+              ...fairnessOptions(options),
+            });
+            out.write(`orq: session ${session.id} submitted\n`);
+            return { sessionId: session.id };
+          },
+          // Before Redis and the roles start: the session's config is known from the command line.
+          // Without --session-config it is the configuration's, and so are its errors.
+          {
+            preflight: (config) =>
+              checkRunnable(submittedSessionConfig(config, overrides, options)),
+            submitChecks: overrides === undefined,
+          },
+        );
+      },
+    );
 }

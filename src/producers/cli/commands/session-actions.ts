@@ -5,6 +5,7 @@ import {
 } from '../../../shared/domain/session.js';
 import { OrqError } from '../../../shared/errors.js';
 import type { OrqClient, ResumeRequest, SessionView } from '../../client.js';
+import { fairnessOptions } from '../options.js';
 import {
   cliConfig,
   printJson,
@@ -22,7 +23,9 @@ import {
 } from '../follow.js';
 import {
   formatHistoryEntry,
+  formatQuotas,
   formatSessionList,
+  formatTenantLoad,
   formatSessionTable,
   missingRolesNotice,
 } from '../format.js';
@@ -39,6 +42,8 @@ export interface SubmitOptions {
   scenario?: string;
   sessionConfig?: string;
   idempotencyKey?: string;
+  tenant?: string;
+  priority?: number;
   json?: boolean;
 }
 
@@ -141,6 +146,7 @@ export async function submit(instruction: string, options: SubmitOptions): Promi
         instruction,
         ...(overrides ? { config: overrides } : {}),
         ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey } : {}),
+        ...fairnessOptions(options),
       });
       if (options.json) printJson(session);
       else process.stdout.write(`${session.id}\n`);
@@ -176,6 +182,15 @@ export async function status(sessionId: string | undefined, options: StatusOptio
       // `orq status ""` is a malformed id (client.get says so), not a request for the list.
       if (sessionId === undefined) {
         printList(await client.list({ limit: options.limit }));
+        // Under the list: what each tenant has in the queues now (fair release) and each
+        // provider limit. The list's JSON stays the plain array it always printed; GET /tenants
+        // and GET /quotas give those as JSON.
+        if (!options.json) {
+          const tenants = formatTenantLoad(await client.tenants());
+          if (tenants) process.stdout.write(`\n${tenants}\n`);
+          const quotas = await client.quotas();
+          if (quotas.length > 0) process.stdout.write(`\n${formatQuotas(quotas)}\n`);
+        }
         return;
       }
       const view = await client.get(sessionId);

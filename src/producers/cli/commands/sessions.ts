@@ -13,7 +13,9 @@ import {
   parsePositiveInt,
   parsePositiveNumber,
   parseTaskIds,
+  priorityOption,
   readInstruction,
+  tenantOption,
 } from '../options.js';
 
 // What the commands do loads when one runs: `--help`, `--version` and a usage error load no client.
@@ -35,6 +37,8 @@ export function registerSessionCommands(program: Command): void {
       'per-session overrides, inline JSON (e.g. {"refinement":{"noiseThreshold":4}}) or a YAML/JSON file; relative paths in them are resolved against this directory',
     )
     .option('--idempotency-key <key>', 'the same key twice gives the same session')
+    .option(...tenantOption)
+    .option(...priorityOption)
     .option('--json', 'print the session as JSON')
     .action(async (instruction: string, options: SubmitOptions) =>
       (await actions()).submit(instruction, options),

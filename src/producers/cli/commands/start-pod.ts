@@ -1,11 +1,14 @@
+import { hostname } from 'node:os';
+import { loadConfig } from '../../../shared/config/load.js';
 import { createLogger } from '../../../shared/logger.js';
 import { Role } from '../../../shared/queues.js';
 import { OrqError } from '../../../shared/errors.js';
 import { configuredConnection } from '../../../shared/redis.js';
-import { startPodServer } from '../../../workers/pod-server.js';
-import { launchRoles } from '../../../workers/registry.js';
 import { settlesWithin } from '../../../shared/settles-within.js';
-import { cliConfig } from '../common.js';
+import { listenForStop, stopReceived } from '../stop-signal.js';
+
+// The roles, their models and BullMQ load only after the pod has said it is starting (below):
+// a pod printed nothing while they loaded (15 to 20 s on a loaded machine).
 
 export interface StartOptions {
   roles: string;
@@ -41,6 +44,7 @@ function parseRoles(value: string): Role[] {
 /** A pod's metrics and its HTTP listener: prom-client loads only for such a pod. */
 async function serveMetrics(host: string, port: number) {
   const { createRoleMetrics } = await import('../../../workers/metrics.js');
+  const { startPodServer } = await import('../../../workers/pod-server.js');
   const metrics = createRoleMetrics();
   return { metrics, server: await startPodServer({ host, port, metrics }) };
 }
@@ -51,7 +55,7 @@ const STARTING_GRACE_MS = 2_000;
 /** `orq start`'s action (commands/start.ts declares it): the pod, until a stop signal. */
 export async function startPod(options: StartOptions): Promise<void> {
   const roles = parseRoles(options.roles);
-  const config = cliConfig(options);
+  const config = loadConfig(options.config ? { file: options.config } : {});
   const connection = configuredConnection(config);
   if (!connection) {
     throw new OrqError('CONFIG_INVALID', 'orq start needs a shared Redis', {
@@ -59,18 +63,26 @@ export async function startPod(options: StartOptions): Promise<void> {
     });
   }
   const logger = createLogger({ level: config.logLevel });
-  // Listen before starting: a SIGTERM that arrives while the consumers connect, or just after
-  // 'roles started' is logged, must still close them gracefully instead of killing the process.
-  const stopSignal = new Promise<string>((resolve) => {
-    process.once('SIGTERM', () => resolve('SIGTERM'));
-    process.once('SIGINT', () => resolve('SIGINT'));
-  });
+  // The first line, before the slow part of start-up: which pod, which roles, on which prefix.
+  logger.info({ roles, pod: hostname(), prefix: config.redis.prefix }, 'pod starting');
+  // Listened for since the process began (main.ts): a SIGTERM that arrives while the modules
+  // load, the consumers connect, or just after 'roles started' is logged must still stop the pod
+  // gracefully instead of killing the process.
+  const stopSignal = listenForStop();
   // Counts, durations and states only, no session data: fine for a scraper beyond loopback.
   // Listen before the consumers start, so a taken port fails the command before it takes
   // jobs; /readyz answers `starting` until they run.
   const served = options.metricsPort
     ? await serveMetrics(options.metricsHost, options.metricsPort)
     : undefined;
+  const early = stopReceived();
+  if (early) {
+    // Stopped before it took a job: nothing to start, nothing to hand back.
+    logger.info({ signal: early }, 'stopped while starting; no job was taken');
+    await served?.server.close();
+    process.exit(0);
+  }
+  const { launchRoles } = await import('../../../workers/registry.js');
   const starting = launchRoles(
     {
       roles,

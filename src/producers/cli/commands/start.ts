@@ -1,5 +1,11 @@
 import { Option, type Command } from 'commander';
-import { configOption, parseConcurrency, parseIntIn, parseMilliseconds } from '../options.js';
+import {
+  configOption,
+  parseConcurrency,
+  parseIntIn,
+  parseLatency,
+  parseMilliseconds,
+} from '../options.js';
 import type { StartOptions } from './start-pod.js';
 
 /** `orq start`: the consumers of a pod, until SIGTERM/SIGINT (then a bounded graceful close). */
@@ -26,13 +32,13 @@ export function registerStartCommand(program: Command): void {
     .option(...configOption)
     .option(
       '--metrics-port <n>',
-      'serve Prometheus metrics (job durations per role) at /metrics on this port, and the probes /healthz and /readyz',
+      'serve Prometheus metrics (job durations per role, HTTP requests of model calls) at /metrics on this port, and the probes /healthz and /readyz',
       parseIntIn(1, 65_535),
     )
     .option('--metrics-host <host>', 'address of the metrics and probes listener', '0.0.0.0')
     .addOption(
       new Option('--latency <ms>', 'simulated builtin model latency (benchmarks)')
-        .argParser(Number)
+        .argParser(parseLatency)
         .hideHelp(),
     )
     .action(async (options: StartOptions) => (await import('./start-pod.js')).startPod(options));

@@ -15,6 +15,8 @@ export interface RouteContext {
   streams: Set<AbortController>;
   /** Session settings a submit may set (HttpServerOptions.sessionOverrides). */
   sessionOverrides: readonly string[];
+  /** `provider/model` choices offered besides the operator's own (HttpServerOptions.offeredModels). */
+  offeredModels: readonly string[];
 }
 
 /** The Fastify instance with zod schemas as the type provider. */

@@ -7,6 +7,7 @@ import { toApiError, ApiError } from '../errors.js';
 import { EventsQuery, SessionParams, StreamId } from '../schemas.js';
 import { formatSseEvent, SSE_HEARTBEAT } from '../sse.js';
 import { typed, type RouteContext } from './context.js';
+import { UI_PATH } from '../ui/html.js';
 
 const HEARTBEAT_MS = 15_000;
 
@@ -51,10 +52,24 @@ async function* replay(
  * it saw (Last-Event-ID). A final `end` event carries the session's state; the stream then closes.
  */
 export function registerEventRoutes(app: FastifyInstance, ctx: RouteContext): void {
+  // The session view's script opens the same stream under /ui, where the browser's cookie is
+  // accepted (EventSource sends no bearer header); it is left out of the API reference.
+  for (const path of ['/sessions/:id/events', `${UI_PATH}/sessions/:id/events`]) {
+    registerEventRoute(app, ctx, path, path.startsWith(UI_PATH));
+  }
+}
+
+function registerEventRoute(
+  app: FastifyInstance,
+  ctx: RouteContext,
+  path: string,
+  hide: boolean,
+): void {
   typed(app).get(
-    '/sessions/:id/events',
+    path,
     {
       schema: {
+        hide,
         tags: ['sessions'],
         summary: "Server-sent events of the session's history until it finishes",
         description:

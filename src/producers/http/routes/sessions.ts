@@ -1,3 +1,5 @@
+import { listedTenant, visibleTo } from '../tenant-scope.js';
+import { callerOf } from '../auth.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { Session } from '../../../shared/domain/session.js';
@@ -37,7 +39,7 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
         tags,
         summary: 'Submit an instruction as a new session',
         description:
-          'Answers 201 with the new session, or 200 with the existing one when idempotencyKey was used before; 403 when `config` sets a setting the operator does not let callers set (http.sessionOverrides); 409 when the key was used for another instruction, config or metadata, or named a session deleted during the submit three times in a row.',
+          'Answers 201 with the new session, or 200 with the existing one when idempotencyKey was used before; 403 when `config` sets a setting the operator does not let callers set (http.sessionOverrides), a provider and model the operator does not offer (its own, or http.models) or a budget over its own; 409 when the key was used for another instruction, config or metadata, or named a session deleted during the submit three times in a row.',
         body: SubmitRequest,
         response: {
           200: Session,
@@ -53,6 +55,7 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
       // Of concurrent first submits with one key, only the one that stored the session is 201.
       const { session, created } = await client.submitWithOutcome(request.body, {
         allowedOverrides: ctx.sessionOverrides,
+        offeredModels: ctx.offeredModels,
       });
       metrics.sessionsSubmitted.inc({ outcome: created ? 'created' : 'existing' });
       return reply.code(created ? 201 : 200).send(redactSession(session));
@@ -65,11 +68,22 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
       schema: {
         tags,
         summary: 'List sessions, newest first',
+        description:
+          'A page of `limit` sessions; when there are more, the `Link` header names the next page (rel="next", with its `after` cursor). A tenant\'s key lists its own tenant\'s sessions, in full pages.',
         querystring: ListQuery,
-        response: { 200: z.array(Session), 503: ApiError },
+        response: { 200: z.array(Session), 400: ApiError, 403: ApiError, 503: ApiError },
       },
     },
-    async (request) => (await client.list(request.query)).map(redactSession),
+    async (request, reply) => {
+      const tenant = listedTenant(request, request.query.tenant);
+      const page = await client.listPage({ ...request.query, ...(tenant ? { tenant } : {}) });
+      if (page.next) {
+        const next = new URLSearchParams({ limit: String(request.query.limit), after: page.next });
+        if (request.query.tenant) next.set('tenant', request.query.tenant);
+        void reply.header('link', `</sessions?${next.toString()}>; rel="next"`);
+      }
+      return visibleTo(request, page.sessions).map(redactSession);
+    },
   );
 
   api.get(
@@ -159,7 +173,11 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
     },
     async (request, reply) => {
       // 202 Accepted: the coordinator applies it asynchronously; don't hold the request open.
-      const requestId = await client.resume(request.params.id, request.body ?? {}, { waitMs: 0 });
+      const requestId = await client.resume(request.params.id, request.body ?? {}, {
+        waitMs: 0,
+        // Callers may only lower the operator's budget (issue 41); the operator token may not.
+        budgetWithinConfig: callerOf(request).role !== 'operator',
+      });
       metrics.sessionActions.inc({ action: 'resume' });
       return reply.code(202).send({ sessionId: request.params.id, requestId, accepted: true });
     },

@@ -1,3 +1,4 @@
+import { inAgentSpan } from '../../../shared/tracing/genai.js';
 import type { TaskResult } from '../../../shared/domain/task.js';
 import { roleConfig } from '../../../shared/llm/role-config.js';
 import { taskPrompt } from '../prompt.js';
@@ -8,6 +9,7 @@ import { restoreRun } from './journal.js';
 import { llmAgentModel } from './llm-model.js';
 import { runAgentLoop, type AgentRunOutcome } from './loop.js';
 import { connectMcpServers } from './tools/mcp.js';
+import { sandboxFor } from '../sandbox.js';
 import { Toolbox } from './tools/toolbox.js';
 import { createWorkspaceTools } from './tools/workspace.js';
 import type { AgentModel, AgentTurn } from './types.js';
@@ -101,9 +103,11 @@ export function createAgentExecutor(options: AgentExecutorOptions = {}): Executo
       const root = await ensureTaskWorkspace(execution.workspaceRoot, ctx.session.id, ctx.task.id);
       const model = await (options.model ?? defaultAgentModel)(ctx);
       const timeoutMs = execution.toolTimeoutSeconds * 1000;
+      const sandbox = sandboxFor(execution.toolSandbox);
       const workspaceTools = createWorkspaceTools({
         root,
         timeoutMs,
+        sandbox,
         maxOutputBytes: execution.toolMaxOutputBytes,
         ...(execution.commandAllowlist ? { commandAllowlist: execution.commandAllowlist } : {}),
       });
@@ -114,36 +118,47 @@ export function createAgentExecutor(options: AgentExecutorOptions = {}): Executo
         logger: ctx.logger,
       });
       try {
-        const toolbox = new Toolbox([...workspaceTools, ...mcp.tools]);
+        const toolbox = new Toolbox([...workspaceTools, ...mcp.tools], { timeoutMs });
         const records = await ctx.history.load();
         const state = restoreRun(records, planning);
         const header = [
           `agent executor: task ${ctx.task.id}, attempt ${ctx.attempt}, workspace ${root}`,
           `model: ${model.label}; tools: ${toolbox.specs.map((t) => t.name).join(', ')}`,
+          `command sandbox: ${'error' in sandbox ? sandbox.error : sandbox.describe}`,
           ...mcp.problems,
           ...(records.length > 0 ? [`resumed after ${records.length} recorded step(s)`] : []),
         ];
-        const outcome = await runAgentLoop(
+        const outcome = await inAgentSpan(
+          'orq-agent',
           {
-            model,
-            toolbox,
-            history: ctx.history,
-            request: {
-              sessionId: ctx.session.id,
-              jobAttempt: ctx.jobAttempt,
-              task: ctx.task,
-              instruction: ctx.session.instruction,
-              attempt: ctx.attempt,
-              dependencyResults: ctx.dependencyResults,
-              ...(ctx.feedback ? { feedback: ctx.feedback } : {}),
-              prompt: taskPrompt(ctx),
-              planning,
-            },
-            maxActions: execution.maxAgentActions,
-            signal: ctx.signal,
-            logger: ctx.logger,
+            'gen_ai.request.model': model.label,
+            'orq.task.id': ctx.task.id,
+            'orq.session.id': ctx.session.id,
           },
-          state,
+          () =>
+            runAgentLoop(
+              {
+                model,
+                toolbox,
+                history: ctx.history,
+                request: {
+                  sessionId: ctx.session.id,
+                  jobAttempt: ctx.jobAttempt,
+                  task: ctx.task,
+                  instruction: ctx.session.instruction,
+                  attempt: ctx.attempt,
+                  dependencyResults: ctx.dependencyResults,
+                  ...(ctx.feedback ? { feedback: ctx.feedback } : {}),
+                  prompt: taskPrompt(ctx),
+                  planning,
+                },
+                maxActions: execution.maxAgentActions,
+                signal: ctx.signal,
+                ...(ctx.confirmCurrent ? { confirmCurrent: ctx.confirmCurrent } : {}),
+                logger: ctx.logger,
+              },
+              state,
+            ),
         );
         return resultOf(outcome, header, root, started);
       } finally {

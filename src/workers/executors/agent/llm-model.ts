@@ -190,7 +190,7 @@ export function createChatAgentModel(options: ChatAgentModelOptions): AgentModel
         ...(request.signal ? { signal: request.signal } : {}),
         ...(tools ? { tools } : {}),
       },
-      { maxRepairAttempts: options.maxRepairAttempts },
+      { maxRepairAttempts: options.maxRepairAttempts, structuredOutput: config.structuredOutput },
     );
     return { value: reply.value, usage: reply.usage };
   }
@@ -275,16 +275,21 @@ export function llmAgentModel(
 ): AgentModel {
   const config = roleConfig(ctx.session.config.llm, 'worker');
   const { record } = ctx.session.config.llm;
+  // Calls that reach the provider spend its quota (issue 33); replayed ones do not.
+  const real = () => {
+    const built = createChatProvider('worker', config, env);
+    return ctx.limitChat ? ctx.limitChat(built, config) : built;
+  };
   // llm.record applies to agent runs too, so a real run replays as a deterministic test.
   const provider =
     record.mode === 'off'
-      ? createChatProvider('worker', config, env)
+      ? real()
       : withRecordReplay({
           mode: record.mode,
           path: record.path,
           provider: config.provider,
           model: config.model,
-          inner: () => createChatProvider('worker', config, env),
+          inner: real,
         });
   return createChatAgentModel({
     // Metered outermost: a replayed call counts what the recording says it used.

@@ -33,6 +33,8 @@ export interface AgentLoopOptions {
   request: Omit<AgentRunRequest, 'tools'>;
   maxActions: number;
   signal: AbortSignal;
+  /** Throws once the job is no longer this delivery's (ExecutorContext.confirmCurrent). */
+  confirmCurrent?(): Promise<void>;
   logger: Logger;
 }
 
@@ -244,6 +246,8 @@ export async function runAgentLoop(
     } else {
       tool = decision.data.tool;
       input = decision.data.input;
+      // A tool changes files or starts programs: not for a delivery that lost its job.
+      await options.confirmCurrent?.();
       outcome = await toolbox.call(tool, input, signal);
     }
     const clipped = clipStrings(input);

@@ -2,6 +2,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { McpServerConfig } from '../../../../shared/config/schema.js';
 import { loadOnce } from '../../../../shared/load-once.js';
+import { providerKey } from '../../../../shared/llm/provider-keys.js';
 import type { Logger } from '../../../../shared/logger.js';
 import { TailBuffer } from '../../process.js';
 import type { Tool, ToolOutcome } from './types.js';
@@ -70,6 +71,32 @@ function cap(text: string, maxBytes: number): string {
   return `${Buffer.from(text).subarray(0, maxBytes).toString('utf8')}\n[... ${bytes - maxBytes} more bytes cut off ...]`;
 }
 
+/**
+ * The values a server's envFromPod or headersFromEnv names, read from the pod's environment now
+ * (issue 41): the session in Redis holds the names only. Read as provider keys are
+ * (provider-keys.ts): a key the pod took out of its environment is still found, and
+ * `<variable>_FILE` names a file holding the value. A variable the pod lacks stops that server
+ * (the run reports it and goes on without it), rather than starting it without its key.
+ */
+export function valuesFromPod(
+  server: string,
+  setting: 'envFromPod' | 'headersFromEnv',
+  names: Readonly<Record<string, string>> | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
+  const values: Record<string, string> = {};
+  for (const [key, variable] of Object.entries(names ?? {})) {
+    const value = providerKey(variable, env);
+    if (value === undefined) {
+      throw new Error(
+        `the pod has no environment variable ${variable} (mcpServers "${server}" ${setting}.${key}); set it on the worker pods`,
+      );
+    }
+    values[key] = value;
+  }
+  return values;
+}
+
 function transportFor(
   sdk: McpSdk,
   server: McpServerConfig,
@@ -78,14 +105,23 @@ function transportFor(
 ): Transport {
   if (server.transport === 'http') {
     return new sdk.StreamableHTTPClientTransport(new URL(server.url), {
-      requestInit: { headers: server.headers },
+      requestInit: {
+        headers: {
+          ...server.headers,
+          ...valuesFromPod(server.name, 'headersFromEnv', server.headersFromEnv),
+        },
+      },
     });
   }
   const transport = new sdk.StdioClientTransport({
     command: server.command,
     args: server.args,
     // The SDK's safe default set (PATH, HOME...), not the pod's secrets, plus what is configured.
-    env: { ...sdk.getDefaultEnvironment(), ...server.env },
+    env: {
+      ...sdk.getDefaultEnvironment(),
+      ...server.env,
+      ...valuesFromPod(server.name, 'envFromPod', server.envFromPod),
+    },
     cwd: options.cwd,
     stderr: 'pipe',
   });
@@ -169,6 +205,7 @@ async function connectOne(
       if (!cursor) break;
     }
     const tools = listed.map((tool): Tool => ({
+      extension: true,
       spec: {
         name: mcpToolName(server.name, tool.name),
         description: `${tool.description ?? tool.name} (MCP server ${server.name})`,

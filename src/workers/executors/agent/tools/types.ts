@@ -10,6 +10,8 @@ export type ToolOutcome = { ok: true; output: string } | { ok: false; error: str
 
 export interface Tool {
   spec: ToolSpec;
+  /** An MCP server's tool (gen_ai.tool.type `extension` in traces); orq's own are functions. */
+  extension?: boolean;
   call(input: unknown, signal: AbortSignal): Promise<ToolOutcome>;
 }
 

@@ -1,9 +1,10 @@
 import { constants, type Dirent } from 'node:fs';
-import { mkdir, open, readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, realpath, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { RE2JS } from 're2js';
 import { z } from 'zod';
 import { describeOutcome, minimalEnv, runProcess } from '../../process.js';
+import type { Sandbox } from '../../sandbox.js';
 import { isWithin, resolveInWorkspace, workspaceRelative } from './paths.js';
 import { ToolError, type Tool, type ToolOutcome } from './types.js';
 
@@ -14,6 +15,8 @@ export interface WorkspaceToolsOptions {
   maxOutputBytes: number;
   /** Programs run_command may start (argv[0], exactly); any when undefined. */
   commandAllowlist?: readonly string[];
+  /** Where run_command's programs run (sandbox.ts); none when unset. */
+  sandbox?: Sandbox | { error: string };
 }
 
 const MAX_LISTED = 1000;
@@ -101,15 +104,9 @@ export function createWorkspaceTools(options: WorkspaceToolsOptions): Tool[] {
     async call(input) {
       const { path } = parseInput(ReadFileInput, input, 'read_file');
       const absolute = await resolveInWorkspace(root, path);
-      const handle = await open(absolute, 'r');
+      const handle = await openRegularFile(root, absolute, path, constants.O_RDONLY);
       try {
-        // Where the opened file really is: a symlink put in the way since the check is caught.
-        const opened = await openedPath(handle.fd);
-        if (opened !== undefined && !isWithin(root, opened)) {
-          throw new ToolError(`path "${path}" leads outside the workspace through a symlink`);
-        }
         const info = await handle.stat();
-        if (!info.isFile()) throw new ToolError(`"${path}" is not a file`);
         // Only what can be shown is read, not the whole of a large file.
         const buffer = Buffer.alloc(Math.min(info.size, maxOutputBytes));
         const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
@@ -137,13 +134,16 @@ export function createWorkspaceTools(options: WorkspaceToolsOptions): Tool[] {
       await mkdir(dirname(absolute), { recursive: true });
       // Checked again after creating folders, and O_NOFOLLOW refuses a symlink put in the way.
       await resolveInWorkspace(root, path);
+      // Truncated only once the opened file is known to be the workspace's own (no O_TRUNC):
+      // a hardlink to a file outside must be refused before anything of it is lost.
       const flags =
         constants.O_WRONLY |
         constants.O_CREAT |
         constants.O_NOFOLLOW |
-        (append ? constants.O_APPEND : constants.O_TRUNC);
-      const handle = await open(absolute, flags, 0o644);
+        (append ? constants.O_APPEND : 0);
+      const handle = await openRegularFile(root, absolute, path, flags);
       try {
+        if (!append) await handle.truncate(0);
         await handle.writeFile(content, 'utf8');
       } finally {
         await handle.close();
@@ -214,9 +214,19 @@ export function createWorkspaceTools(options: WorkspaceToolsOptions): Tool[] {
           break;
         }
         if (!entry.isFile()) continue;
-        const info = await stat(found);
-        if (info.size > MAX_SEARCHED_FILE_BYTES) continue;
-        const text = await readFile(found, 'utf8');
+        let text: string;
+        try {
+          const handle = await openRegularFile(root, found, found, constants.O_RDONLY);
+          try {
+            if ((await handle.stat()).size > MAX_SEARCHED_FILE_BYTES) continue;
+            text = await handle.readFile('utf8');
+          } finally {
+            await handle.close();
+          }
+        } catch {
+          // A hardlink, a file swapped for a FIFO or a symlink since the listing: not searched.
+          continue;
+        }
         if (text.includes('\0')) continue;
         const rel = workspaceRelative(root, found);
         const lines = text.split('\n');
@@ -251,7 +261,9 @@ export function createWorkspaceTools(options: WorkspaceToolsOptions): Tool[] {
         );
       }
       const dir = await resolveInWorkspace(root, cwd);
-      const outcome = await runProcess(command, {
+      const sandbox = options.sandbox;
+      if (sandbox && 'error' in sandbox) throw new ToolError(`refused: ${sandbox.error}`);
+      const outcome = await runProcess(sandbox ? sandbox.wrap(command) : command, {
         cwd: dir,
         timeoutMs: options.timeoutMs,
         maxOutputBytes,
@@ -266,6 +278,55 @@ export function createWorkspaceTools(options: WorkspaceToolsOptions): Tool[] {
   };
 
   return [readFileTool, writeFileTool, listFilesTool, searchFilesTool, runCommandTool];
+}
+
+/**
+ * Opens a file of the workspace and refuses (closing it) what a tool must not touch: anything
+ * but a regular file (a FIFO would hang the read, a device could be anything), a file with more
+ * than one link (a hardlink to a file outside the workspace looks like any other file; no path
+ * check can see it), and a file whose real path is outside (a symlink put in the way since the
+ * path was checked). O_NONBLOCK makes opening a FIFO return at once, so the check is reached;
+ * it changes nothing for a regular file. The checks are on the opened file, not on the path.
+ */
+async function openRegularFile(
+  root: string,
+  absolute: string,
+  requested: string,
+  flags: number,
+): Promise<FileHandle> {
+  let handle: FileHandle;
+  try {
+    handle = await open(absolute, flags | constants.O_NONBLOCK, 0o644);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    // ENXIO: a FIFO nobody reads, opened for writing without blocking.
+    if (code === 'ENXIO') throw new ToolError(`"${requested}" is not a regular file`);
+    if (code === 'ELOOP') {
+      throw new ToolError(`"${requested}" is a symlink; write to the file it points to`);
+    }
+    throw error;
+  }
+  try {
+    const opened = await openedPath(handle.fd);
+    if (opened !== undefined && !isWithin(root, opened)) {
+      throw new ToolError(`path "${requested}" leads outside the workspace through a symlink`);
+    }
+    const info = await handle.stat();
+    if (!info.isFile()) {
+      throw new ToolError(
+        `"${requested}" is not a regular file${info.isDirectory() ? ' (a folder: use list_files)' : ''}`,
+      );
+    }
+    if (info.nlink > 1) {
+      throw new ToolError(
+        `"${requested}" has ${info.nlink} hard links: a file linked from elsewhere may lie outside the workspace, so the file tools refuse it`,
+      );
+    }
+    return handle;
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
 }
 
 /** The real path of an open file, on Linux (/proc); undefined where that cannot be read. */

@@ -1,0 +1,61 @@
+import { MODEL_ROLES, roleConfig } from '../llm/role-config.js';
+import type { SessionConfig } from './schema.js';
+
+/**
+ * What a caller who is not the operator (the HTTP API) may choose among, beyond which settings
+ * it may set at all (override-policy.ts): the values (issue 41). A caller may pick only a
+ * provider and model the operator's own config uses for some role, or lists in http.models, so
+ * it cannot point the pods at a provider whose key they hold for another purpose; and it may
+ * only lower the budget, never raise it or lift it.
+ */
+
+export interface CallerLimitIssue {
+  /** The setting, as the request names it: `config.llm.worker`, `config.budget.maxUsd`. */
+  path: string;
+  message: string;
+}
+
+/** `provider/model` as http.models lists it. */
+export const modelChoice = (provider: string, model: string): string => `${provider}/${model}`;
+
+/** Whether `provider/model` is offered: used by the operator's config, or listed (`p/*` too). */
+function offered(choice: string, operatorChoices: ReadonlySet<string>, listed: readonly string[]) {
+  const provider = choice.slice(0, choice.indexOf('/'));
+  return operatorChoices.has(choice) || listed.includes(choice) || listed.includes(`${provider}/*`);
+}
+
+const BUDGET_LIMITS = ['maxTokens', 'maxUsd'] as const;
+
+/** The request's choices the operator does not offer; empty when it keeps within them. */
+export function callerLimitIssues(
+  operator: SessionConfig,
+  chosen: SessionConfig,
+  listedModels: readonly string[],
+): CallerLimitIssue[] {
+  const issues: CallerLimitIssue[] = [];
+  const operatorChoices = new Set(
+    MODEL_ROLES.map((role) => {
+      const config = roleConfig(operator.llm, role);
+      return modelChoice(config.provider, config.model);
+    }),
+  );
+  for (const role of MODEL_ROLES) {
+    const config = roleConfig(chosen.llm, role);
+    const choice = modelChoice(config.provider, config.model);
+    if (offered(choice, operatorChoices, listedModels)) continue;
+    issues.push({
+      path: `config.llm.${role}`,
+      message: `the ${role} would call ${choice}, which this server does not offer (offered: ${[...new Set([...operatorChoices, ...listedModels])].join(', ')})`,
+    });
+  }
+  for (const limit of BUDGET_LIMITS) {
+    const ceiling = operator.budget[limit];
+    const asked = chosen.budget[limit];
+    if (ceiling === undefined || (asked !== undefined && asked <= ceiling)) continue;
+    issues.push({
+      path: `config.budget.${limit}`,
+      message: `budget.${limit} may only be lowered: ${asked ?? 'no limit'} is over this server's ${ceiling}`,
+    });
+  }
+  return issues;
+}

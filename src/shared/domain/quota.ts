@@ -1,0 +1,35 @@
+import { z } from 'zod';
+
+/**
+ * One provider limit as `orq status`, GET /quotas and /metrics show it (issue 33): what it
+ * allows (the rateLimit its calls were last made with), what is left of it now, and what it
+ * has seen since it was first used.
+ */
+export const QuotaView = z.object({
+  /** The limit's id: a hash of provider kind, base URL and API key hash. */
+  id: z.string(),
+  /** `openai api.openai.com/v1 key 3f2a9c1b`: the key only as a hash. */
+  name: z.string(),
+  requestsPerMinute: z.number().optional(),
+  tokensPerMinute: z.number().optional(),
+  maxConcurrent: z.number().int().optional(),
+  /** Requests of the bucket that may start now (of requestsPerMinute × burstSeconds / 60). */
+  requestsLeft: z.number().int().optional(),
+  /** Tokens of the bucket left now; below 0 while calls that used more than they reserved are paid off. */
+  tokensLeft: z.number().int().optional(),
+  /** The burst the buckets hold, in seconds of the per-minute rates. */
+  burstSeconds: z.number().optional(),
+  /** Calls holding a slot now. */
+  inFlight: z.number().int(),
+  /** How long every pod still waits after a 429 (0 when not paused). */
+  pausedForMs: z.number().int(),
+  /** Calls that were granted the quota. */
+  granted: z.number().int(),
+  /** Times a call found the quota short or paused (and waited, or handed its job back). */
+  refused: z.number().int(),
+  /** Answers 429 from the provider. */
+  throttled: z.number().int(),
+  /** Tokens the provider reported for the calls settled. */
+  usedTokens: z.number().int(),
+});
+export type QuotaView = z.infer<typeof QuotaView>;

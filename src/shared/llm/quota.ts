@@ -1,0 +1,236 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { LlmRoleConfig, RateLimitConfig } from '../config/schema.js';
+import { MustWaitError } from '../errors.js';
+import type { QuotaRefusal, QuotaStore } from '../store/quota-store.js';
+import {
+  observeRateLimits,
+  resolveApiKey,
+  usageOfFailure,
+  type ChatCompletion,
+  type ChatProvider,
+  type ChatRequest,
+  type ModelRole,
+} from './chat.js';
+import { DEFAULT_ANTHROPIC_MAX_TOKENS } from './anthropic-provider.js';
+import { rateLimitPauseMs } from './rate-limit-headers.js';
+import { estimateInputTokens } from './token-estimate.js';
+
+/**
+ * Provider quotas shared by every pod and role (issue 33). A role whose provider setting has a
+ * `rateLimit` calls its model through `ProviderQuotas.gate`: before each request it takes a
+ * request, an estimate of the tokens and a slot from the limit in Redis (quota-store.ts), after
+ * it settles the tokens the provider reported and frees the slot; a 429 pauses the limit for
+ * every pod until the time the provider gives (rate-limit-headers.ts). A short wait is slept
+ * here; a longer one throws QuotaWaitError, and the role's job is handed back to its queue as
+ * delayed (registry.ts) instead of holding its worker slot and lock.
+ */
+
+/** Which quota a call spends: one per provider kind, base URL and API key. */
+export interface ProviderLimit {
+  /** Hex digest of kind, base URL and the key's hash: the Redis hash tag of its keys. */
+  id: string;
+  /** How people see it: `openai api.openai.com/v1 key 3f2a9c1b`; never the key itself. */
+  name: string;
+}
+
+const DEFAULT_BASE_URL = {
+  openai: 'https://api.openai.com/v1',
+  anthropic: 'https://api.anthropic.com',
+} as const;
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
+/** The limit of a provider kind at a base URL with an API key (only a hash of it is kept). */
+export function providerLimit(
+  kind: 'openai' | 'anthropic',
+  baseUrl: string | undefined,
+  apiKey: string,
+): ProviderLimit {
+  const url = (baseUrl ?? DEFAULT_BASE_URL[kind]).replace(/\/+$/, '');
+  const keyHash = sha256(`orq-quota-key|${apiKey}`).slice(0, 8);
+  return {
+    id: sha256(`${kind}|${url}|${keyHash}`).slice(0, 16),
+    name: `${kind} ${url.replace(/^https?:\/\//, '')} key ${keyHash}`,
+  };
+}
+
+/** A call must wait for its provider's quota longer than a job should sleep. */
+export class QuotaWaitError extends MustWaitError {
+  constructor(
+    readonly limit: ProviderLimit,
+    readonly reason: QuotaRefusal | 'throttled',
+    waitMs: number,
+    cause?: unknown,
+  ) {
+    const activity = `waiting for quota (${limit.name})`;
+    super('QUOTA_WAIT', activity, waitMs, `${activity}: ${REASONS[reason]}`, {
+      hint: 'The job is handed back to its queue and runs when the quota allows; raise llm.<role>.rateLimit if the provider allows more',
+      details: { limit: limit.name, limitId: limit.id, reason, waitMs },
+      cause,
+    });
+    this.name = 'QuotaWaitError';
+  }
+}
+
+const REASONS: Record<QuotaRefusal | 'throttled', string> = {
+  paused: 'paused after a 429',
+  throttled: 'the provider answered 429',
+  requests: 'requests per minute spent',
+  tokens: 'tokens per minute spent',
+  concurrent: 'every concurrent slot taken',
+};
+
+/** Output tokens reserved for an OpenAI call whose maxOutputTokens is unset (none is sent). */
+export const DEFAULT_OUTPUT_ESTIMATE = 1024;
+
+/**
+ * Tokens reserved before a call: what it sends as the tokenizer counts it (prompts, schema,
+ * tools: token-estimate.ts, the same count a budget reserves), and the output cap it sends,
+ * which is how both providers count a request against their token limits until it ends
+ * (Anthropic always sends max_tokens, DEFAULT_ANTHROPIC_MAX_TOKENS when maxOutputTokens is unset).
+ */
+export async function estimateTokens(
+  request: Pick<ChatRequest, 'system' | 'user' | 'followUp' | 'schema' | 'tools'>,
+  config: Pick<LlmRoleConfig, 'maxOutputTokens' | 'provider' | 'structuredOutput'>,
+): Promise<number> {
+  const output =
+    config.maxOutputTokens ??
+    (config.provider === 'anthropic' ? DEFAULT_ANTHROPIC_MAX_TOKENS : DEFAULT_OUTPUT_ESTIMATE);
+  return (await estimateInputTokens(request, config)) + output;
+}
+
+/** Past the call's own time limit, how long its slot is held if its pod dies mid-call. */
+export const SLOT_LEASE_MARGIN_MS = 5_000;
+
+/** What a pod's metrics count of its quota waits (pod metrics). */
+export interface QuotaEvents {
+  /** A call found the quota short (or paused) and waited or handed its job back. */
+  waited(limit: string, reason: QuotaRefusal | 'throttled'): void;
+  /** A provider answered 429 under this limit. */
+  throttled(limit: string): void;
+}
+
+export interface ProviderQuotasOptions {
+  /** Longest wait slept inside a job, in all; a longer one hands the job back (default 2 s). */
+  maxInJobWaitMs?: number;
+  events?: QuotaEvents;
+}
+
+/** The quota gate of one process's model calls, over the shared limits in Redis. */
+export class ProviderQuotas {
+  private readonly maxInJobWaitMs: number;
+
+  constructor(
+    readonly store: QuotaStore,
+    private readonly options: ProviderQuotasOptions = {},
+  ) {
+    this.maxInJobWaitMs = options.maxInJobWaitMs ?? 2_000;
+  }
+
+  /** `provider` under its config's rateLimit; as it is when the config sets none. */
+  gate(
+    provider: ChatProvider,
+    role: ModelRole,
+    config: LlmRoleConfig,
+    env: NodeJS.ProcessEnv,
+  ): ChatProvider {
+    const settings = config.rateLimit;
+    if (!settings || config.provider === 'builtin') return provider;
+    const limit = providerLimit(config.provider, config.baseUrl, resolveApiKey(role, config, env));
+    let registered: Promise<unknown> | undefined;
+    return {
+      label: provider.label,
+      complete: (request) => {
+        registered ??= this.store
+          .register(limit.id, { name: limit.name, rateLimit: settings })
+          .catch(() => (registered = undefined));
+        return this.call(limit, settings, config, provider, request);
+      },
+    };
+  }
+
+  private async call(
+    limit: ProviderLimit,
+    settings: RateLimitConfig,
+    config: LlmRoleConfig,
+    provider: ChatProvider,
+    request: ChatRequest,
+  ): Promise<ChatCompletion> {
+    const estimate = await estimateTokens(request, config);
+    const leaseMs = request.timeoutMs + SLOT_LEASE_MARGIN_MS;
+    const started = Date.now();
+    await provider.ready?.();
+    for (;;) {
+      const leaseId = randomUUID();
+      const outcome = await this.store.acquire(limit.id, settings, estimate, leaseId, leaseMs);
+      if (!outcome.granted) {
+        await this.waitOrHandBack(limit, outcome.reason, outcome.waitMs, started, request);
+        continue;
+      }
+      let pauseMs: number | undefined;
+      let reply: ChatCompletion;
+      try {
+        reply = await observeRateLimits(
+          (headers) => (pauseMs = rateLimitPauseMs(headers)),
+          () => provider.complete(request),
+        );
+      } catch (error) {
+        const spent = usageOfFailure(error);
+        await this.store.settle(
+          limit.id,
+          settings,
+          estimate,
+          spent ? spent.inputTokens + spent.outputTokens : 0,
+          leaseId,
+        );
+        if (pauseMs === undefined || isOutOfCredit(error)) throw error;
+        // Every pod of the limit waits until the provider's time, not only this call.
+        const lasts = await this.store.pause(limit.id, pauseMs);
+        this.options.events?.throttled(limit.name);
+        await this.waitOrHandBack(limit, 'throttled', lasts, started, request, error);
+        continue;
+      }
+      // The reply is billed and ours: a count lost with Redis must not lose it (the slot lapses).
+      await this.store
+        .settle(
+          limit.id,
+          settings,
+          estimate,
+          reply.usage.inputTokens + reply.usage.outputTokens,
+          leaseId,
+        )
+        .catch(() => undefined);
+      return reply;
+    }
+  }
+
+  /**
+   * Sleeps out a short wait (with jitter, so the waiters of many pods do not all come back at
+   * once); throws QuotaWaitError for one that would take this call past maxInJobWaitMs.
+   */
+  private async waitOrHandBack(
+    limit: ProviderLimit,
+    reason: QuotaRefusal | 'throttled',
+    waitMs: number,
+    started: number,
+    request: Pick<ChatRequest, 'signal'>,
+    cause?: unknown,
+  ): Promise<void> {
+    this.options.events?.waited(limit.name, reason);
+    if (Date.now() - started + waitMs > this.maxInJobWaitMs) {
+      throw new QuotaWaitError(limit, reason, waitMs, cause);
+    }
+    const jitter = Math.random() * Math.min(waitMs, 250);
+    await sleep(waitMs + jitter, undefined, request.signal ? { signal: request.signal } : {});
+  }
+}
+
+/**
+ * OpenAI answers 429 `insufficient_quota` when the account has no credit left: no wait ends
+ * that, so it fails the call like any refusal instead of pausing everyone again and again.
+ */
+function isOutOfCredit(error: unknown): boolean {
+  const cause = (error as { cause?: { code?: unknown; type?: unknown } } | undefined)?.cause;
+  return cause?.code === 'insufficient_quota' || cause?.type === 'insufficient_quota';
+}

@@ -1,0 +1,75 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/shared/config/load.js';
+import { keyVariables, providerKey, takeProviderKeys } from '../../src/shared/llm/provider-keys.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'orq-key-files-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('providerKey', () => {
+  it('takes a key out of process.env and still answers it later', () => {
+    process.env.ORQ_UNIT_KEY_A = ' sk-a \n';
+    expect(providerKey('ORQ_UNIT_KEY_A')).toBe('sk-a');
+    expect(process.env.ORQ_UNIT_KEY_A).toBeUndefined();
+    expect(providerKey('ORQ_UNIT_KEY_A')).toBe('sk-a');
+    const child = spawnSync(
+      process.execPath,
+      ['-e', 'console.log(process.env.ORQ_UNIT_KEY_A ?? "absent")'],
+      {
+        encoding: 'utf8',
+      },
+    );
+    expect(child.stdout.trim()).toBe('absent');
+  });
+
+  it('takes what a pod names at its start, before anything reads it', () => {
+    process.env.ORQ_UNIT_KEY_B = 'sk-b';
+    takeProviderKeys(['ORQ_UNIT_KEY_B']);
+    expect(process.env.ORQ_UNIT_KEY_B).toBeUndefined();
+    expect(providerKey('ORQ_UNIT_KEY_B')).toBe('sk-b');
+  });
+
+  it('leaves an environment other than process.env as it is', () => {
+    const env = { KEY: 'sk-c' };
+    expect(providerKey('KEY', env)).toBe('sk-c');
+    expect(env).toEqual({ KEY: 'sk-c' });
+  });
+
+  it('reads the file the _FILE variable names', () => {
+    const file = join(dir, 'key');
+    writeFileSync(file, 'sk-file\n');
+    expect(providerKey('KEY', { KEY_FILE: file })).toBe('sk-file');
+  });
+
+  it('refuses both the variable and its file, an unreadable file and an empty one', () => {
+    const file = join(dir, 'both');
+    writeFileSync(file, 'sk-file');
+    expect(() => providerKey('KEY', { KEY: 'sk', KEY_FILE: file })).toThrow(
+      /Both KEY and KEY_FILE are set/,
+    );
+    expect(() => providerKey('KEY', { KEY_FILE: join(dir, 'missing') })).toThrow(
+      /API key file .*missing \(named by KEY_FILE\) cannot be read: ENOENT/,
+    );
+    const empty = join(dir, 'empty');
+    writeFileSync(empty, '\n');
+    expect(() => providerKey('KEY', { KEY_FILE: empty })).toThrow(/is empty/);
+  });
+
+  it('is undefined when neither is set', () => {
+    expect(providerKey('KEY', {})).toBeUndefined();
+  });
+});
+
+describe('keyVariables', () => {
+  it("names the providers' usual variables and every apiKeyEnv of the config", () => {
+    const config = parseConfig({
+      llm: { default: { apiKeyEnv: 'MY_KEY' }, judge: { apiKeyEnv: 'JUDGE_KEY' } },
+    });
+    expect(keyVariables(config).sort()).toEqual(
+      ['ANTHROPIC_API_KEY', 'JUDGE_KEY', 'MY_KEY', 'OPENAI_API_KEY'].sort(),
+    );
+  });
+});
