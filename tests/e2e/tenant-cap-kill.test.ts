@@ -41,8 +41,9 @@ describe('kill -9 of a worker pod while its task holds its tenant slot', () => {
       KILL_KEY: 'sk-tenant-kill',
       ORQ__tenants__maxTasksInFlight: '1',
     };
-    pods = new Pods({ ...env, ...queueEnv(FAST_LOCKS) });
-    const doomed = await pods.start('worker', ['--concurrency', '2']);
+    pods = new Pods(env);
+    // Short locks for the pod that dies, so its jobs are redelivered soon after the kill.
+    const doomed = await pods.start('worker', ['--concurrency', '2'], queueEnv(FAST_LOCKS));
     const task = (id: string) => ({ id, title: id, acceptance: 'a', context: 'c' });
     const scenario = scenarios.write('two-tasks', {
       plans: [{ tasks: [task('A'), task('B')] }],
@@ -95,7 +96,9 @@ describe('kill -9 of a worker pod while its task holds its tenant slot', () => {
       30_000,
     );
 
-    await pods.start('worker', ['--concurrency', '2']);
+    // The default lock for the pod that takes over: a busy machine that delays one of its
+    // renewals must not redeliver a job a second time (a fourth call).
+    await pods.start('worker', ['--concurrency', '2'], queueEnv({ stalledIntervalMs: 1_000 }));
     const view = await client.wait(id, { timeoutMs: 40_000 });
     expect(view.session.state).toBe('COMPLETED');
     expect(calls).toBe(3);
