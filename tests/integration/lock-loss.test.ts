@@ -145,3 +145,69 @@ describe('a work delivery that hands on after a later delivery of its job starte
     expect(view.tasks.find((t) => t.id === 'A')?.result?.output).toBe('delivery 2');
   });
 });
+
+/**
+ * The same pause with a result too long to ride in the judge job: the paused delivery stores it
+ * for the judge before it hands on. Its fence is refused there, so it neither overwrites nor
+ * leaves a stored result behind, and hands nothing on.
+ */
+describe('a work delivery that stores a long result after a later delivery of its job started', () => {
+  it('stores nothing and hands nothing on; no stored result is left once the task is judged', async () => {
+    const firstPaused = deferred();
+    const releaseFirst = deferred();
+    let executions = 0;
+    const { models } = recordingModels(A_THEN_B);
+    const execute = models.execute.bind(models);
+    models.execute = async (request) => {
+      const result = await execute(request);
+      if (request.task.id !== 'A') return result;
+      executions += 1;
+      // Over the 8 KB a judge job carries: stored, then referenced.
+      return { ...result, output: `delivery ${executions} ${'x'.repeat(10_000)}` };
+    };
+    const cluster = await startCluster({ models, config: { queues: FAST_LOCKS } });
+    const pod = cluster.pods[0]!;
+    // The first delivery stops right before it stores its result: as a process paused there.
+    const statuses: string[] = [];
+    const putResult = pod.store.putResult.bind(pod.store);
+    let stores = 0;
+    pod.store.putResult = async (...args) => {
+      if (++stores > 1) return putResult(...args);
+      firstPaused.resolve();
+      await releaseFirst.promise;
+      const status = await putResult(...args);
+      statuses.push(status);
+      return status;
+    };
+    const { id } = await cluster.client.submit({ instruction: 'A then B' });
+
+    await firstPaused.promise;
+    const workJob = jobIds.execute(id, 'A', 1);
+    const lockKey = `${pod.queues.get('work').toKey(workJob)}:lock`;
+    await pod.store.redis.set(lockKey, 'another-delivery', 'PX', 200);
+    // Delivered again (on this pod or a second one); that delivery stores its result.
+    await cluster.startPod(['worker']);
+    const results = pod.store.keys(id).results;
+    await eventually(
+      async () => ((await pod.store.redis.hexists(results, 'A|1|f2')) ? true : undefined),
+      'the second delivery to store its result',
+      20_000,
+    );
+
+    releaseFirst.resolve();
+    const view = await cluster.client.wait(id, { timeoutMs: 30_000 });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(statuses).toEqual(['FENCED']);
+    const history = await historyOf(cluster.client, id);
+    expect(executionsOf(history, 'A').map((e) => e.result.output.slice(0, 10))).toEqual([
+      'delivery 2',
+    ]);
+    // It handed nothing on: the coordinator had no verdict on its result to refuse.
+    const refused = decisions(history, 'event:ignored').filter((d) =>
+      d.reason.includes('superseded delivery'),
+    );
+    expect(refused).toEqual([]);
+    // Neither the refused delivery's result nor the judged one's is left in the store.
+    expect(await pod.store.redis.hlen(pod.store.keys(id).results)).toBe(0);
+  });
+});

@@ -310,7 +310,7 @@ describe('fences of work deliveries', () => {
     expect((await store.apply(id, verdict(id, 'current', 2))).status).toBe('DUPLICATE');
   });
 
-  it('keep the long results they store apart: a stale one cannot overwrite the current one', async () => {
+  it('keep the long results they store apart, refuse a superseded one, and drop them all with the verdict', async () => {
     const id = await seed([task('a')]);
     const result = (output: string) => ({
       output,
@@ -319,13 +319,18 @@ describe('fences of work deliveries', () => {
       tokenUsage: { inputTokens: 0, outputTokens: 0 },
       durationMs: 1,
     });
+    await deliver(id);
+    // The first delivery stores its result, then is paused past its lock; a second one runs.
+    expect(await store.putResult(id, 'a', 1, result('early'), 1)).toBe('OK');
+    await deliver(id);
     expect(await store.putResult(id, 'a', 1, result('current'), 2)).toBe('OK');
-    // The paused first delivery stores its result later.
-    expect(await store.putResult(id, 'a', 1, result('stale'), 1)).toBe('OK');
+    // The paused delivery, running again, stores once more: refused, nothing written.
+    expect(await store.putResult(id, 'a', 1, result('stale'), 1)).toBe('FENCED');
     expect((await store.loadResult(id, 'a', 1, 2))?.output).toBe('current');
-    expect((await store.loadResult(id, 'a', 1, 1))?.output).toBe('stale');
+    expect((await store.loadResult(id, 'a', 1, 1))?.output).toBe('early');
+    // The current delivery's verdict is recorded: no stored result of the attempt is left.
     await store.dropResult(id, 'a', 1, 2);
-    expect(await store.loadResult(id, 'a', 1, 2)).toBeUndefined();
+    expect(await admin.hlen(store.keys(id).results)).toBe(0);
   });
 });
 

@@ -124,8 +124,11 @@ declare module 'ioredis' {
     orqPutResult(
       meta: string,
       results: string,
+      fences: string,
       field: string,
       record: string,
+      fenceField: string,
+      fence: string,
     ): Result<string, Context>;
   }
 }
@@ -153,7 +156,7 @@ export class SessionStore {
       orqReadChangedTasks: [2, READ_CHANGED_TASKS_SCRIPT],
       orqAppendStep: [3, APPEND_STEP_SCRIPT],
       orqReleaseIdempotencyKey: [1, RELEASE_KEY_SCRIPT],
-      orqPutResult: [2, PUT_RESULT_SCRIPT],
+      orqPutResult: [3, PUT_RESULT_SCRIPT],
     });
   }
 
@@ -601,8 +604,9 @@ export class SessionStore {
 
   /**
    * Stores one execution's result, too long to ride in its judge job (task-card.ts
-   * inlineResult), for the judge and the coordinator to read (loadResult). GONE: the session was
-   * deleted, and nothing is written (a late worker must not leave a key behind).
+   * inlineResult), for the judge and the coordinator to read (loadResult). Nothing is written
+   * when GONE (the session was deleted: a late worker must not leave a key behind) or FENCED (a
+   * later delivery of the attempt took a higher fence: this one's result would never be read).
    */
   async putResult(
     sessionId: string,
@@ -610,15 +614,18 @@ export class SessionStore {
     attempt: number,
     result: TaskResult,
     fence?: number,
-  ): Promise<'OK' | 'GONE'> {
+  ): Promise<'OK' | 'GONE' | 'FENCED'> {
     const keys = this.keys(sessionId);
     const status = await this.redis.orqPutResult(
       keys.meta,
       keys.results,
+      keys.fences,
       resultField(taskId, attempt, fence),
       JSON.stringify(result),
+      fenceField(taskId, attempt),
+      fence === undefined ? '' : String(fence),
     );
-    return status === 'OK' ? 'OK' : 'GONE';
+    return status === 'OK' || status === 'FENCED' ? status : 'GONE';
   }
 
   /** The result putResult stored for one execution, if it is there. */
@@ -635,14 +642,21 @@ export class SessionStore {
     return raw ? TaskResult.parse(JSON.parse(raw)) : undefined;
   }
 
-  /** Removes the result putResult stored for one execution, once its verdict is recorded. */
+  /**
+   * Removes the results putResult stored for a task attempt once its verdict (from the delivery
+   * with `fence`) is recorded: that delivery's, and any an earlier delivery of the attempt
+   * stored before it was superseded, which no one reads any more.
+   */
   async dropResult(
     sessionId: string,
     taskId: string,
     attempt: number,
     fence?: number,
   ): Promise<void> {
-    await this.redis.hdel(this.keys(sessionId).results, resultField(taskId, attempt, fence));
+    const fields = Array.from({ length: Math.max(1, fence ?? 1) }, (_, i) =>
+      resultField(taskId, attempt, i + 1),
+    );
+    await this.redis.hdel(this.keys(sessionId).results, ...fields);
   }
 
   /** The steps appendTaskStep recorded for one execution attempt of a task, in order. */
@@ -868,9 +882,17 @@ const stepCountField = (taskId: string, attempt: number) => `${taskId}|${attempt
 const resultField = (taskId: string, attempt: number, fence?: number) =>
   `${taskId}|${attempt}${fenceSuffix(fence)}`;
 
-/** KEYS: meta, results. ARGV: field, record. Writes only while the session exists. */
+/**
+ * KEYS: meta, results, fences. ARGV: field, record, the attempt's field of `fences`, the
+ * delivery's fence ('' for none). Writes only while the session exists, and only for a delivery
+ * no later one of the same attempt has superseded.
+ */
 const PUT_RESULT_SCRIPT = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+if ARGV[4] ~= '' then
+  local latest = tonumber(redis.call('HGET', KEYS[3], ARGV[3]) or '0')
+  if latest > tonumber(ARGV[4]) then return 'FENCED' end
+end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 return 'OK'
 `;

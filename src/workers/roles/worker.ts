@@ -25,7 +25,7 @@ import {
   usableCard,
   withoutOutputs,
 } from './context.js';
-import { confirmDelivery } from '../delivery.js';
+import { confirmDelivery, DeliveryLostError } from '../delivery.js';
 
 /** Worker: executes one task with the results of its dependencies, hands the result to the Judge. */
 export function createWorkerProcessor(
@@ -174,6 +174,8 @@ export function createWorkerProcessor(
           fence,
         );
         if (stored === 'GONE') return 'session gone';
+        // A later delivery of this attempt has taken the job: its result is the one judged.
+        if (stored === 'FENCED') throw new DeliveryLostError(job.queueName, job.id);
       }
       await ctx.queues.add(
         withPriorityOf(
