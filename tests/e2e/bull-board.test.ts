@@ -3,9 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
+import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import { CHROMIUM_ARGS, chromiumExecutable } from '../support/chromium.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
+import { serveApi } from '../support/http.js';
 
 const TOKEN = 'board-token-0123456789abcdef';
 const QUEUES = ['plan', 'judge', 'work', 'replan', 'coordinator'];
@@ -18,12 +19,7 @@ let dir: string;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'orq-board-'));
   cluster = await startCluster();
-  server = await startHttpServer({
-    client: cluster.client,
-    host: '127.0.0.1',
-    port: 0,
-    token: TOKEN,
-  });
+  server = await serveApi(cluster.client, { token: TOKEN });
   // Playwright gives the browser a fresh, empty profile (--user-data-dir) of its own.
   browser = await chromium.launch({
     executablePath: await chromiumExecutable(),

@@ -5,13 +5,14 @@ import { randomUUID } from 'node:crypto';
 import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
-import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
+import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import { OrqError } from '../../src/shared/errors.js';
 import { freePort, startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
 import { root, stopProcess, waitForOutput } from '../support/cli.js';
 import { followSession } from '../../src/producers/cli/follow.js';
 import { bullQueue, Pods } from '../support/pods.js';
 import { eventually, executionsOf } from '../support/scenarios.js';
+import { serveApi } from '../support/http.js';
 
 const diamond = resolve(root, 'examples/scenarios/diamond.yaml');
 
@@ -136,7 +137,7 @@ describe('Redis restarted mid-session with AOF on', () => {
     // Slow executions keep the session mid-flight while Redis is down.
     await pods.start('worker', ['--latency', '1500']);
     client = await createClient({ connection: redis.url, prefix });
-    server = await startHttpServer({ client, host: '127.0.0.1', port: 0 });
+    server = await serveApi(client);
 
     // One slot: B or C waits in the session's ready set (a Redis key) across the restart.
     const first = await client.submit({

@@ -5,7 +5,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import type { RoleModels } from '../../src/shared/llm/types.js';
-import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
+import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import { CHROMIUM_ARGS, chromiumExecutable } from '../support/chromium.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import {
@@ -15,6 +15,7 @@ import {
   recordingModels,
   scenarioDir,
 } from '../support/scenarios.js';
+import { serveApi } from '../support/http.js';
 
 const TOKEN = 'view-token-0123456789abcdef';
 const TIMEOUT = 20_000;
@@ -52,10 +53,7 @@ async function serve(
   cluster: TestCluster,
   options: { readOnly?: boolean } = {},
 ): Promise<RunningHttpServer> {
-  const server = await startHttpServer({
-    client: cluster.client,
-    host: '127.0.0.1',
-    port: 0,
+  const server = await serveApi(cluster.client, {
     token: TOKEN,
     readOnlyBoard: options.readOnly ?? false,
   });

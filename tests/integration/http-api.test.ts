@@ -9,6 +9,7 @@ import { startPrivateRedis } from '../../src/shared/redis-server.js';
 import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
 import { parseSseStream, type SseEvent } from '../../src/producers/http/sse.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
+import { bearer, serveApi } from '../support/http.js';
 
 const packageVersion = (
   JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
@@ -17,7 +18,7 @@ const packageVersion = (
 ).version;
 
 const TOKEN = 'test-token-0123456789abcdef';
-const auth = { authorization: `Bearer ${TOKEN}` };
+const auth = bearer(TOKEN);
 const json = { ...auth, 'content-type': 'application/json' };
 
 let cluster: TestCluster;
@@ -25,12 +26,7 @@ let server: RunningHttpServer;
 
 beforeAll(async () => {
   cluster = await startCluster();
-  server = await startHttpServer({
-    client: cluster.client,
-    host: '127.0.0.1',
-    port: 0,
-    token: TOKEN,
-  });
+  server = await serveApi(cluster.client, { token: TOKEN });
 }, 30_000);
 
 afterAll(async () => {
@@ -222,12 +218,7 @@ describe('sessions over HTTP', () => {
   });
 
   it('lets a caller set every setting when the operator allows it (sessionOverrides ["*"])', async () => {
-    const open = await startHttpServer({
-      client: cluster.client,
-      host: '127.0.0.1',
-      port: 0,
-      sessionOverrides: ['*'],
-    });
+    const open = await serveApi(cluster.client, { sessionOverrides: ['*'] });
     try {
       const res = await fetch(`${open.url}/sessions`, {
         method: 'POST',
@@ -531,7 +522,7 @@ describe('sessions over HTTP', () => {
         llm: { default: { baseUrl: 'http://me:SECRET-4@127.0.0.1:9/v1' } },
       },
     });
-    const app = await startHttpServer({ client: secrets, host: '127.0.0.1', port: 0 });
+    const app = await serveApi(secrets);
     try {
       const created = await fetch(`${app.url}/sessions`, {
         method: 'POST',
@@ -714,13 +705,7 @@ describe('a session that does not progress (no roles running)', () => {
   let idleServer: RunningHttpServer;
   beforeAll(async () => {
     idle = await startCluster({ pods: 0 });
-    idleServer = await startHttpServer({
-      client: idle.client,
-      host: '127.0.0.1',
-      port: 0,
-      token: TOKEN,
-      readOnlyBoard: true,
-    });
+    idleServer = await serveApi(idle.client, { token: TOKEN, readOnlyBoard: true });
   });
   afterAll(async () => {
     await idleServer?.close();
@@ -875,7 +860,7 @@ describe('with Redis down', () => {
     const dir = mkdtempSync(join(tmpdir(), 'orq-http-redis-'));
     const redis = await startPrivateRedis({ dir, appendonly: false });
     const client = await createClient({ connection: redis.url });
-    const down = await startHttpServer({ client, host: '127.0.0.1', port: 0, token: TOKEN });
+    const down = await serveApi(client, { token: TOKEN });
     try {
       expect((await fetch(`${down.url}/readyz`)).status).toBe(200);
       await redis.stop();

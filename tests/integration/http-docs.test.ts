@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
-import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
+import type { RunningHttpServer } from '../../src/producers/http/server.js';
+import { serveApi } from '../support/http.js';
 
 const TOKEN = 'docs-token-0123456789abcdef';
 
@@ -13,7 +14,7 @@ beforeAll(async () => {
     connection: inject('redisUrl'),
     prefix: `doc${randomUUID().slice(0, 8)}`,
   });
-  server = await startHttpServer({ client, host: '127.0.0.1', port: 0, token: TOKEN });
+  server = await serveApi(client, { token: TOKEN });
 }, 30_000);
 
 afterAll(async () => {

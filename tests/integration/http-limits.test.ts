@@ -4,12 +4,9 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
-import {
-  createHttpServer,
-  startHttpServer,
-  type RunningHttpServer,
-} from '../../src/producers/http/server.js';
+import { createHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
 import { BODY_LIMIT_BYTES } from '../../src/producers/http/unread-body.js';
+import { bearer, serveApi } from '../support/http.js';
 
 const run = promisify(execFile);
 const rawPost = fileURLToPath(new URL('../fixtures/raw-post.mjs', import.meta.url));
@@ -24,7 +21,7 @@ beforeAll(async () => {
     connection: inject('redisUrl'),
     prefix: `lim${randomUUID().slice(0, 8)}`,
   });
-  server = await startHttpServer({ client, host: '127.0.0.1', port: 0, token: TOKEN });
+  server = await serveApi(client, { token: TOKEN });
   port = Number(new URL(server.url).port);
 }, 30_000);
 
@@ -94,7 +91,7 @@ describe('a request without a socket (app.inject)', () => {
       const answer = await app.inject({
         method: 'POST',
         url: '/sessions',
-        headers: { authorization: `Bearer ${TOKEN}` },
+        headers: bearer(TOKEN),
         payload: { instruction: 'answered without a socket' },
       });
       expect(answer.statusCode).toBe(201);
@@ -137,7 +134,7 @@ describe('a refused request body', () => {
 
   it('names a query parameter and the value sent, not the NaN it became', async () => {
     const res = await fetch(`${server.url}/sessions?limit=abc`, {
-      headers: { authorization: `Bearer ${TOKEN}` },
+      headers: bearer(TOKEN),
     });
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
+import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { exampleScenario } from '../support/scenarios.js';
+import { bearer, serveApi } from '../support/http.js';
 
 const TOKEN = 'test-token-0123456789abcdef';
-const auth = { authorization: `Bearer ${TOKEN}` };
+const auth = bearer(TOKEN);
 
 // No roles at first: a submitted session stays PLANNING until the test starts a pod.
 let cluster: TestCluster;
@@ -12,12 +13,7 @@ let server: RunningHttpServer;
 
 beforeAll(async () => {
   cluster = await startCluster({ pods: 0 });
-  server = await startHttpServer({
-    client: cluster.client,
-    host: '127.0.0.1',
-    port: 0,
-    token: TOKEN,
-  });
+  server = await serveApi(cluster.client, { token: TOKEN });
 }, 30_000);
 
 afterAll(async () => {

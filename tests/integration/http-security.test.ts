@@ -3,14 +3,15 @@ import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
 import { ApiKeyStore } from '../../src/shared/store/api-keys.js';
-import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
+import type { RunningHttpServer } from '../../src/producers/http/server.js';
+import { bearer, serveApi } from '../support/http.js';
 
 /** Issue 41: attacks from an API caller, each refused. */
 
 const TOKEN = 'security-api-token-0123456789';
 const OPERATOR = 'security-operator-token-9876543210';
-const api = { authorization: `Bearer ${TOKEN}` };
-const operator = { authorization: `Bearer ${OPERATOR}` };
+const api = bearer(TOKEN);
+const operator = bearer(OPERATOR);
 const asJson = (headers: Record<string, string>) => ({
   ...headers,
   'content-type': 'application/json',
@@ -27,13 +28,7 @@ beforeAll(async () => {
     prefix,
     config: { budget: { maxTokens: 50_000 } },
   });
-  server = await startHttpServer({
-    client,
-    host: '127.0.0.1',
-    port: 0,
-    token: TOKEN,
-    operatorToken: OPERATOR,
-  });
+  server = await serveApi(client, { token: TOKEN, operatorToken: OPERATOR });
 }, 30_000);
 
 afterAll(async () => {
@@ -111,7 +106,7 @@ describe('Bull Board', () => {
   });
 
   it('is read-only for everyone without an operator token', async () => {
-    const plain = await startHttpServer({ client, host: '127.0.0.1', port: 0, token: TOKEN });
+    const plain = await serveApi(client, { token: TOKEN });
     try {
       const res = await fetch(`${plain.url}/admin/queues/api/queues/work/clean/completed`, {
         method: 'PUT',
@@ -201,10 +196,7 @@ describe('what a caller may choose (models, budget)', () => {
   });
 
   it('lets a caller pick a model the operator offers in http.models', async () => {
-    const offering = await startHttpServer({
-      client,
-      host: '127.0.0.1',
-      port: 0,
+    const offering = await serveApi(client, {
       token: TOKEN,
       offeredModels: ['openai/gpt-4o-mini'],
     });
@@ -275,7 +267,7 @@ describe("tenants' API keys", () => {
   let acme: string;
   let globex: string;
   let acmeId: string;
-  const as = (key: string) => ({ authorization: `Bearer ${key}` });
+  const as = (key: string) => bearer(key);
   const submitAs = (key: string, body: unknown) =>
     fetch(url('/sessions'), {
       method: 'POST',

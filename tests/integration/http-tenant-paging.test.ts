@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
-import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
+import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import type { Session } from '../../src/shared/domain/session.js';
 import { ApiKeyStore } from '../../src/shared/store/api-keys.js';
 import { SessionIndex, type ListCursor } from '../../src/shared/store/session-index.js';
+import { bearer, serveApi } from '../support/http.js';
 
 /** Issue 41: a tenant's key pages through exactly its own sessions, in full pages. */
 
@@ -20,7 +21,7 @@ const sessions: Session[] = [];
 beforeAll(async () => {
   prefix = `page${randomUUID().slice(0, 8)}`;
   client = await createClient({ connection: inject('redisUrl'), prefix });
-  server = await startHttpServer({ client, host: '127.0.0.1', port: 0, token: TOKEN });
+  server = await serveApi(client, { token: TOKEN });
   acmeKey = (await new ApiKeyStore(client.store.redis, prefix).create('acme')).key;
   // One acme session to every three of globex: a page of all sessions holds few of acme's, and
   // many share a creation millisecond, so ties in the index are paged through too.
@@ -83,7 +84,7 @@ describe('GET /sessions for a tenant', () => {
     const want = expected('globex');
     const listing = await pages(
       `/sessions?limit=${LIMIT}&tenant=globex`,
-      { authorization: `Bearer ${TOKEN}` },
+      bearer(TOKEN),
       async () => {
         // Newer than every page: offsets would shift by these, the cursor does not.
         for (let i = 0; i < 3; i += 1) {
@@ -118,7 +119,7 @@ describe('GET /sessions for a tenant', () => {
   });
 
   it("refuses a tenant's key asking for another tenant's sessions, and a malformed cursor", async () => {
-    const headers = { authorization: `Bearer ${acmeKey}` };
+    const headers = bearer(acmeKey);
     const other = await fetch(`${server.url}/sessions?tenant=globex`, { headers });
     expect(other.status).toBe(403);
     const bad = await fetch(`${server.url}/sessions?after=not-a-cursor`, { headers });

@@ -1,12 +1,13 @@
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
+import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { render, type Manifest } from '../support/kustomize.js';
 import { desiredReplicas, evaluateScalerQuery } from '../support/promql.js';
 import { eventually, recordingModels } from '../support/scenarios.js';
+import { bearer, serveApi } from '../support/http.js';
 
 // What the KEDA ScaledObjects of deploy/kubernetes read, under load: their own PromQL query,
 // evaluated over the dashboard's /metrics while jobs pile up in a queue no pod consumes, then
@@ -59,12 +60,7 @@ let ids: string[];
 beforeAll(async () => {
   // No pod yet: each role's pod is started by the test that needs its queue drained.
   cluster = await startCluster({ pods: 0, models: recordingModels(THREE_AT_ONCE).models });
-  server = await startHttpServer({
-    client: cluster.client,
-    host: '127.0.0.1',
-    port: 0,
-    token: TOKEN,
-  });
+  server = await serveApi(cluster.client, { token: TOKEN });
 }, 30_000);
 
 afterAll(async () => {
@@ -74,7 +70,7 @@ afterAll(async () => {
 
 async function scrape(): Promise<string> {
   const res = await fetch(`${server.url}/metrics`, {
-    headers: { authorization: `Bearer ${TOKEN}` },
+    headers: bearer(TOKEN),
   });
   expect(res.status).toBe(200);
   return res.text();

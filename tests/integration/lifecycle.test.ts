@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
-import { startHttpServer } from '../../src/producers/http/server.js';
 import { parseSseStream } from '../../src/producers/http/sse.js';
 import { jobIds } from '../../src/shared/queues.js';
 import { settlesWithin } from '../../src/shared/settles-within.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { bullQueue } from '../support/pods.js';
 import { exampleScenario } from '../support/scenarios.js';
+import { serveApi } from '../support/http.js';
 
 let cluster: TestCluster | undefined;
 const startCluster = clusterPerTest();
@@ -105,7 +105,7 @@ describe('a resume the coordinator has not applied yet', () => {
     await coordinator.close(5_000);
     await c.client.resume(session.id, { budget: { maxTokens: 100_000 } }, { waitMs: 0 });
 
-    const server = await startHttpServer({ client: c.client, host: '127.0.0.1', port: 0 });
+    const server = await serveApi(c.client);
     try {
       // BUDGET_EXHAUSTED is a finished state: `until: 'finished'` ended there at once.
       const waited = c.client.wait(session.id, { until: 'finished', timeoutMs: 30_000 });

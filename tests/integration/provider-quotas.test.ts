@@ -17,7 +17,6 @@ import { QuotaStore, type QuotaSettings } from '../../src/shared/store/quota-sto
 import { parseConfig } from '../../src/shared/config/load.js';
 import { startPrivateRedis } from '../../src/shared/redis-server.js';
 import { createClient } from '../../src/producers/client.js';
-import { startHttpServer } from '../../src/producers/http/server.js';
 import { createRoleMetrics } from '../../src/workers/metrics.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { makeSession, openStore, recordSession } from '../support/executors.js';
@@ -33,6 +32,7 @@ import {
   type Protocol,
 } from '../support/fake-llm-server.js';
 import { eventually } from '../support/scenarios.js';
+import { bearer, serveApi } from '../support/http.js';
 
 /**
  * Provider quotas shared by every pod (issue 33): two stores or gates on two connections stand
@@ -505,9 +505,9 @@ describe('the quotas people see', () => {
 
     const config = parseConfig({ redis: { prefix: store.prefix } });
     const client = await createClient({ connection: inject('redisUrl'), config });
-    const http = await startHttpServer({ client, host: '127.0.0.1', port: 0, token: TOKEN });
+    const http = await serveApi(client, { token: TOKEN });
     try {
-      const headers = { authorization: `Bearer ${TOKEN}` };
+      const headers = bearer(TOKEN);
       const answer = await fetch(`${http.url}/quotas`, { headers });
       expect(answer.status).toBe(200);
       const { quotas } = (await answer.json()) as { quotas: unknown[] };

@@ -10,10 +10,11 @@ import { silentLogger } from '../../src/shared/logger.js';
 import { TaskJudgedEvent } from '../../src/shared/queues.js';
 import { SubmitRequest } from '../../src/producers/client.js';
 import { applyEvent } from '../../src/workers/coordinator/coordinator.js';
-import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
+import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { garbage, garbageWith, nearMisses } from '../support/fuzz.js';
 import { historyOf, scenarioDir } from '../support/scenarios.js';
+import { serveApi } from '../support/http.js';
 
 let cluster: TestCluster | undefined;
 let server: RunningHttpServer | undefined;
@@ -227,7 +228,7 @@ describe('HTTP bodies', () => {
   it('answers every fuzzed body with a 2xx or a 4xx naming the problem, never a 5xx', async () => {
     // No roles: sessions created by the fuzz only wait in PLANNING.
     cluster = await startCluster({ pods: 0 });
-    server = await startHttpServer({ client: cluster.client, host: '127.0.0.1', port: 0 });
+    server = await serveApi(cluster.client);
     const { id } = await cluster.client.submit({ instruction: 'a session to poke at' });
     const post = (path: string, body: string, type = 'application/json') =>
       fetch(`${server!.url}${path}`, { method: 'POST', headers: { 'content-type': type }, body });
