@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import { jobIds } from '../../src/shared/queues.js';
 import { LOCK_LEASE_SHARE } from '../../src/workers/delivery.js';
+import type { RunningRoles } from '../../src/workers/registry.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { FAST_LOCKS } from '../support/pods.js';
 import {
@@ -60,6 +61,16 @@ describe('a role job that lost its lock during its model call', () => {
 });
 
 /**
+ * Takes the lock of task A's work job from its delivery for a moment (as nobody we know), then
+ * lets it lapse: the delivery has lost the job, and BullMQ delivers it again.
+ */
+async function loseLockOfA(pod: RunningRoles, sessionId: string): Promise<void> {
+  const workJob = jobIds.execute(sessionId, 'A', 1);
+  const lockKey = `${pod.queues.get('work').toKey(workJob)}:lock`;
+  await pod.store.redis.set(lockKey, 'another-delivery', 'PX', 200);
+}
+
+/**
  * Issue 35: the check that a delivery still holds its job, and its hand-off, are two steps; a
  * pause between them (SIGSTOP, a long GC) lets BullMQ give the job to another delivery first.
  * Each work delivery takes a fence as it reads its task, and the coordinator refuses a result
@@ -105,11 +116,9 @@ describe('a work delivery that hands on after a later delivery of its job starte
     const { id } = await cluster.client.submit({ instruction: 'A then B' });
 
     await firstPaused.promise;
-    // Its lock lapses (taken for a moment by nobody we know): BullMQ finds the job stalled and
-    // delivers it again, on a second worker pod as the first pod's is busy.
-    const workJob = jobIds.execute(id, 'A', 1);
-    const lockKey = `${pod.queues.get('work').toKey(workJob)}:lock`;
-    await pod.store.redis.set(lockKey, 'another-delivery', 'PX', 200);
+    // Its lock lapses: BullMQ finds the job stalled and delivers it again, on a second worker
+    // pod as the first pod's is busy.
+    await loseLockOfA(pod, id);
     await cluster.startPod(['worker']);
     await secondRunning.promise;
 
@@ -182,15 +191,14 @@ describe('a work delivery that stores a long result after a later delivery of it
     const { id } = await cluster.client.submit({ instruction: 'A then B' });
 
     await firstPaused.promise;
-    const workJob = jobIds.execute(id, 'A', 1);
-    const lockKey = `${pod.queues.get('work').toKey(workJob)}:lock`;
-    await pod.store.redis.set(lockKey, 'another-delivery', 'PX', 200);
-    // Delivered again (on this pod or a second one); that delivery stores its result.
+    await loseLockOfA(pod, id);
+    // Delivered again (on this pod or a second one): that delivery stores its result, and it
+    // is judged and recorded while the first is still paused.
     await cluster.startPod(['worker']);
-    const results = pod.store.keys(id).results;
     await eventually(
-      async () => ((await pod.store.redis.hexists(results, 'A|1|f2')) ? true : undefined),
-      'the second delivery to store its result',
+      async () =>
+        executionsOf(await historyOf(cluster.client, id), 'A').length > 0 ? true : undefined,
+      "the second delivery's result recorded",
       20_000,
     );
 
