@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import {
   existsSync,
   readFileSync,
@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Toolbox } from '../../src/workers/executors/agent/tools/toolbox.js';
 import type { Tool } from '../../src/workers/executors/agent/tools/types.js';
 import { detectSandbox, sandboxFor } from '../../src/workers/executors/sandbox.js';
+import { providerKey } from '../../src/shared/llm/provider-keys.js';
 import { createWorkspaceTools } from '../../src/workers/executors/agent/tools/workspace.js';
 
 // Paths are fixed when the file loads: the it.each tables below are built before any hook runs.
@@ -341,6 +342,50 @@ describe('the command sandbox (issue 41)', () => {
       signal,
     );
     expect(JSON.stringify(open)).toContain(marker);
+  });
+
+  it("keeps an allowlisted program from reading the pod's key files, by any path", async () => {
+    // A key mounted as a Kubernetes secret: a link into a dated directory, named by <VAR>_FILE.
+    const secrets = join(base, 'secrets');
+    mkdirSync(join(secrets, '..2026_11_27'), { recursive: true });
+    writeFileSync(join(secrets, '..2026_11_27', 'openai'), 'sk-mounted-key-0123456789');
+    symlinkSync(join(secrets, '..2026_11_27', 'openai'), join(secrets, 'openai'));
+    const file = join(secrets, 'openai');
+    // The pod reads its key from there.
+    expect(providerKey('ORQ_SANDBOX_TEST_KEY', { ORQ_SANDBOX_TEST_KEY_FILE: file })).toBe(
+      'sk-mounted-key-0123456789',
+    );
+    const tools = new Toolbox(
+      createWorkspaceTools({
+        root,
+        timeoutMs: 10_000,
+        maxOutputBytes: 65_536,
+        commandAllowlist: ['cat'],
+        sandbox: detectSandbox(),
+      }),
+    );
+    for (const path of [file, join(secrets, '..2026_11_27', 'openai')]) {
+      const outcome = await tools.call('run_command', { command: ['cat', path] }, signal);
+      // It runs, and reads nothing.
+      expect(outcome).toMatchObject({ ok: true });
+      expect(JSON.stringify(outcome)).not.toContain('sk-mounted-key');
+    }
+    // Without the sandbox, the same command reads the key.
+    const open = await toolbox({ commandAllowlist: ['cat'] }).call(
+      'run_command',
+      { command: ['cat', file] },
+      signal,
+    );
+    expect(JSON.stringify(open)).toContain('sk-mounted-key-0123456789');
+  });
+
+  it('does not run a command when a key file cannot be covered', () => {
+    // A directory cannot be covered by /dev/null: the program must not start.
+    const marker = join(base, 'ran');
+    const argv = detectSandbox().wrap(['touch', marker], [outside]);
+    const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8' });
+    expect(run.status).not.toBe(0);
+    expect(existsSync(marker)).toBe(false);
   });
 
   it('refuses commands where a sandbox is required and none works', async () => {

@@ -4,7 +4,12 @@ import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
-import { keyVariables, providerKey, takeProviderKeys } from '../../src/shared/llm/provider-keys.js';
+import {
+  keyFiles,
+  keyVariables,
+  providerKey,
+  takeProviderKeys,
+} from '../../src/shared/llm/provider-keys.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'orq-key-files-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -30,6 +35,20 @@ describe('providerKey', () => {
     takeProviderKeys(['ORQ_UNIT_KEY_B']);
     expect(process.env.ORQ_UNIT_KEY_B).toBeUndefined();
     expect(providerKey('ORQ_UNIT_KEY_B')).toBe('sk-b');
+  });
+
+  it('names the key files a pod is given at its start, read or not, for the sandbox to hide', () => {
+    const named = join(dir, 'named-key');
+    process.env.ORQ_UNIT_KEY_D_FILE = named;
+    try {
+      takeProviderKeys(['ORQ_UNIT_KEY_D']);
+    } finally {
+      delete process.env.ORQ_UNIT_KEY_D_FILE;
+    }
+    const read = join(dir, 'read-key');
+    writeFileSync(read, 'sk-read');
+    expect(providerKey('KEY', { KEY_FILE: read })).toBe('sk-read');
+    expect(keyFiles()).toEqual(expect.arrayContaining([named, read]));
   });
 
   it('leaves an environment other than process.env as it is', () => {

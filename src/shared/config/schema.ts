@@ -268,7 +268,7 @@ export const ExecutionConfig = z.strictObject({
     .enum(['auto', 'required', 'off'])
     .default('auto')
     .describe(
-      "run_command's programs in a PID namespace of their own (bwrap, else unshare), where they cannot see the pod's processes, so not its environment (API keys) or memory. auto: where one works, else without (the task's log says so); required: a command is refused where none works; off: never.",
+      "run_command's programs in a PID namespace of their own (bwrap, else unshare), where they cannot see the pod's processes, so not its environment (API keys) or memory, and read its key files (<VAR>_FILE) as empty. auto: where one works, else without (the task's log says so); required: a command is refused where none works; off: never.",
     ),
   toolTimeoutSeconds: z
     .number()

@@ -24,6 +24,8 @@ export const DEFAULT_KEY_ENV = {
 const taken = new Map<string, string>();
 /** Keys read from files, by path: read once, so a rotated file needs a restart. */
 const fromFiles = new Map<string, string>();
+/** Files named by a key variable's `_FILE` at a pod's start, read or not yet (keyFiles). */
+const namedFiles = new Set<string>();
 
 /** Moves `variable` from process.env into this module; its key, if it ever had one. */
 function takeFromProcessEnv(variable: string): string | undefined {
@@ -105,5 +107,17 @@ export function keyVariables(config: Pick<OrqConfig, 'llm'>): string[] {
  * before the first model call does not inherit them either.
  */
 export function takeProviderKeys(variables: Iterable<string>): void {
-  for (const variable of variables) takeFromProcessEnv(variable);
+  for (const variable of variables) {
+    takeFromProcessEnv(variable);
+    const file = process.env[`${variable}_FILE`]?.trim();
+    if (file) namedFiles.add(file);
+  }
+}
+
+/**
+ * The files this process reads provider keys from, or will: the tools' sandbox hides them
+ * from the programs it runs (sandbox.ts), which could read them otherwise.
+ */
+export function keyFiles(): string[] {
+  return [...new Set([...namedFiles, ...fromFiles.keys()])];
 }
