@@ -98,7 +98,9 @@ function wrapIn(
   const files = existing(hidden);
   if (files.length === 0) return [...prefix, ...argv];
   if (kind === 'bwrap') {
-    const covers = files.flatMap((file) => ['--ro-bind', '/dev/null', file]);
+    // --dev-bind: under --ro-bind's nodev, /dev/null cannot be opened (the read fails instead
+    // of finding nothing). Writes to it are discarded; the key file is untouched either way.
+    const covers = files.flatMap((file) => ['--dev-bind', '/dev/null', file]);
     return [...prefix.slice(0, -1), ...covers, '--', ...argv];
   }
   return [
