@@ -78,7 +78,7 @@ exec "$@"`;
 
 /** The real paths of the files to hide that exist (a path that does not holds nothing). */
 function existing(paths: readonly string[]): string[] {
-  return paths.flatMap((path) => {
+  const real = paths.flatMap((path) => {
     try {
       // A Kubernetes secret file is a link into a dated directory: cover the file itself.
       return [realpathSync(path)];
@@ -86,6 +86,7 @@ function existing(paths: readonly string[]): string[] {
       return [];
     }
   });
+  return [...new Set(real)];
 }
 
 /** `argv` under a sandbox's `prefix` (which ends with `--`), with `hidden` covered. */
