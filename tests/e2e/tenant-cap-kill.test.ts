@@ -4,8 +4,11 @@ import { silentLogger } from '../../src/shared/logger.js';
 import { TenantSlots } from '../../src/shared/store/tenant-slots.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
-import { bullQueue, exited, FAST_LOCKS, Pods, queueEnv } from '../support/pods.js';
+import { bullQueue, exited, Pods, queueEnv } from '../support/pods.js';
 import { eventually, scenarioDir } from '../support/scenarios.js';
+
+/** The lock, and so the tenant slot's lease, of the pod the test kills. */
+const DOOMED_LOCKS = { lockDurationMs: 4_000, stalledIntervalMs: 1_000 };
 
 let cluster: TestCluster | undefined;
 let pods: Pods | undefined;
@@ -42,8 +45,9 @@ describe('kill -9 of a worker pod while its task holds its tenant slot', () => {
       ORQ__tenants__maxTasksInFlight: '1',
     };
     pods = new Pods(env);
-    // Short locks for the pod that dies, so its jobs are redelivered soon after the kill.
-    const doomed = await pods.start('worker', ['--concurrency', '2'], queueEnv(FAST_LOCKS));
+    // Short locks for the pod that dies, so its jobs are redelivered soon after the kill; not
+    // the shortest (FAST_LOCKS), whose renewals a busy machine can miss while the pod lives.
+    const doomed = await pods.start('worker', ['--concurrency', '2'], queueEnv(DOOMED_LOCKS));
     const task = (id: string) => ({ id, title: id, acceptance: 'a', context: 'c' });
     const scenario = scenarios.write('two-tasks', {
       plans: [{ tasks: [task('A'), task('B')] }],
@@ -84,7 +88,7 @@ describe('kill -9 of a worker pod while its task holds its tenant slot', () => {
     } finally {
       await queue.close();
     }
-    await new Promise((r) => setTimeout(r, FAST_LOCKS.lockDurationMs * 1.5));
+    await new Promise((r) => setTimeout(r, DOOMED_LOCKS.lockDurationMs * 1.5));
     expect(await slots.inFlight('acme')).toBe(1);
     expect(calls).toBe(1);
 
