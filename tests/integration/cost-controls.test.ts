@@ -294,6 +294,58 @@ describe('a budget over real providers, with parallel workers', () => {
   }
 
   /**
+   * The forty parts on four parallel workers, every role through `protocol` at `baseUrl` under
+   * the budget (workers' calls capped at 300 output tokens): the session once it has ended, and
+   * its usage once no call holds a reservation any more.
+   */
+  async function runFortyParts(options: {
+    protocol: Protocol;
+    baseUrl: string;
+    model: string;
+    attempts: number;
+    provider?: Record<string, unknown>;
+    llm?: Record<string, unknown>;
+  }) {
+    cluster = await startCluster({
+      roles: ['planner', 'judge', 'replanner', 'coordinator'],
+      config: { queues: { attempts: options.attempts } },
+    });
+    await cluster.startPod(['worker'], { concurrency: 4 });
+    const session = await cluster.client.submit({
+      instruction: 'Write the forty parts',
+      config: {
+        llm: {
+          default: {
+            provider: options.protocol,
+            baseUrl: options.baseUrl,
+            model: options.model,
+            apiKeyEnv: 'BUDGET_TEST_KEY',
+            maxOutputTokens: 300,
+            ...options.provider,
+          },
+          planner: { maxOutputTokens: 2000 },
+          ...options.llm,
+        },
+        // The default reserveTokensPerCall (4000) stands only for calls with no output limit.
+        budget: { maxTokens },
+      },
+    });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 90_000 });
+    const redis = new Redis(inject('redisUrl'));
+    try {
+      const usageStore = new UsageStore(redis, cluster.prefix);
+      const usage = await eventually(async () => {
+        const u = await usageStore.read(session.id);
+        return u.reserved.tokens === 0 ? u : undefined;
+      }, 'calls in flight to settle');
+      const used = usage.total.inputTokens + usage.total.outputTokens;
+      return { view, used, pod: cluster.pods[0]! };
+    } finally {
+      redis.disconnect();
+    }
+  }
+
+  /**
    * What the server billed, as it counts it (the prompts it got and the JSON it answered), per
    * model: each case names its own, so a call of an earlier case still answered after it ended
    * is not billed to the next one.
@@ -333,29 +385,12 @@ describe('a budget over real providers, with parallel workers', () => {
     async (protocol, reports) => {
       const model = modelOf(protocol, reports);
       // One attempt: a wait for budget room counted as a failed attempt would fail its task.
-      cluster = await startCluster({
-        roles: ['planner', 'judge', 'replanner', 'coordinator'],
-        config: { queues: { attempts: 1 } },
+      const { view, used, pod } = await runFortyParts({
+        protocol,
+        baseUrl: servers[protocol].baseUrl,
+        model,
+        attempts: 1,
       });
-      await cluster.startPod(['worker'], { concurrency: 4 });
-      const session = await cluster.client.submit({
-        instruction: 'Write the forty parts',
-        config: {
-          llm: {
-            default: {
-              provider: protocol,
-              baseUrl: servers[protocol].baseUrl,
-              model,
-              apiKeyEnv: 'BUDGET_TEST_KEY',
-              maxOutputTokens: 300,
-            },
-            planner: { maxOutputTokens: 2000 },
-          },
-          // The default reserveTokensPerCall (4000) stands only for calls with no output limit.
-          budget: { maxTokens },
-        },
-      });
-      const view = await cluster.client.wait(session.id, { timeoutMs: 90_000 });
       expect(view.session.state).toBe('BUDGET_EXHAUSTED');
       const done = view.tasks.filter((t) => t.state === 'DONE').length;
       expect(view.tasks.filter((t) => t.state !== 'DONE' && t.state !== 'CANCELLED')).toEqual([]);
@@ -364,12 +399,6 @@ describe('a budget over real providers, with parallel workers', () => {
 
       const redis = new Redis(inject('redisUrl'));
       try {
-        const usageStore = new UsageStore(redis, cluster.prefix);
-        const usage = await eventually(async () => {
-          const u = await usageStore.read(session.id);
-          return u.reserved.tokens === 0 ? u : undefined;
-        }, 'calls in flight to settle');
-        const used = usage.total.inputTokens + usage.total.outputTokens;
         // Stopped because the next call did not fit beside what was used, not while calls in
         // flight held the room: those were waited for (their jobs handed back).
         expect(used).toBeGreaterThanOrEqual(0.9 * maxTokens);
@@ -377,8 +406,7 @@ describe('a budget over real providers, with parallel workers', () => {
         const atServer = billed.get(model) ?? 0;
         expect(atServer).toBeLessThanOrEqual(maxTokens);
         if (reports) expect(atServer).toBeGreaterThanOrEqual(0.9 * maxTokens);
-        const pod = cluster.pods[0]!;
-        const waits = await redis.hget(pod.store.keys(session.id).usage, 'budget_waits');
+        const waits = await redis.hget(pod.store.keys(view.session.id).usage, 'budget_waits');
         expect(Number(waits)).toBeGreaterThanOrEqual(1);
         // Those calls were handed back to wait, not failed: only the final refusal fails jobs.
         const failed = [
@@ -434,44 +462,19 @@ describe('a budget over real providers, with parallel workers', () => {
         };
       });
       try {
-        cluster = await startCluster({
-          roles: ['planner', 'judge', 'replanner', 'coordinator'],
-          config: { queues: { attempts: 3 } },
+        const { view, used } = await runFortyParts({
+          protocol,
+          baseUrl: server.baseUrl,
+          model: 'test',
+          attempts: 3,
+          provider: { maxRetries: 3 },
+          llm: { maxRepairAttempts: 2 },
         });
-        await cluster.startPod(['worker'], { concurrency: 4 });
-        const session = await cluster.client.submit({
-          instruction: 'Write the forty parts',
-          config: {
-            llm: {
-              default: {
-                provider: protocol,
-                baseUrl: server.baseUrl,
-                model: 'test',
-                apiKeyEnv: 'BUDGET_TEST_KEY',
-                maxOutputTokens: 300,
-                maxRetries: 3,
-              },
-              planner: { maxOutputTokens: 2000 },
-              maxRepairAttempts: 2,
-            },
-            budget: { maxTokens },
-          },
-        });
-        const view = await cluster.client.wait(session.id, { timeoutMs: 90_000 });
         expect(view.session.state).toBe('BUDGET_EXHAUSTED');
-        const redis = new Redis(inject('redisUrl'));
-        try {
-          const usage = await eventually(async () => {
-            const u = await new UsageStore(redis, cluster!.prefix).read(session.id);
-            return u.reserved.tokens === 0 ? u : undefined;
-          }, 'calls in flight to settle');
-          // Repair turns happened, and the budget held both in orq's count and the server's.
-          expect(server.requests.some((r) => r.followUp)).toBe(true);
-          expect(usage.total.inputTokens + usage.total.outputTokens).toBeLessThanOrEqual(maxTokens);
-          expect(chaosBilled).toBeLessThanOrEqual(maxTokens);
-        } finally {
-          redis.disconnect();
-        }
+        // Repair turns happened, and the budget held both in orq's count and the server's.
+        expect(server.requests.some((r) => r.followUp)).toBe(true);
+        expect(used).toBeLessThanOrEqual(maxTokens);
+        expect(chaosBilled).toBeLessThanOrEqual(maxTokens);
       } finally {
         await server.close();
       }
