@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { realpathSync } from 'node:fs';
+import { keyFiles } from '../../shared/llm/provider-keys.js';
 
 /**
  * What run_command's programs are kept from (issue 41). An allowlisted `cat` could read
@@ -17,7 +18,10 @@ export type SandboxSetting = 'auto' | 'required' | 'off';
 export interface Sandbox {
   /** bwrap (bubblewrap), unshare (util-linux), or none. */
   kind: 'bwrap' | 'unshare' | 'none';
-  /** The argv to spawn for the program's argv, with the files in `hidden` read as empty. */
+  /**
+   * The argv to spawn for the program's argv, with the files in `hidden` read as empty: by
+   * default the provider key files of this process (provider-keys.ts keyFiles).
+   */
   wrap(argv: readonly string[], hidden?: readonly string[]): string[];
   /** For the task's log: what isolates the programs, or why nothing does. */
   describe: string;
@@ -132,7 +136,7 @@ export function detectSandbox(): Sandbox {
   detected = found
     ? {
         kind: found.kind,
-        wrap: (argv, hidden = []) => wrapIn(found.kind, found.prefix, argv, hidden),
+        wrap: (argv, hidden = keyFiles()) => wrapIn(found.kind, found.prefix, argv, hidden),
         describe: `${found.kind}: each command in a PID namespace of its own (it cannot see the pod's processes, their environment or memory, nor the provider key files; it can read and write the other files the pod's user can)`,
       }
     : NONE;

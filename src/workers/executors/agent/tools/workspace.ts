@@ -5,7 +5,6 @@ import { RE2JS } from 're2js';
 import { z } from 'zod';
 import { describeOutcome, minimalEnv, runProcess } from '../../process.js';
 import type { Sandbox } from '../../sandbox.js';
-import { keyFiles } from '../../../../shared/llm/provider-keys.js';
 import { isWithin, resolveInWorkspace, workspaceRelative } from './paths.js';
 import { ToolError, type Tool, type ToolOutcome } from './types.js';
 
@@ -264,7 +263,7 @@ export function createWorkspaceTools(options: WorkspaceToolsOptions): Tool[] {
       const dir = await resolveInWorkspace(root, cwd);
       const sandbox = options.sandbox;
       if (sandbox && 'error' in sandbox) throw new ToolError(`refused: ${sandbox.error}`);
-      const outcome = await runProcess(sandbox ? sandbox.wrap(command, keyFiles()) : command, {
+      const outcome = await runProcess(sandbox ? sandbox.wrap(command) : command, {
         cwd: dir,
         timeoutMs: options.timeoutMs,
         maxOutputBytes,
