@@ -28,6 +28,8 @@ export type OrqErrorCode =
   | 'BUDGET_WAIT'
   /** The caller may not do this here (a session setting the HTTP API does not let it set). */
   | 'FORBIDDEN'
+  /** The caller holds too many of something at once (event streams on one server). */
+  | 'TOO_MANY_REQUESTS'
   /** A job's delivery lost its lock (its pod paused or cut off past it): it stops (issue 35). */
   | 'DELIVERY_LOST';
 

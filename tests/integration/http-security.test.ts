@@ -132,7 +132,8 @@ describe('Bull Board', () => {
     const cookie = cookies[0]!.split(';')[0]!;
     const cleaned = await fetch(url('/admin/queues/api/queues/work/clean/completed'), {
       method: 'PUT',
-      headers: { cookie },
+      // A browser names the board's own origin on its calls (same-origin.ts).
+      headers: { cookie, origin: server.url },
     });
     expect(cleaned.status).toBe(200);
     // A forged role on an API cookie does not make its holder the operator.

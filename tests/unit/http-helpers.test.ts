@@ -56,6 +56,8 @@ describe('HTTP auth helpers', () => {
     expect(bearerToken('Basic dXNlcg==')).toBeUndefined();
     expect(readCookie('a=1; orq_board=x%3Dy; b=2', 'orq_board')).toBe('x=y');
     expect(readCookie('a=1', 'orq_board')).toBeUndefined();
+    // Not valid percent-encoding: no cookie (a 401), not a thrown URIError (a 500).
+    expect(readCookie('orq_board=%E0%A4%A', 'orq_board')).toBeUndefined();
     expect(boardCookieValue('t1')).not.toBe(boardCookieValue('t2'));
     expect(boardCookieValue('t1')).not.toContain('t1');
   });
@@ -87,24 +89,30 @@ describe('board cookies and actions (issue 41)', () => {
 
   it('lets anyone read, the operator retry and clean, nobody add or rewrite', () => {
     const open = { readOnly: false, operatorConfigured: true };
-    const base = '/admin/queues/api/queues/work';
-    expect(boardDecision('GET', `${base}/x`, 'api', open).allowed).toBe(true);
-    expect(boardDecision('PUT', `${base}/retry/failed`, 'operator', open).allowed).toBe(true);
-    expect(boardDecision('PUT', `${base}/job%7C1/clean`, 'operator', open).allowed).toBe(true);
-    expect(boardDecision('PUT', `${base}/retry/failed`, 'api', open).allowed).toBe(false);
+    const base = '/admin/queues/api/queues/:queueName';
+    expect(boardDecision('GET', `${base}/:jobId`, 'api', open).allowed).toBe(true);
+    expect(boardDecision('HEAD', '/admin/queues/api/queues', 'api', open).allowed).toBe(true);
+    expect(boardDecision('PUT', `${base}/retry/:queueStatus`, 'operator', open).allowed).toBe(true);
+    expect(boardDecision('PUT', `${base}/:jobId/clean`, 'operator', open).allowed).toBe(true);
+    expect(boardDecision('PUT', `${base}/retry/:queueStatus`, 'api', open).allowed).toBe(false);
     expect(
-      boardDecision('PUT', `${base}/retry/failed`, 'operator', { ...open, readOnly: true }).allowed,
+      boardDecision('PUT', `${base}/retry/:queueStatus`, 'operator', { ...open, readOnly: true })
+        .allowed,
     ).toBe(false);
-    for (const [method, path] of [
+    for (const [method, route] of [
       ['POST', `${base}/add`],
-      ['PATCH', `${base}/j/update-data`],
+      ['PATCH', `${base}/:jobId/update-data`],
       ['PUT', `${base}/obliterate`],
       ['PUT', `${base}/empty`],
+      ['PUT', `${base}/rate-limit`],
       ['PUT', '/admin/queues/api/queues/pause'],
-      ['DELETE', `${base}/j`],
-      ['POST', `${base}/retry/failed`],
+      ['PUT', `${base}/:jobId/remove-unprocessed-children`],
+      ['PUT', `${base}/:jobId/promote`],
+      ['POST', `${base}/retry/:queueStatus`],
+      // A read route not on the list (one a later Bull Board might add) is refused too.
+      ['GET', `${base}/secrets`],
     ] as const) {
-      expect(boardDecision(method, path, 'operator', open).allowed, `${method} ${path}`).toBe(
+      expect(boardDecision(method, route, 'operator', open).allowed, `${method} ${route}`).toBe(
         false,
       );
     }

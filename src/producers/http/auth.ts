@@ -4,6 +4,8 @@ import { OrqError } from '../../shared/errors.js';
 import { UI_PATH } from './ui/html.js';
 import { isLoopbackHost } from '../../shared/loopback.js';
 import type { ApiKeyStore } from '../../shared/store/api-keys.js';
+import { matchedRoute, routeOf } from './route-of.js';
+import { crossSiteRefusal } from './same-origin.js';
 
 /** Paths reached without a token: a pod's probes, and the index page (links only, no data). */
 export const PUBLIC_PATHS: readonly string[] = ['/healthz', '/readyz', '/'];
@@ -108,11 +110,20 @@ export function bearerToken(header: string | undefined): string | undefined {
   return match?.[1]?.trim();
 }
 
+/**
+ * A cookie's value, or undefined when it is absent or not valid percent-encoding: a malformed
+ * cookie is no credential (a 401), not a server fault.
+ */
 export function readCookie(header: string | undefined, name: string): string | undefined {
   for (const part of (header ?? '').split(';')) {
     const index = part.indexOf('=');
-    if (index > 0 && part.slice(0, index).trim() === name)
-      return decodeURIComponent(part.slice(index + 1).trim());
+    if (index > 0 && part.slice(0, index).trim() === name) {
+      try {
+        return decodeURIComponent(part.slice(index + 1).trim());
+      } catch {
+        return undefined;
+      }
+    }
   }
   return undefined;
 }
@@ -167,12 +178,6 @@ export function assertSafeToListen(
   }
 }
 
-function pathOf(request: FastifyRequest): string {
-  const url = request.raw.url ?? request.url;
-  const index = url.indexOf('?');
-  return index === -1 ? url : url.slice(0, index);
-}
-
 function refuse(reply: FastifyReply, path: string): FastifyReply {
   const page = browserPageOf(path);
   const hint = page
@@ -184,25 +189,34 @@ function refuse(reply: FastifyReply, path: string): FastifyReply {
     .send({ error: 'UNAUTHORIZED', message: 'missing or wrong API token', hint });
 }
 
-/** `Secure` over TLS (or behind a proxy Fastify trusts to say so), where a browser keeps it. */
+/**
+ * `Secure` over TLS, or behind a TLS-terminating proxy that http.trustProxy trusts to say so
+ * (X-Forwarded-Proto: https); a browser then sends the cookie over TLS only.
+ */
 function cookieAttributes(request: FastifyRequest, scope: string): string {
   const secure = request.protocol === 'https' ? '; Secure' : '';
   return `Path=${scope}; HttpOnly; SameSite=Strict; Max-Age=${BOARD_COOKIE_SECONDS}${secure}`;
 }
 
+/** Methods that change nothing: a cookie alone authenticates them from any page. */
+const SAFE_METHODS: readonly string[] = ['GET', 'HEAD', 'OPTIONS'];
+
 /**
- * Bearer-token auth on every route but the probes and the index. Bull Board and the API
- * reference are browser pages whose scripts and API calls cannot carry a bearer header, so
- * `GET /admin/queues?token=…` (or `/docs?token=…`) with a right token sets an HttpOnly cookie
- * for both pages (scoped to their paths, expiring after BOARD_COOKIE_SECONDS) and redirects to
- * the page without the token in the address; the page then authenticates with that cookie.
- * Either token opens every route; callerOf(request) says which one it was.
+ * Bearer-token auth on every route but the probes and the index. Bull Board, the session view
+ * and the API reference are browser pages whose scripts and API calls cannot carry a bearer
+ * header, so `GET <page>?token=…` with a right token sets an HttpOnly cookie for the three pages
+ * (scoped to their paths, expiring after BOARD_COOKIE_SECONDS) and redirects to the page without
+ * the token in the address; the page then authenticates with that cookie. A cookie authenticates
+ * a change (POST, PUT, …) only from this server's own pages (same-origin.ts). Either token opens
+ * every route; callerOf(request) says which one it was.
+ *
+ * Every decision here is on the route the router matched (route-of.ts), never the raw URL.
  */
 export function installAuth(app: FastifyInstance, credentials: Credentials): void {
   if (!credentials.token && !credentials.operatorToken) return;
   app.addHook('onRequest', async (request, reply) => {
-    const path = pathOf(request);
-    if (PUBLIC_PATHS.includes(path)) return;
+    const route = routeOf(request);
+    if (PUBLIC_PATHS.includes(route)) return;
     const bearer = bearerToken(request.headers.authorization);
     const byBearer = bearer === undefined ? undefined : roleOfSecret(bearer, credentials);
     if (byBearer) {
@@ -217,33 +231,58 @@ export function installAuth(app: FastifyInstance, credentials: Credentials): voi
       callers.set(request, { role: 'tenant', tenant: byKey.tenant, keyId: byKey.id });
       return;
     }
-    const page = browserPageOf(path);
+    const page = browserPageOf(route);
     if (page) {
       const fromCookie = readCookie(request.headers.cookie, BOARD_COOKIE);
+      if (fromCookie === undefined && request.headers.cookie?.includes(`${BOARD_COOKIE}=`)) {
+        request.log.debug({ route }, 'malformed browser cookie: treated as none');
+      }
       const byCookie = fromCookie === undefined ? undefined : cookieRole(fromCookie, credentials);
-      if (byCookie) {
+      const query = request.query as Record<string, unknown> | undefined;
+      const given = typeof query?.token === 'string' ? query.token : undefined;
+      // A token in the address always leaves it (and the history) by a redirect, cookie or not.
+      if (given !== undefined && request.method === 'GET' && matchedRoute(request)) {
+        const byQuery = roleOfSecret(given, credentials);
+        if (byQuery) return signIn(request, reply, byQuery, credentials);
+        if (byCookie) return reply.redirect(withoutToken(request), 303);
+      } else if (byCookie) {
+        const crossSite = SAFE_METHODS.includes(request.method)
+          ? undefined
+          : crossSiteRefusal(request);
+        if (crossSite) return reply.code(403).send(crossSite);
         callers.set(request, { role: byCookie });
         return;
       }
-      const query = request.query as Record<string, unknown> | undefined;
-      const given = typeof query?.token === 'string' ? query.token : undefined;
-      const byQuery = given === undefined ? undefined : roleOfSecret(given, credentials);
-      if (request.method === 'GET' && byQuery) {
-        const secret = byQuery === 'operator' ? credentials.operatorToken! : credentials.token!;
-        const cookie = boardCookieValue(secret, byQuery);
-        const rest = new URLSearchParams(request.raw.url?.split('?')[1] ?? '');
-        rest.delete('token');
-        const target = rest.size > 0 ? `${path}?${rest.toString()}` : path;
-        return reply
-          .header(
-            'set-cookie',
-            BROWSER_PAGES.map(
-              (scope) => `${BOARD_COOKIE}=${cookie}; ${cookieAttributes(request, scope)}`,
-            ),
-          )
-          .redirect(target, 303);
-      }
     }
-    return refuse(reply, path);
+    return refuse(reply, route);
   });
+}
+
+/** The request's own path and query, without `token`: where a sign-in redirects to. */
+function withoutToken(request: FastifyRequest): string {
+  const target = (request.raw.url ?? request.url).split('#', 1)[0] ?? '/';
+  const at = target.indexOf('?');
+  const path = at === -1 ? target : target.slice(0, at);
+  const rest = new URLSearchParams(at === -1 ? '' : target.slice(at + 1));
+  rest.delete('token');
+  return rest.size > 0 ? `${path}?${rest.toString()}` : path;
+}
+
+/** Sets the browser pages' cookie for the role a `?token=` proved, and redirects without it. */
+function signIn(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  role: CallerRole,
+  credentials: Credentials,
+): FastifyReply {
+  const secret = role === 'operator' ? credentials.operatorToken! : credentials.token!;
+  const cookie = boardCookieValue(secret, role);
+  return reply
+    .header(
+      'set-cookie',
+      BROWSER_PAGES.map(
+        (scope) => `${BOARD_COOKIE}=${cookie}; ${cookieAttributes(request, scope)}`,
+      ),
+    )
+    .redirect(withoutToken(request), 303);
 }

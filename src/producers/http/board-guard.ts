@@ -2,46 +2,74 @@ import type { FastifyInstance } from 'fastify';
 import { BOARD_PATH, callerOf, type Caller } from './auth.js';
 
 /**
- * What Bull Board's API may do for whom (issue 41). Bull Board itself can add jobs, rewrite a
+ * What Bull Board may do for whom (issues 41 and 53). Bull Board itself can add jobs, rewrite a
  * job's data, pause, empty and obliterate queues: all of that goes around the API's override
- * policy and input checks, so it is refused here for everyone, whatever the board's UI shows.
- * Reading is open to any caller of the API; retry and clean, to the operator only.
+ * policy and input checks. So its routes are allowed by name, as the router matched them (their
+ * patterns: `request.routeOptions.url`, see route-of.ts), never by the raw URL: a route on neither list below is refused for
+ * everyone, however it is spelled, and so is any route a later Bull Board adds.
  */
 
 export type BoardDecision = { allowed: true } | { allowed: false; reason: string; hint: string };
 
 const READ_METHODS: readonly string[] = ['GET', 'HEAD'];
-/** The write actions an operator may take: they re-run or drop jobs orq itself made. */
-const OPERATOR_ACTIONS: readonly string[] = ['retry', 'clean'];
-const API_PREFIX = `${BOARD_PATH}/api/`;
+
+/** The board's pages, assets and the API calls its UI reads with: open to any API caller. */
+export const BOARD_READ_ROUTES: readonly string[] = [
+  '',
+  '/',
+  '/static/*',
+  '/metrics-history',
+  '/job-schedulers',
+  '/queue/:queueName',
+  '/queue/:queueName/:jobId',
+  '/api/redis/stats',
+  '/api/queues',
+  '/api/job-schedulers',
+  '/api/queues/:queueName/metrics',
+  '/api/queues/:queueName/default-job-options',
+  '/api/queues/:queueName/workers',
+  '/api/queues/:queueName/rate-limit',
+  '/api/queues/:queueName/job-data-schema',
+  '/api/queues/:queueName/:jobId',
+  '/api/queues/:queueName/:jobId/logs',
+  '/api/queues/:queueName/:jobId/flow',
+].map((route) => `${BOARD_PATH}${route}`);
 
 /**
- * The operator action a board API call is, if it is one: `PUT api/queues/<queue>/retry/<status>`,
- * `…/<queue>/clean/<status>`, `…/<queue>/<job>/retry` or `…/<queue>/<job>/clean`.
+ * The write calls the operator may make (PUT): they re-run or drop jobs orq itself made. The
+ * value is the action's name in a refusal.
  */
-function operatorAction(method: string, path: string): string | undefined {
-  if (method !== 'PUT' || !path.startsWith(`${API_PREFIX}queues/`)) return undefined;
-  const segments = path.slice(`${API_PREFIX}queues/`.length).split('/');
-  if (segments.length !== 3 || segments.some((s) => s.length === 0)) return undefined;
-  const [, second, third] = segments as [string, string, string];
-  if (OPERATOR_ACTIONS.includes(second)) return second;
-  if (OPERATOR_ACTIONS.includes(third)) return third;
-  return undefined;
-}
+export const BOARD_OPERATOR_ROUTES: ReadonlyMap<string, string> = new Map(
+  (
+    [
+      ['/api/queues/:queueName/retry/:queueStatus', 'retry'],
+      ['/api/queues/:queueName/:jobId/retry', 'retry'],
+      ['/api/queues/:queueName/clean/:queueStatus', 'clean'],
+      ['/api/queues/:queueName/:jobId/clean', 'clean'],
+    ] as const
+  ).map(([route, action]) => [`${BOARD_PATH}${route}`, action]),
+);
 
-/** Whether a call to the board (its page, assets or API) may go ahead. Pure: tested directly. */
+/** Whether a route (its pattern, route-of.ts) is the board's: its page, assets or API. */
+export const isBoardRoute = (route: string): boolean =>
+  route === BOARD_PATH || route.startsWith(`${BOARD_PATH}/`);
+
+/**
+ * Whether a call to a board route may go ahead. `route` is the pattern the router matched.
+ * Pure: tested directly, over every route the board registers.
+ */
 export function boardDecision(
   method: string,
-  path: string,
+  route: string,
   role: Caller['role'],
   options: { readOnly: boolean; operatorConfigured: boolean },
 ): BoardDecision {
-  if (READ_METHODS.includes(method) || !path.startsWith(API_PREFIX)) return { allowed: true };
-  const action = operatorAction(method, path);
+  if (READ_METHODS.includes(method) && BOARD_READ_ROUTES.includes(route)) return { allowed: true };
+  const action = method === 'PUT' ? BOARD_OPERATOR_ROUTES.get(route) : undefined;
   if (action === undefined) {
     return {
       allowed: false,
-      reason: `Bull Board may not change queues or jobs this way (${method} ${path.slice(BOARD_PATH.length)}): orq adds and edits jobs itself`,
+      reason: `Bull Board may not change queues or jobs this way (${method} ${route.slice(BOARD_PATH.length)}): orq adds and edits jobs itself`,
       hint: 'Submit, cancel or resume sessions through the API (POST /sessions, /sessions/:id/cancel, /sessions/:id/resume). The board lets the operator retry and clean jobs, nothing else.',
     };
   }
@@ -64,16 +92,18 @@ export function boardDecision(
   return { allowed: true };
 }
 
-/** Refuses (403 FORBIDDEN) every board call boardDecision refuses; runs after installAuth. */
+/**
+ * Refuses (403 FORBIDDEN) every board call boardDecision refuses; runs after installAuth. A
+ * request no route matched reaches only the not-found handler, and passes on to it.
+ */
 export function installBoardGuard(
   app: FastifyInstance,
   options: { readOnly: boolean; operatorConfigured: boolean },
 ): void {
   app.addHook('onRequest', async (request, reply) => {
-    const url = request.raw.url ?? request.url;
-    const path = url.split('?')[0] ?? url;
-    if (path !== BOARD_PATH && !path.startsWith(`${BOARD_PATH}/`)) return;
-    const decision = boardDecision(request.method, path, callerOf(request).role, options);
+    const route = request.routeOptions.url;
+    if (route === undefined || !isBoardRoute(route)) return;
+    const decision = boardDecision(request.method, route, callerOf(request).role, options);
     if (decision.allowed) return;
     return reply
       .code(403)

@@ -20,6 +20,7 @@ import { installBoardGuard } from './board-guard.js';
 import { installTenantScope } from './tenant-scope.js';
 import { ApiKeyStore } from '../../shared/store/api-keys.js';
 import { installSecurityHeaders } from './security-headers.js';
+import { DEFAULT_STREAMS_PER_CALLER, StreamSlots } from './stream-slots.js';
 import { frameworkErrorHandler, installErrorHandler, MAX_PATH_PARAM_LENGTH } from './errors.js';
 import { createApiMetrics } from './metrics.js';
 import { openApiRegistry } from './openapi-registry.js';
@@ -75,6 +76,13 @@ export interface HttpServerOptions {
    * client's config uses (http.models); none by default.
    */
   offeredModels?: readonly string[];
+  /**
+   * Trust a TLS-terminating proxy's X-Forwarded-* headers (Fastify's trustProxy: true, a
+   * number of hops, or addresses); default false (http.trustProxy).
+   */
+  trustProxy?: boolean | number | string;
+  /** Event streams one caller may hold open at once (http.maxStreamsPerCaller); default 32. */
+  maxStreamsPerCaller?: number;
   logger?: Logger;
 }
 
@@ -131,6 +139,8 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
     forceCloseConnections: 'idle',
     bodyLimit: BODY_LIMIT_BYTES,
     routerOptions,
+    // Fastify takes a hop count too (its docs, and proxy-addr); its type leaves number out.
+    trustProxy: (options.trustProxy ?? false) as boolean | string,
     // The router's own refusals (a bad URL, an over-long id) in orq's error body too. They come
     // before auth, as Fastify's own answers did: they repeat only the caller's path.
     frameworkErrors: frameworkErrorHandler(logger),
@@ -163,6 +173,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
     metrics,
     logger,
     streams: new Set(),
+    streamSlots: new StreamSlots(options.maxStreamsPerCaller ?? DEFAULT_STREAMS_PER_CALLER),
     sessionOverrides: options.sessionOverrides ?? SAFE_SESSION_OVERRIDES,
     offeredModels: options.offeredModels ?? [],
   };

@@ -3,6 +3,7 @@ import { OrqError } from '../../shared/errors.js';
 import { sessionNotFound } from '../../shared/store/session-store.js';
 import type { OrqClient } from '../client.js';
 import { callerOf } from './auth.js';
+import { matchedRoute, routeOf } from './route-of.js';
 
 /**
  * What a tenant's API key reaches (issue 41): its own tenant's sessions, nothing else. Other
@@ -12,10 +13,14 @@ import { callerOf } from './auth.js';
  * so two tenants' keys never meet (a reused key's 409 could name another tenant's session).
  */
 
-/** Routes a tenant key may call: the session routes, and the API's description. */
-function tenantMayCall(path: string): boolean {
-  if (path === '/openapi.json' || path === '/sessions') return true;
-  return path.startsWith('/sessions/') && path !== '/sessions/prune';
+/**
+ * Routes a tenant key may call, by the pattern the router matched (route-of.ts): the session
+ * routes, whose `:id` the preHandler below checks, and the API's description. Never the raw URL,
+ * where `/sessions/pr%75ne` passed for a session's route and reached every tenant's prune.
+ */
+export function tenantMayCall(route: string): boolean {
+  if (route === '/openapi.json' || route === '/sessions') return true;
+  return route === '/sessions/:id' || route.startsWith('/sessions/:id/');
 }
 
 /** The idempotency key as the store keeps it for a tenant's submit. */
@@ -24,12 +29,13 @@ export const tenantIdempotencyKey = (tenant: string, key: string): string => `${
 export function installTenantScope(app: FastifyInstance, client: OrqClient): void {
   app.addHook('onRequest', async (request, reply) => {
     const caller = callerOf(request);
-    if (caller.role !== 'tenant') return;
-    const path = (request.raw.url ?? request.url).split('?')[0] ?? '';
-    if (tenantMayCall(path)) return;
+    // No route matched: only the not-found handler answers, with nothing of any tenant's.
+    if (caller.role !== 'tenant' || !matchedRoute(request)) return;
+    const route = routeOf(request);
+    if (tenantMayCall(route)) return;
     return reply.code(403).send({
       error: 'FORBIDDEN',
-      message: `a tenant's API key may not call ${request.method} ${path}: it reaches its own tenant's sessions only`,
+      message: `a tenant's API key may not call ${request.method} ${route}: it reaches its own tenant's sessions only`,
       hint: 'Use /sessions and /sessions/:id/...; the operator (ORQ_API_TOKEN, ORQ_OPERATOR_TOKEN) sees every tenant.',
     });
   });

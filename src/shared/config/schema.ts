@@ -834,6 +834,21 @@ export const HttpConfig = z.strictObject({
     .describe(
       'Bull Board and the session view (/ui) in read-only mode: no retry or clean in the board even for the operator (ORQ_OPERATOR_TOKEN), no resume or cancel in the view. The board never adds, edits, promotes or removes jobs, nor pauses, empties or obliterates queues; without ORQ_OPERATOR_TOKEN it is read-only for everyone.',
     ),
+  trustProxy: z
+    .union([z.boolean(), z.number().int().min(1).max(100), z.string().min(1)])
+    .default(false)
+    .describe(
+      'Trust a TLS-terminating proxy\'s X-Forwarded-Proto, -Host and -For: true, the number of proxies, or their addresses ("10.0.0.0/8"). The browser pages\' cookie is then Secure behind it. Leave false where clients reach the server directly: they could forge the headers.',
+    ),
+  maxStreamsPerCaller: z
+    .number()
+    .int()
+    .min(1)
+    .max(10_000)
+    .default(32)
+    .describe(
+      "Event streams (GET /sessions/:id/events, and the session view's) one caller may hold open at once on this server, each holding a Redis connection: the API token, the operator token and each tenant key count apart. One more is answered 429.",
+    ),
   sessionOverrides: z
     .array(
       z

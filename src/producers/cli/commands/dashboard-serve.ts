@@ -50,6 +50,8 @@ export async function serveDashboard(options: DashboardOptions): Promise<void> {
         readOnlyBoard: options.readOnlyBoard ?? config.http.readOnlyBoard,
         sessionOverrides: config.http.sessionOverrides,
         offeredModels: config.http.models,
+        trustProxy: config.http.trustProxy,
+        maxStreamsPerCaller: config.http.maxStreamsPerCaller,
         logger,
         ...(token ? { token } : {}),
         ...(operatorToken ? { operatorToken } : {}),

@@ -4,6 +4,7 @@ import type { Logger } from '../../../shared/logger.js';
 import type { QueueSet } from '../../../shared/queue-set.js';
 import type { OrqClient } from '../../client.js';
 import type { ApiMetrics } from '../metrics.js';
+import type { StreamSlots } from '../stream-slots.js';
 
 /** What every route module needs; built once by createHttpServer. */
 export interface RouteContext {
@@ -13,6 +14,8 @@ export interface RouteContext {
   logger: Logger;
   /** Open SSE streams, ended when the server closes so close() does not wait on them. */
   streams: Set<AbortController>;
+  /** Open event streams per caller, under HttpServerOptions.maxStreamsPerCaller. */
+  streamSlots: StreamSlots;
   /** Session settings a submit may set (HttpServerOptions.sessionOverrides). */
   sessionOverrides: readonly string[];
   /** `provider/model` choices offered besides the operator's own (HttpServerOptions.offeredModels). */

@@ -8,6 +8,7 @@ import { EventsQuery, SessionParams, StreamId } from '../schemas.js';
 import { formatSseEvent, SSE_HEARTBEAT } from '../sse.js';
 import { typed, type RouteContext } from './context.js';
 import { UI_PATH } from '../ui/html.js';
+import { callerOf } from '../auth.js';
 
 const HEARTBEAT_MS = 15_000;
 
@@ -85,6 +86,7 @@ function registerEventRoute(
           },
           400: ApiError,
           404: ApiError,
+          429: ApiError,
           503: ApiError,
         },
       },
@@ -97,6 +99,8 @@ function registerEventRoute(
       // A session stopped by its budget with a resume not applied yet is about to go on.
       const finished =
         FINISHED_SESSION_STATES.includes(atStart.state) && !(await ctx.client.requestPending(id));
+      // Each stream holds a Redis connection: one caller may hold only so many (a 429 here).
+      const release = ctx.streamSlots.take(callerOf(request));
 
       reply.hijack();
       const res = reply.raw;
@@ -152,6 +156,7 @@ function registerEventRoute(
         await write(res, formatSseEvent({ event: 'error', data: JSON.stringify(body) }), signal);
       } finally {
         clearInterval(heartbeat);
+        release();
         ctx.streams.delete(controller);
         ctx.metrics.sseClients.dec();
         if (!res.writableEnded) res.end();

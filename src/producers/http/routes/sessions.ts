@@ -1,5 +1,5 @@
 import { listedTenant, visibleTo } from '../tenant-scope.js';
-import { callerOf } from '../auth.js';
+import { resumeFor } from '../resume-policy.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { Session } from '../../../shared/domain/session.js';
@@ -168,16 +168,18 @@ export function registerSessionRoutes(app: FastifyInstance, ctx: RouteContext): 
           'Resume a BLOCKED session (retry or skip its blocked tasks, or continue with a note), or a BUDGET_EXHAUSTED one with a higher budget',
         params: SessionParams,
         body: ResumeRequest.nullish(),
-        response: { 202: Accepted, 400: ApiError, 404: ApiError, 409: ApiError, 503: ApiError },
+        response: {
+          202: Accepted,
+          400: ApiError,
+          403: ApiError,
+          404: ApiError,
+          409: ApiError,
+          503: ApiError,
+        },
       },
     },
     async (request, reply) => {
-      // 202 Accepted: the coordinator applies it asynchronously; don't hold the request open.
-      const requestId = await client.resume(request.params.id, request.body ?? {}, {
-        waitMs: 0,
-        // Callers may only lower the operator's budget (issue 41); the operator token may not.
-        budgetWithinConfig: callerOf(request).role !== 'operator',
-      });
+      const requestId = await resumeFor(client, request, request.params.id, request.body);
       metrics.sessionActions.inc({ action: 'resume' });
       return reply.code(202).send({ sessionId: request.params.id, requestId, accepted: true });
     },

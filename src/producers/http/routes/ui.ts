@@ -12,6 +12,7 @@ import { sessionsBody } from '../ui/sessions-page.js';
 import { sessionBody } from '../ui/session-page.js';
 import { taskBody } from '../ui/task-page.js';
 import { typed, type RouteContext } from './context.js';
+import { resumeFor } from '../resume-policy.js';
 
 /** Sessions shown on the list page, newest first. */
 const LIST_LIMIT = 100;
@@ -219,7 +220,7 @@ export function registerUiRoutes(
     },
     async (request, reply) => {
       refuseReadOnly();
-      const requestId = await client.resume(request.params.id, request.body ?? {}, { waitMs: 0 });
+      const requestId = await resumeFor(client, request, request.params.id, request.body);
       ctx.metrics.sessionActions.inc({ action: 'resume' });
       return reply.code(202).send({ sessionId: request.params.id, requestId, accepted: true });
     },
