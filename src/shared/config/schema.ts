@@ -76,6 +76,14 @@ export const RefinementConfig = z.strictObject({
     .max(10)
     .default(3)
     .describe('Score differences below this are judge noise: the plans count as equal (seed 003).'),
+  targetScore: z
+    .number()
+    .min(0)
+    .max(100)
+    .optional()
+    .describe(
+      "Accept an acceptable plan scoring at least this at once, suggestions or not; replan one below it for the judge's suggestions while maxSuggestionReplans allows (the seeds' origin uses 85). Unset: the seeds' rule (refineSuggestionsOnSuccess) alone.",
+    ),
   stagnationPolicy: z
     .enum(['reject', 'replan-while-attempts-remain'])
     .default('reject')

@@ -15,6 +15,10 @@ export const RefinementReasonCode = z.enum([
   'stagnation_noise',
   'quality_below_threshold',
   'apply_suggestions',
+  /** refinement.targetScore: an acceptable plan at or above it is accepted at once. */
+  'target_score_reached',
+  /** refinement.targetScore: an acceptable plan below it is replanned for its suggestions. */
+  'target_score_not_reached',
   'quality_ok',
   /** A replan broke the plan's structure: the previous plan is used (decideBrokenReplan). */
   'structure_broken',

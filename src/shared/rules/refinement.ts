@@ -136,7 +136,8 @@ function countOf(items: readonly string[], noun: string): string {
 /**
  * Seed 003's final makeRefinementDecision, priorities 1–6 of seed 000, first match wins:
  * 1 attempts exhausted, 2 no score, 3 stagnation or noise, 4 below quality,
- * 5 acceptable with suggestions to apply, 6 acceptable.
+ * 5 acceptable with suggestions to apply, 6 acceptable. With refinement.targetScore set, the
+ * target decides acceptable plans between 4 and 5 (DESIGN.md), and 5 is not reached.
  */
 export function makeRefinementDecision(params: RefinementDecisionParams): RefinementResult {
   const {
@@ -222,6 +223,36 @@ export function makeRefinementDecision(params: RefinementDecisionParams): Refine
     );
   }
 
+  // Priority 4.5 (the seeds' origin's targetScore, orq's place for it in DESIGN.md): a plan the
+  // judge accepts is good enough at the target, and worth its suggestions below it.
+  if (config.targetScore !== undefined) {
+    const target = formatNumber(config.targetScore);
+    if (score >= config.targetScore) {
+      return result(
+        'accept',
+        'target_score_reached',
+        `plan is acceptable at score ${formatNumber(score)}, at or above targetScore ${target}; accepting${suggestions.length > 0 ? ` without replanning for ${countOf(suggestions, 'suggestion')}` : ''}`,
+      );
+    }
+    if (suggestions.length > 0 && suggestionReplanCount < config.maxSuggestionReplans) {
+      return result(
+        'replan',
+        'target_score_not_reached',
+        `plan is acceptable at score ${formatNumber(score)}, below targetScore ${target}; replanning to apply ${countOf(suggestions, 'suggestion')} (${suggestionReplanCount} of maxSuggestionReplans ${config.maxSuggestionReplans} used)`,
+        { issues: [], suggestions },
+      );
+    }
+    const why =
+      suggestions.length === 0
+        ? 'the judge made no suggestions to replan for'
+        : `all ${config.maxSuggestionReplans} of maxSuggestionReplans are used`;
+    return result(
+      'accept',
+      'quality_ok',
+      `plan is acceptable at score ${formatNumber(score)}, below targetScore ${target}, and ${why}; accepting`,
+    );
+  }
+
   // Priority 5: acceptable, but the suggestions are worth one more plan, within their own budget.
   if (
     suggestions.length > 0 &&
@@ -242,7 +273,7 @@ export function makeRefinementDecision(params: RefinementDecisionParams): Refine
 
 /**
  * The counters to judge the next plan with, after a decision. A replan made only to apply
- * suggestions spends the suggestion budget; every other replan (quality or stagnation) spends
+ * suggestions (for refineSuggestionsOnSuccess or below targetScore) spends the suggestion budget; every other replan (quality or stagnation) spends
  * the attempt budget. Accept and reject end the loop and change nothing.
  */
 export function advanceRefinementCounters(result: RefinementResult): {
@@ -251,7 +282,10 @@ export function advanceRefinementCounters(result: RefinementResult): {
 } {
   const { attemptCount, suggestionReplanCount } = result;
   if (result.decision !== 'replan') return { attemptCount, suggestionReplanCount };
-  if (result.reasonCode === 'apply_suggestions') {
+  if (
+    result.reasonCode === 'apply_suggestions' ||
+    result.reasonCode === 'target_score_not_reached'
+  ) {
     return { attemptCount, suggestionReplanCount: suggestionReplanCount + 1 };
   }
   return { attemptCount: attemptCount + 1, suggestionReplanCount };
