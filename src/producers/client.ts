@@ -10,7 +10,7 @@ import { submitDigest } from './submit-digest.js';
 import { ConnectionOption } from '../shared/connection-option.js';
 import { SessionConfig, type OrqConfig, type OrqConfigInput } from '../shared/config/schema.js';
 import type { HistoryEntry } from '../shared/domain/history.js';
-import type { SessionResult } from '../shared/domain/result.js';
+import type { BuiltinUse, SessionResult } from '../shared/domain/result.js';
 import type { TaskProgress } from '../shared/domain/progress.js';
 import {
   FINISHED_SESSION_STATES,
@@ -78,6 +78,7 @@ import {
 } from '../shared/store/session-retention.js';
 import { leastReservation } from '../shared/llm/metered.js';
 import { MODEL_ROLES } from '../shared/llm/role-config.js';
+import { builtinUse } from '../shared/llm/builtin-roles.js';
 import { UsageStore, type SessionUsage } from '../shared/store/usage-store.js';
 import { QuotaStore } from '../shared/store/quota-store.js';
 import type { QuotaView } from '../shared/domain/quota.js';
@@ -212,7 +213,8 @@ export type WaitOptions = z.input<typeof WaitOptions>;
 /** Why a session was cancelled, as its history keeps it. */
 export const CancelReason = z.string().min(1).max(2_000);
 
-export interface SessionView {
+/** A session as client.get() reads it; `ranByBuiltin` and `builtinRoles` are builtinUse's. */
+export interface SessionView extends BuiltinUse {
   session: Session;
   tasks: Task[];
   counters: Counters;
@@ -626,7 +628,8 @@ export async function openClient(
       const usage = await usageStore.read(sessionId);
       const { progress, queued } = await readRunningJobs(queues, sessionId, tasks);
       const { counters } = snapshot;
-      return { session: snapshot.session, tasks, counters, usage, progress, queued };
+      const { session } = snapshot;
+      return { session, tasks, counters, usage, progress, queued, ...builtinUse(session.config) };
     });
 
   /**

@@ -10,6 +10,10 @@ import { startCluster, type TestCluster } from '../support/cluster.js';
 
 const scenario = (name: string) => resolve(root, 'examples/scenarios', name);
 
+/** What `orq result` says first of a session the builtin provider ran (every one here). */
+const NO_MODEL =
+  'No model ran this session: the builtin provider (a rule set, not an LLM) planned, judged and executed it. See docs/providers.md to use a model.';
+
 let cluster: TestCluster;
 let env: Record<string, string>;
 const cli = (...args: string[]) => orq(args, { env });
@@ -33,14 +37,40 @@ describe('orq run', () => {
     expect(run.code, run.stderr).toBe(0);
     const [table, result] = run.stdout.split('\nresult:\n');
     expect(table).toMatch(/TASK\s+STATE/);
+    // Said before the text: no model made it.
+    const [note, text] = (result ?? '').split('\n\n');
+    expect(note).toBe(`note: ${NO_MODEL}`);
     // t2 was replanned: its last subtask's output alone is the result, no section per task.
-    expect(result).toMatch(/^Done: Validate the login input/);
-    expect(result).not.toContain('## ');
-    // The same as `orq result` gives later.
+    expect(text).toMatch(/^Done: Validate the login input/);
+    expect(text).not.toContain('## ');
+    // The same as `orq result` gives later, the note on stderr.
     const id = /session (\S+) submitted/.exec(run.stdout)?.[1] ?? '';
     const later = await orq(['result', id], { env: own });
     expect(later.code, later.stderr).toBe(0);
-    expect(later.stdout).toBe(result);
+    expect(later.stdout).toBe(text);
+    expect(later.stderr).toBe(`orq: ${NO_MODEL}\n`);
+  });
+
+  it('says once on stderr that no model runs it, and the setting a key that is set would need; --json keeps stdout JSON', async () => {
+    const own = {
+      ...env,
+      ORQ_PREFIX: `r${randomUUID().slice(0, 8)}`,
+      // A key a newcomer exported for other tools: orq must say it goes unused.
+      OPENAI_API_KEY: 'sk-exported-for-another-tool',
+    };
+    const run = await orq(['run', '認証機能とバリデーションを実装して', '--json'], { env: own });
+    expect(run.code, run.stderr).toBe(0);
+    const view = JSON.parse(run.stdout) as { session: { id: string }; ranByBuiltin: boolean };
+    expect(view.ranByBuiltin).toBe(true);
+    const said = run.stderr.split('\n').filter((line) => line.includes('model'));
+    expect(said).toEqual([
+      'orq: no model configured: the builtin provider (a rule set, not an LLM) plans, judges and runs this; see docs/providers.md to use a model',
+      'orq: OPENAI_API_KEY is set but unused: to use it, set ORQ__llm__default__provider=openai ORQ__llm__default__model=gpt-4o-mini (or llm.default in orq.config.yaml; docs/providers.md)',
+    ]);
+    expect(run.stderr).not.toContain('sk-exported');
+
+    const result = await orq(['result', view.session.id, '--json'], { env: own });
+    expect(SessionResult.parse(JSON.parse(result.stdout)).ranByBuiltin).toBe(true);
   });
 });
 
@@ -55,7 +85,8 @@ describe('orq result', () => {
 
     const text = await cli('result', id);
     expect(text.code, text.stderr).toBe(0);
-    expect(text.stderr).toBe('');
+    // A scenario scripts the builtin provider: still no model.
+    expect(text.stderr).toBe(`orq: ${NO_MODEL}\n`);
     expect(text.stdout).toBe(`${view.tasks.find((t) => t.id === 'D')?.result?.output.trimEnd()}\n`);
 
     const json = await cli('result', id, '--json');
@@ -79,7 +110,8 @@ describe('orq result', () => {
       `${view.tasks.find((t) => t.id === 't1')?.result?.output.trimEnd()}\n`,
     );
     expect(partial.stderr).toBe(
-      `orq: Session ${id} is BLOCKED (1 of 3 tasks finished): t2 waits for a resume.\n` +
+      `orq: ${NO_MODEL}\n` +
+        `orq: Session ${id} is BLOCKED (1 of 3 tasks finished): t2 waits for a resume.\n` +
         'orq: No output from t3 (READY): the result holds the nearest done task before, t1.\n',
     );
   });
@@ -100,7 +132,9 @@ describe('orq result', () => {
     const partial = await orq(['result', id, '--partial'], { env: idle });
     expect(partial.code).toBe(1);
     expect(partial.stdout).toBe('');
-    expect(partial.stderr).toBe(`orq: Session ${id} is still planning: no task has run yet.\n`);
+    expect(partial.stderr).toBe(
+      `orq: ${NO_MODEL}\norq: Session ${id} is still planning: no task has run yet.\n`,
+    );
 
     const unknown = await cli('result', 'no-such-session');
     expect(unknown.code).toBe(1);

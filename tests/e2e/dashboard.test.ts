@@ -23,8 +23,18 @@ describe('orq dashboard', () => {
     const child = spawnOrq(['dashboard', '--port', '0'], { env });
     children.push(child);
     let stdout = '';
+    let stderr = '';
     child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     await waitForOutput(child, 'OpenAPI at', 30_000);
+    // Which models the sessions submitted here get: none, on stderr.
+    await vi.waitFor(
+      () =>
+        expect(stderr).toContain(
+          'orq: no model configured: the builtin provider (a rule set, not an LLM) plans, judges and runs the sessions submitted here',
+        ),
+      { timeout: 10_000, interval: 50 },
+    );
 
     const url = /HTTP API on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout)?.[1];
     expect(url, stdout).toBeDefined();

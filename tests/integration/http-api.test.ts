@@ -1,6 +1,6 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createClient } from '../../src/producers/client.js';
 import { HistoryEntry } from '../../src/shared/domain/history.js';
@@ -9,6 +9,7 @@ import { startPrivateRedis } from '../../src/shared/redis-server.js';
 import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
 import { parseSseStream, type SseEvent } from '../../src/producers/http/sse.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
+import { root } from '../support/cli.js';
 import { bearer, serveApi } from '../support/http.js';
 
 const packageVersion = (
@@ -134,6 +135,31 @@ describe('sessions over HTTP', () => {
 
     const list = await fetch(url('/sessions?limit=50'), { headers: auth });
     expect(((await list.json()) as { id: string }[]).map((s) => s.id)).toContain(session.id);
+  });
+
+  it('marks a session the builtin provider ran, a scenario-scripted one too, and documents the mark', async () => {
+    const scripted = await cluster.client.submit({
+      instruction: 'Add a search feature',
+      config: { llm: { scenario: resolve(root, 'examples/scenarios/diamond.yaml') } },
+    });
+    const plain = (await (await submit({ instruction: 'Implement login' })).json()) as {
+      id: string;
+    };
+    for (const id of [scripted.id, plain.id]) {
+      const view = (await (await fetch(url(`/sessions/${id}`), { headers: auth })).json()) as {
+        ranByBuiltin: boolean;
+        builtinRoles: string[];
+      };
+      expect(view, id).toMatchObject({
+        ranByBuiltin: true,
+        builtinRoles: ['planner', 'judge', 'worker', 'replanner'],
+      });
+    }
+    const doc = (await (await fetch(url('/openapi.json'), { headers: auth })).json()) as {
+      components: { schemas: Record<string, { properties?: Record<string, unknown> }> };
+    };
+    expect(doc.components.schemas.SessionView?.properties).toHaveProperty('ranByBuiltin');
+    expect(doc.components.schemas.SessionResult?.properties).toHaveProperty('ranByBuiltin');
   });
 
   it('answers 400 naming the field for an empty instruction', async () => {

@@ -43,6 +43,8 @@ function view(state: SessionState, tasks: [string, TaskState, string?][]): Sessi
     usage: usageFromHash({}),
     progress: {},
     queued: [],
+    ranByBuiltin: true,
+    builtinRoles: ['planner', 'judge', 'worker', 'replanner'],
   };
 }
 

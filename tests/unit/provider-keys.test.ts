@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
 import {
   keyFiles,
+  keyIsSet,
   keyVariables,
   providerKey,
   takeProviderKeys,
@@ -90,5 +91,23 @@ describe('keyVariables', () => {
     expect(keyVariables(config).sort()).toEqual(
       ['ANTHROPIC_API_KEY', 'JUDGE_KEY', 'MY_KEY', 'OPENAI_API_KEY'].sort(),
     );
+  });
+});
+
+describe('keyIsSet', () => {
+  it('tells a key in the environment or a file, without taking it', () => {
+    expect(keyIsSet('OPENAI_API_KEY', { OPENAI_API_KEY: 'sk-x' })).toBe(true);
+    expect(keyIsSet('OPENAI_API_KEY', { OPENAI_API_KEY_FILE: '/run/secrets/k' })).toBe(true);
+    expect(keyIsSet('OPENAI_API_KEY', { OPENAI_API_KEY: ' ' })).toBe(false);
+    expect(keyIsSet('OPENAI_API_KEY', {})).toBe(false);
+  });
+
+  it('still tells a key a pod took out of process.env at its start', () => {
+    process.env.ORQ_UNIT_KEY_SET = 'sk-set';
+    expect(keyIsSet('ORQ_UNIT_KEY_SET')).toBe(true);
+    takeProviderKeys(['ORQ_UNIT_KEY_SET']);
+    expect(process.env.ORQ_UNIT_KEY_SET).toBeUndefined();
+    expect(keyIsSet('ORQ_UNIT_KEY_SET')).toBe(true);
+    expect(keyIsSet('ORQ_UNIT_KEY_NEVER_SET')).toBe(false);
   });
 });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { LlmConfig } from '../../src/shared/config/schema.js';
 import { SessionResult } from '../../src/shared/domain/result.js';
 import type { SessionState } from '../../src/shared/domain/session.js';
 import { Task, type TaskState } from '../../src/shared/domain/task.js';
@@ -21,7 +22,12 @@ const session = (
   state: SessionState,
   result: ResultSession['config']['result'] = { tasks: 'final' },
   failure?: ResultSession['failure'],
-): ResultSession => ({ id: 's1', state, config: { result }, ...(failure ? { failure } : {}) });
+): ResultSession => ({
+  id: 's1',
+  state,
+  config: { result, llm: LlmConfig.parse({}) },
+  ...(failure ? { failure } : {}),
+});
 
 /** Outputs as `id` or `id<-for1+for2` (standing in), missing as `id:STATE`. */
 const shape = (tasks: readonly Task[], state: SessionState = 'COMPLETED', all = false) => {
@@ -286,5 +292,29 @@ describe('deriveSessionResult: the text form', () => {
       t('B', 'BLOCKED', ['A']),
     ]);
     expect(SessionResult.parse(result)).toEqual(result);
+  });
+});
+
+describe('deriveSessionResult: who made it', () => {
+  it('says the builtin provider made the outputs of a session with no model configured', () => {
+    const result = deriveSessionResult(session('COMPLETED'), [t('A', 'DONE')]);
+    expect(result).toMatchObject({
+      ranByBuiltin: true,
+      builtinRoles: ['planner', 'judge', 'worker', 'replanner'],
+    });
+    // Not a note: a complete result stays without any, as `orq result` reads them.
+    expect(result.notes).toEqual([]);
+  });
+
+  it('says nothing of the builtin provider when a model played every role', () => {
+    const llm = LlmConfig.parse({ default: { provider: 'openai', model: 'gpt-4o-mini' } });
+    const own: ResultSession = {
+      ...session('COMPLETED'),
+      config: { result: { tasks: 'final' }, llm },
+    };
+    expect(deriveSessionResult(own, [t('A', 'DONE')])).toMatchObject({
+      ranByBuiltin: false,
+      builtinRoles: [],
+    });
   });
 });

@@ -5,6 +5,9 @@ import { entryView } from '../../src/producers/http/ui/history-view.js';
 import { html, raw } from '../../src/producers/http/ui/html.js';
 import { viewPathOfJob } from '../../src/producers/http/ui/links.js';
 import { progressOf } from '../../src/producers/http/ui/sessions-page.js';
+import { sessionBody } from '../../src/producers/http/ui/session-page.js';
+import { Session } from '../../src/shared/domain/session.js';
+import { usageFromHash } from '../../src/shared/store/usage-store.js';
 import { graphEdges, taskGraphSvg } from '../../src/producers/http/ui/task-graph.js';
 import { taskJobs } from '../../src/producers/http/ui/task-page.js';
 
@@ -157,5 +160,41 @@ describe("the session view's history cards", () => {
     expect(reflection.text).toContain('<dd data-field="verdict">ok</dd>');
     const revision = entryView({ ...base, type: 'revision', reason: 'plan changed', changes: [] });
     expect(revision.text).toContain('plan changed');
+  });
+});
+
+describe('the session page says who made what it shows', () => {
+  const page = (config: object) =>
+    sessionBody({
+      session: Session.parse({
+        id: 's1',
+        instruction: 'Implement login',
+        state: 'COMPLETED',
+        createdAt: '2026-01-01T00:00:00.000Z',
+        updatedAt: '2026-01-01T00:00:00.000Z',
+        requiredTerms: { terms: [], source: 'user-input' },
+        config,
+        planning: {},
+      }),
+      tasks: [],
+      usage: usageFromHash({}),
+      history: [],
+      result: undefined,
+      readOnly: true,
+      now: Date.parse('2026-01-01T00:01:00.000Z'),
+    }).text;
+
+  it('marks a session the builtin provider ran, a scenario-scripted one included', () => {
+    for (const config of [{}, { llm: { scenario: '/x/replan-task.yaml' } }]) {
+      expect(page(config)).toContain(
+        '<p class="builtin-note" role="note" data-builtin="true">No model ran this session: the builtin provider (a rule set, not an LLM) planned, judged and executed it.',
+      );
+    }
+  });
+
+  it('has no such mark when a model played every role', () => {
+    expect(page({ llm: { default: { provider: 'openai', model: 'gpt-4o-mini' } } })).not.toContain(
+      'builtin-note',
+    );
   });
 });

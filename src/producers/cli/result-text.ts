@@ -1,17 +1,27 @@
 import type { SessionResult } from '../../shared/domain/result.js';
+import { builtinNote } from '../../shared/llm/builtin-roles.js';
+
+/** The result's notes, after the one saying no model made it when the builtin provider did. */
+function notesOf(result: SessionResult): string[] {
+  const builtin = builtinNote(result.builtinRoles);
+  return [...(builtin ? [builtin] : []), ...result.notes];
+}
 
 /**
- * `orq result`'s stderr: a line per note when the result is partial (what is missing and why),
- * nothing for a complete one. The text itself goes to stdout alone, so it can be redirected.
+ * `orq result`'s stderr: a line per note when the result is partial (what is missing and why) or
+ * the builtin provider made it; nothing for a complete one a model made. The text itself goes to
+ * stdout alone, so it can be redirected.
  */
 export function resultNotices(result: SessionResult): string {
-  return result.notes.map((note) => `orq: ${note}\n`).join('');
+  return notesOf(result)
+    .map((note) => `orq: ${note}\n`)
+    .join('');
 }
 
 /** The result as `orq run` ends with it, after the final table: its notes, then its text. */
 export function formatResultSection(result: SessionResult): string {
   const head = result.complete ? 'result:' : 'result (partial):';
-  const notes = result.notes.map((note) => `note: ${note}`);
+  const notes = notesOf(result).map((note) => `note: ${note}`);
   const body = result.text === '' ? '(no output)' : result.text.trimEnd();
   return [head, ...notes, ...(notes.length > 0 ? [''] : []), body].join('\n');
 }

@@ -4,6 +4,7 @@ import { Session, SessionId, TenantId } from '../../shared/domain/session.js';
 import { ListCursorText } from '../../shared/store/session-index.js';
 import { CancelReason, StreamId } from '../client.js';
 import { TaskProgress } from '../../shared/domain/progress.js';
+import { BuiltinUse } from '../../shared/domain/result.js';
 import { Task } from '../../shared/domain/task.js';
 import { SessionUsage } from '../../shared/store/usage-store.js';
 
@@ -55,6 +56,7 @@ export const SessionView = z.object({
   progress: z.record(z.string(), TaskProgress),
   /** Executing tasks whose work job waits for a worker: none has taken it yet. */
   queued: z.array(z.string()),
+  ...BuiltinUse.shape,
 });
 
 export const StoredHistoryEntry = z.object({ id: StreamId, entry: HistoryEntry });

@@ -28,6 +28,25 @@ export const ResultGap = z.object({
 });
 export type ResultGap = z.infer<typeof ResultGap>;
 
+/** The roles that call a model, as BuiltinUse names them. */
+const ModelRoleName = z.enum(['planner', 'judge', 'worker', 'replanner']);
+
+/**
+ * Whether the builtin provider, a rule set and not an LLM, played some of a session's roles
+ * (builtinUse, from the session's config): what the session shows was then made by no model.
+ */
+export const BuiltinUse = z.object({
+  ranByBuiltin: z
+    .boolean()
+    .describe(
+      'The builtin provider (a rule set, not an LLM) played one or more of the model roles, a scenario-scripted run included: no model made what those roles did.',
+    ),
+  builtinRoles: z
+    .array(ModelRoleName)
+    .describe('The roles the builtin provider played; empty when a model played every role.'),
+});
+export type BuiltinUse = z.infer<typeof BuiltinUse>;
+
 /**
  * What a session produced (`orq result`, client.result(), GET /sessions/:id/result), derived
  * from its tasks by deriveSessionResult. Also the partial result of a session that stopped
@@ -53,5 +72,6 @@ export const SessionResult = z.object({
    */
   text: z.string(),
   textTruncated: z.boolean(),
+  ...BuiltinUse.shape,
 });
 export type SessionResult = z.infer<typeof SessionResult>;

@@ -91,6 +91,16 @@ export function providerKey(
 }
 
 /**
+ * Whether a key is set for `variable`, in the environment or as `<variable>_FILE`, without
+ * reading or taking it. A key already taken out of process.env (takeProviderKeys) still counts:
+ * what a command says of the keys it has may come after its pod took them.
+ */
+export function keyIsSet(variable: string, env: NodeJS.ProcessEnv = process.env): boolean {
+  if (env === process.env && taken.has(variable)) return true;
+  return Boolean(env[variable]?.trim() || env[`${variable}_FILE`]?.trim());
+}
+
+/**
  * The variables a pod's config reads keys from: the providers' usual ones and every
  * llm.*.apiKeyEnv. A session may name another variable; that one is taken when first read.
  */

@@ -1,11 +1,12 @@
-import type { ResultConfig } from '../config/schema.js';
+import type { LlmConfig, ResultConfig } from '../config/schema.js';
+import { builtinUse } from '../llm/builtin-roles.js';
 import { OrqError } from '../errors.js';
 import type { ResultGap, ResultOutput, SessionResult } from '../domain/result.js';
 import type { Session, SessionState } from '../domain/session.js';
 import { FINISHED_TASK_STATES, type Task } from '../domain/task.js';
 
 export type ResultSession = Pick<Session, 'id' | 'state' | 'failure'> & {
-  config: { result: ResultConfig };
+  config: { result: ResultConfig; llm: LlmConfig };
 };
 
 type ResultTask = Pick<
@@ -57,6 +58,8 @@ export function deriveSessionResult(
     notes,
     text,
     textTruncated,
+    // Who made the outputs: a newcomer must not take the builtin provider's for a model's.
+    ...builtinUse(session.config),
   };
 }
 

@@ -1,6 +1,7 @@
 import { createLogger } from '../../../shared/logger.js';
 import { checkEvictionPolicy } from '../../../shared/redis.js';
 import { cliConfig, withClient } from '../common.js';
+import { keysSetHere, modelsNotice } from '../models-notice.js';
 import { privateRedisDir, type CliRedis } from '../redis-for-cli.js';
 
 /**
@@ -65,6 +66,15 @@ export async function serveDashboard(options: DashboardOptions): Promise<void> {
           `orq: OpenAPI at ${server.url}/openapi.json\n`,
       );
       if (!config.redis.url) process.stdout.write(privateRedisNotice(redis));
+      // Sessions submitted over this API start from this config: which models they get.
+      process.stderr.write(
+        modelsNotice({
+          llm: config.llm,
+          audience: 'dashboard',
+          keysSet: keysSetHere(),
+          cwd: process.cwd(),
+        }),
+      );
       await new Promise<void>((resolve) => {
         const stop = (signal: string) => {
           logger.info({ signal }, 'dashboard stopping');

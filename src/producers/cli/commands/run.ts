@@ -40,6 +40,7 @@ export function registerRunCommand(program: Command): void {
         // Loaded here, not at start: `--help` and a usage error need neither the client nor the roles.
         const { sessionOverrides, submittedSessionConfig } = await import('../common.js');
         const { checkRunnable, runHere } = await import('../run-here.js');
+        const { keysSetHere, modelsNotice } = await import('../models-notice.js');
         // Bad JSON is a usage error before anything starts.
         const overrides = sessionOverrides(options.sessionConfig);
         await runHere(
@@ -50,6 +51,16 @@ export function registerRunCommand(program: Command): void {
               ...(overrides ? { config: overrides } : {}),
               ...fairnessOptions(options),
             });
+            // Once, from the config the session got: which models (or none) do its work. The
+            // keys are out of the environment by now (runHere); keysSetHere still sees them.
+            process.stderr.write(
+              modelsNotice({
+                llm: session.config.llm,
+                audience: 'run',
+                keysSet: keysSetHere(),
+                cwd: process.cwd(),
+              }),
+            );
             out.write(`orq: session ${session.id} submitted\n`);
             return { sessionId: session.id };
           },

@@ -82,6 +82,18 @@ export async function startPod(options: StartOptions): Promise<void> {
     await served?.server.close();
     process.exit(0);
   }
+  // Which models the roles here call for the sessions of this config, or that none does: said
+  // once nothing can refuse the pod any more (a taken metrics port is its one line).
+  const { keysSetHere, modelsNotice } = await import('../models-notice.js');
+  process.stderr.write(
+    modelsNotice({
+      llm: config.llm,
+      audience: 'pod',
+      roles,
+      keysSet: keysSetHere(),
+      cwd: process.cwd(),
+    }),
+  );
   const { launchRoles } = await import('../../../workers/registry.js');
   const starting = launchRoles(
     {

@@ -2,6 +2,7 @@ import type { HistoryEntry } from '../../../shared/domain/history.js';
 import type { SessionResult } from '../../../shared/domain/result.js';
 import { FINISHED_SESSION_STATES, type Session } from '../../../shared/domain/session.js';
 import type { Task } from '../../../shared/domain/task.js';
+import { builtinNote, builtinUse } from '../../../shared/llm/builtin-roles.js';
 import type { SessionUsage } from '../../../shared/store/usage-store.js';
 import { entryView, fieldsView, planStory } from './history-view.js';
 import { age, html, raw, stateBadge, UI_PATH, usd, type Html } from './html.js';
@@ -122,6 +123,12 @@ function tasksTable(sessionId: string, tasks: readonly Task[], usage: SessionUsa
   </div>`;
 }
 
+/** Says, above all else, that no model made what the page shows (or only some roles' part). */
+function builtinBanner(session: Session): Html {
+  const note = builtinNote(builtinUse(session.config).builtinRoles);
+  return note ? html`<p class="builtin-note" role="note" data-builtin="true">${note}</p>` : html``;
+}
+
 export function sessionBody(data: SessionPageData): Html {
   const { session, tasks, usage } = data;
   const { done, total } = progressOf(tasks);
@@ -129,6 +136,7 @@ export function sessionBody(data: SessionPageData): Html {
   return html`<nav class="crumbs"><a href="${UI_PATH}">Sessions</a> / ${session.id}</nav>
     <h1>Session <code>${session.id}</code> ${stateBadge(session.state)}</h1>
     <p class="instruction">${session.instruction}</p>
+    ${builtinBanner(session)}
     ${fieldsView({
       tenant: session.tenant,
       progress: `${done}/${total} tasks finished`,

@@ -1,5 +1,6 @@
 import { SessionState, type Session } from '../../../shared/domain/session.js';
 import { FINISHED_TASK_STATES, type Task } from '../../../shared/domain/task.js';
+import { BUILTIN_PROVIDER, builtinUse } from '../../../shared/llm/builtin-roles.js';
 import type { SessionUsage } from '../../../shared/store/usage-store.js';
 import { age, html, stateBadge, UI_PATH, usd, type Html } from './html.js';
 
@@ -29,7 +30,16 @@ function row({ session, tasks, usage }: SessionRow, now: number): Html {
     <td><a href="${UI_PATH}/sessions/${session.id}">${session.id}</a></td>
     <td>${stateBadge(session.state)}</td>
     <td>${session.tenant}</td>
-    <td class="instruction">${instruction}</td>
+    <td class="instruction">
+      ${instruction}
+      ${
+        builtinUse(session.config).ranByBuiltin
+          ? html`<span class="tag" title="${BUILTIN_PROVIDER} played some or all roles"
+              >builtin</span
+            >`
+          : ''
+      }
+    </td>
     <td><progress max="${Math.max(total, 1)}" value="${done}"></progress> ${done}/${total}</td>
     <td class="num">${tokens}</td>
     <td class="num">${usd(usage.total.usd)}</td>
