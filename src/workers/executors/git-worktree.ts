@@ -42,7 +42,7 @@ export async function git(
  * The variables that give a commit made in `cwd` orq's fallback identity: none where the
  * repository's config (global and system included) or the environment names one.
  */
-export async function fallbackIdentity(
+async function fallbackIdentity(
   cwd: string,
   signal?: AbortSignal,
 ): Promise<Record<string, string>> {
