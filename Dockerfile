@@ -14,6 +14,12 @@ RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 # --- runtime: compiled code and production dependencies only, as the unprivileged node user ---
 FROM node:24-slim AS runtime
 ENV NODE_ENV=production
+# What the command executor's coding agents need (docs/executors.md#in-a-container): git for the
+# task worktrees and commits, ca-certificates for the agent CLIs' HTTPS calls, bubblewrap (bwrap)
+# for the sandbox some of them run their tools in.
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends git ca-certificates bubblewrap \
+  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=build /app/package.json /app/package-lock.json ./
 COPY --from=build /app/node_modules ./node_modules

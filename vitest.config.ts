@@ -6,6 +6,8 @@ export default defineConfig({
   test: {
     include: ['tests/**/*.test.ts'],
     globalSetup: ['tests/support/global-redis.ts', 'tests/support/global-cli.ts'],
+    // git as in a pod: no global or system config, so no identity but the one a test sets.
+    setupFiles: ['tests/support/bare-git.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // Integration tests share one redis-server; each test file uses its own key prefix.

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -310,6 +310,96 @@ describe('the command executor', () => {
     // The next attempt runs the agent.
     await executor.execute(executorContext(db.store, session, task, { attempt: 2 }));
     expect(git(['rev-list', '--count', `main..${branch}`], repo)).toBe('2');
+  });
+
+  describe('with no git identity anywhere, as in a pod', () => {
+    const identityOf = (repo: string, rev: string) =>
+      git(['log', '-1', '--format=%an <%ae>|%cn <%ce>', rev], repo);
+    const ORQ = 'orq <orq@localhost>|orq <orq@localhost>';
+
+    it("commits the agent's work as orq <orq@localhost>, and records its run", async () => {
+      const { repo, session, branch } = setup();
+      // Neither the repository nor a global or system config (tests/support/bare-git.ts) nor
+      // the environment names an identity.
+      expect((await gitRun(['config', '--get-regexp', String.raw`^user\.`], repo)).code).toBe(1);
+      expect(process.env.GIT_AUTHOR_NAME ?? process.env.EMAIL).toBeUndefined();
+      const executor = createCommandExecutor();
+      const result = await executor.execute(executorContext(db.store, session, task));
+      expect(result.error).toBeUndefined();
+      expect(identityOf(repo, branch)).toBe(ORQ);
+      expect(git(['rev-parse', '--verify', `refs/orq/${branch}/agent-run-1-1`], repo)).toMatch(
+        /^[0-9a-f]{40}$/,
+      );
+      // The record is used: the same attempt again does not run the agent.
+      const again = await executor.execute(executorContext(db.store, session, task));
+      expect(again.log).toMatch(/agent round 1 ran in an earlier delivery of attempt 1/);
+    });
+
+    it("merges its dependencies' branches, and ends a run without changes, as orq", async () => {
+      const { repo, session } = setup();
+      const executor = createCommandExecutor();
+      for (const id of ['t1', 't2']) {
+        const done = await executor.execute(executorContext(db.store, session, { ...task, id }));
+        expect(done.error).toBeUndefined();
+      }
+      const t3 = { ...task, id: 't3', dependencies: ['t1', 't2'] };
+      const merged = await executor.execute(executorContext(db.store, session, t3));
+      expect(merged.error).toBeUndefined();
+      expect(merged.log).toContain(`merged ${taskBranchName(session.id, 't2')}`);
+      const b3 = taskBranchName(session.id, 't3');
+      const merge = git(['log', '--merges', '-1', '--format=%H', b3], repo);
+      expect(merge).toMatch(/^[0-9a-f]{40}$/);
+      expect(identityOf(repo, merge)).toBe(ORQ);
+
+      const idle = setup({ template: [process.execPath, '-e', ''] });
+      const empty = await executor.execute(executorContext(db.store, idle.session, task));
+      expect(empty.error).toBeUndefined();
+      expect(git(['log', '-1', '--format=%s', idle.branch], idle.repo)).toMatch(/made no changes/);
+      expect(identityOf(idle.repo, idle.branch)).toBe(ORQ);
+    });
+
+    it("keeps the repository's own identity where it has one", async () => {
+      const { repo, session, branch } = setup();
+      execFileSync('git', ['config', 'user.name', 'Ada'], { cwd: repo });
+      execFileSync('git', ['config', 'user.email', 'ada@example.com'], { cwd: repo });
+      await createCommandExecutor().execute(executorContext(db.store, session, task));
+      expect(identityOf(repo, branch)).toBe('Ada <ada@example.com>|Ada <ada@example.com>');
+    });
+  });
+
+  describe('a run whose work could not be committed', () => {
+    it('is not run again by the next delivery, which commits its work; the error says what to fix', async () => {
+      const runs = join(tmp, 'runs-of-uncommitted');
+      const { repo, session, branch } = setup({
+        template: [
+          process.execPath,
+          '-e',
+          `const fs = require('node:fs'); fs.appendFileSync(${JSON.stringify(runs)}, 'run\\n'); fs.writeFileSync('t1.txt', 'work\\n')`,
+        ],
+      });
+      // An identity git refuses: orq's fallback does not override a configured one.
+      execFileSync('git', ['config', 'user.name', '.'], { cwd: repo });
+      const executor = createCommandExecutor();
+      const failed = executor.execute(executorContext(db.store, session, task));
+      await expect(failed).rejects.toThrow(
+        /name consists only of disallowed characters.*Set user\.name and user\.email of the repository .*orq's fallback identity orq <orq@localhost> applies/s,
+      );
+      expect(readFileSync(runs, 'utf8')).toBe('run\n');
+      expect(git(['rev-list', '--count', `main..${branch}`], repo)).toBe('0');
+
+      // Fixed as the hint says; the job's next delivery of the same attempt.
+      execFileSync('git', ['config', '--unset', 'user.name'], { cwd: repo });
+      const again = await executor.execute(executorContext(db.store, session, task));
+      expect(again.error).toBeUndefined();
+      expect(readFileSync(runs, 'utf8')).toBe('run\n');
+      expect(again.log).toMatch(
+        /agent round 1 ran in an earlier delivery of attempt 1 \(commit [0-9a-f]{12}, exit code 0\): not run again; what it left was recorded but not committed: committed now/,
+      );
+      expect(git(['show', `${branch}:t1.txt`], repo)).toBe('work');
+      expect(git(['log', '-1', '--format=%s|%an', branch], repo)).toBe(
+        'orq: t1 attempt 1: Write the parser|orq',
+      );
+    });
   });
 
   it('gives the agent the attempt and a key that is the same for every delivery of it', async () => {

@@ -109,7 +109,6 @@ describe('the worktree lock of a repository', () => {
       branch: taskBranchName('s', taskId),
       path: join(tmp, 'ws-lock', `${repo.split('/').at(-1)}-${taskId}`),
       mergeBranches: [],
-      identity: [],
     });
 
   it('holds back adding a worktree while another process adds, removes or prunes one', async () => {

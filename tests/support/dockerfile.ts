@@ -4,6 +4,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   symlinkSync,
@@ -75,6 +76,8 @@ export interface ImageStage {
   env: Record<string, string>;
   /** Its VOLUME paths. */
   volumes: string[];
+  /** The Debian packages its RUN steps install (`apt-get install`); not installed locally. */
+  packages: string[];
   /**
    * Owners set by COPY --chown and RUN chown, by path inside the stage; `recursive` when the
    * files below it were given the same owner. Every other path belongs to root.
@@ -135,7 +138,8 @@ export interface DryBuildOptions {
 /**
  * Replays the Dockerfile. Supported: FROM [AS name], WORKDIR, COPY [--from=stage] [--chown=…],
  * RUN made of `npm ci …`, `npm run <script>`, `npm prune …`, `mkdir [-p] <dirs>` and
- * `chown [-R] <user>[:<group>] <paths>` joined by `&&` (anything else throws, so a new step is
+ * `chown [-R] <user>[:<group>] <paths>`, `apt-get update`, `apt-get install <options> <packages>`
+ * (recorded on the stage, as root only) and `rm -rf <paths>` joined by `&&` (anything else throws, so a new step is
  * noticed; a mkdir or chown under a declared VOLUME throws too, since Docker discards it),
  * ENV, USER and VOLUME (recorded on the stage), and ENTRYPOINT/CMD (no effect on files).
  */
@@ -174,6 +178,7 @@ async function replay(options: DryBuildOptions, stages: ImageStage[]): Promise<v
         user: 'root',
         env: {},
         volumes: [],
+        packages: [],
         owners: new Map(),
       });
       continue;
@@ -257,7 +262,22 @@ async function replay(options: DryBuildOptions, stages: ImageStage[]): Promise<v
               }
               stage.owners.set(path, { user: owner.split(':')[0]!, recursive });
             }
-          } else if (!/^npm prune\b/.test(step)) {
+          } else if (/^apt-get install\s/.test(step)) {
+            if (!isRoot(stage.user)) throw new Error(`${step}: only root may install packages`);
+            const words = step.split(/\s+/).slice(2);
+            stage.packages.push(...words.filter((w) => !w.startsWith('-')));
+          } else if (/^rm -rf\s/.test(step)) {
+            for (const path of runPaths(stage, step, step.split(/\s+/).slice(2))) {
+              // `<folder>/*` (apt's lists): what the folder holds, the only glob supported.
+              const folder = join(stage.root, path.replace(/\/\*$/, ''));
+              const targets = !path.endsWith('/*')
+                ? [folder]
+                : existsSync(folder)
+                  ? readdirSync(folder).map((name) => join(folder, name))
+                  : [];
+              for (const target of targets) rmSync(target, { recursive: true, force: true });
+            }
+          } else if (!/^npm prune\b/.test(step) && step !== 'apt-get update') {
             throw new Error(`RUN step the dry build does not know: ${step}`);
           }
         }

@@ -1,8 +1,9 @@
 import { execFileSync } from 'node:child_process';
 
 /**
- * git with a local identity and `main` as the first branch: the tests never rely on a global
- * git config. Returns stdout, trimmed.
+ * git as the tests' own hand: with an identity of its own on the command line (set for this
+ * command only, never in the repository, so orq's commits there find none, as in a pod:
+ * tests/support/bare-git.ts) and `main` as the first branch. Returns stdout, trimmed.
  */
 export function git(args: string[], cwd: string): string {
   return execFileSync(

@@ -225,6 +225,17 @@ describe('Dockerfile', () => {
     expect(entrypoint()).toEqual(['node', 'dist/producers/cli/main.js']);
   });
 
+  it("installs in its runtime stage what the command executor's agents need: git, ca-certificates, bubblewrap", async () => {
+    // git: worktrees and commits; ca-certificates: the agent CLIs' HTTPS; bubblewrap: their sandbox.
+    // The replay records the packages of `apt-get install` steps run as root.
+    expect((await finalStage()).packages).toEqual(
+      expect.arrayContaining(['git', 'ca-certificates', 'bubblewrap']),
+    );
+    // The build stage does not count: only the runtime stage is the image.
+    const runtimeRuns = final.filter((i) => i.keyword === 'RUN').map((i) => i.args);
+    expect(runtimeRuns.some((r) => /apt-get install .*\bgit\b/.test(r))).toBe(true);
+  }, 180_000);
+
   it('the image replayed from it (npm ci, npm run build, copies) holds the ENTRYPOINT', async () => {
     const app = await image();
     expect(existsSync(join(app, entrypoint()[1]!))).toBe(true);

@@ -8,7 +8,6 @@ import { providerKey } from '../../shared/llm/provider-keys.js';
 import {
   commitAll,
   commitEmpty,
-  commitIdentity,
   git,
   gitOk,
   openWorktree,
@@ -16,7 +15,7 @@ import {
   type Worktree,
 } from './git-worktree.js';
 import { agentRecordPath, forgetAgent, recordAgent, stopLeftoverAgent } from './agent-record.js';
-import { finishedAgentRun, recordAgentRun } from './agent-runs.js';
+import { finishedAgentRun, recordAgentRun, restoreAgentRun } from './agent-runs.js';
 import { describeOutcome, runProcess, withoutPodSecrets, type ProcessOutcome } from './process.js';
 import { taskPrompt } from './prompt.js';
 import type { Executor, ExecutorContext } from './types.js';
@@ -169,7 +168,6 @@ async function runCommandTask(
   const keys = agentKeys(cfg.providerKeys);
   const repository = resolve(cfg.repository);
   const branch = taskBranchName(session.id, task.id);
-  const identity = await commitIdentity(repository);
   const path = taskWorkspacePath(session.config.execution.workspaceRoot, session.id, task.id);
   // Before each side effect: a delivery that lost its job to another pod must not touch the
   // worktree, the branch or the other delivery's agent (issue 35).
@@ -183,7 +181,6 @@ async function runCommandTask(
     path,
     ...(cfg.baseBranch ? { baseRef: cfg.baseBranch } : {}),
     mergeBranches: task.dependencies.map((id) => taskBranchName(session.id, id)),
-    identity,
     attempt: ctx.attempt,
     signal: ctx.signal,
     // Holding the task's lock, before the worktree is opened again: an agent a killed pod left
@@ -215,13 +212,25 @@ async function runCommandTask(
     };
     const basePrompt = `${taskPrompt(ctx)}\n${instructionsFor(worktree)}`;
 
+    const roundMessage = (round: number) =>
+      `orq: ${task.id} attempt ${ctx.attempt}${round > 1 ? ` (round ${round})` : ''}: ${task.title}`;
+
     const runAgent = async (prompt: string, round: number): Promise<ProcessOutcome> => {
-      // An earlier delivery of this attempt ran this round to its end and committed it: its
-      // result was lost, not its work, so the agent does not run again (issue 35).
+      // An earlier delivery of this attempt ran this round to its end and recorded it: its
+      // result was lost, not its work, so the agent does not run again (issue 35). Its work
+      // is committed now if that delivery ended before it could (issue 45).
       const earlier = await finishedAgentRun(worktree.path, branch, ctx.attempt, round);
       if (earlier) {
+        let commit = earlier.commit;
+        if (commit === undefined) {
+          await confirmCurrent();
+          await restoreAgentRun(worktree.path, earlier.record);
+          commit =
+            (await commitAll(worktree.path, roundMessage(round))) ??
+            (await gitOk(['rev-parse', 'HEAD'], worktree.path));
+        }
         log.push(
-          `agent round ${round} ran in an earlier delivery of attempt ${ctx.attempt} (commit ${earlier.commit.slice(0, 12)}, ${describeOutcome(earlier.outcome, timeoutMs)}): not run again`,
+          `agent round ${round} ran in an earlier delivery of attempt ${ctx.attempt} (commit ${commit.slice(0, 12)}, ${describeOutcome(earlier.outcome, timeoutMs)}): not run again${earlier.commit ? '' : '; what it left was recorded but not committed: committed now'}`,
         );
         return earlier.outcome;
       }
@@ -262,12 +271,10 @@ async function runCommandTask(
       signal.throwIfAborted();
       log.push(`agent ${describeOutcome(outcome, timeoutMs)} after ${outcome.durationMs} ms`);
       await confirmCurrent();
-      await commitAll(
-        worktree.path,
-        `orq: ${task.id} attempt ${ctx.attempt}${round > 1 ? ` (round ${round})` : ''}: ${task.title}`,
-        identity,
-      );
+      // Recorded before the commit: a commit that fails (or a pod killed in between) must not
+      // make the next delivery run the agent again.
       await recordAgentRun(worktree.path, branch, ctx.attempt, round, outcome);
+      await commitAll(worktree.path, roundMessage(round));
       return outcome;
     };
 
@@ -322,7 +329,6 @@ async function runCommandTask(
       head = await commitEmpty(
         worktree.path,
         `orq: ${task.id} attempt ${ctx.attempt} made no changes: ${task.title}`,
-        identity,
       );
     }
     const diffStat = (

@@ -4,6 +4,13 @@ import { rm, rmdir, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { OrqError, ValidationError } from '../../shared/errors.js';
 import { distinctName } from './distinct-name.js';
+import {
+  fallbackIdentityEnv,
+  identityHint,
+  IDENTITY_KEYS,
+  makesCommits,
+  parseConfigLines,
+} from './git-identity.js';
 import { lockTask, withWorktreeAdminLock } from './worktree-locks.js';
 
 export interface GitResult {
@@ -19,10 +26,35 @@ const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
 /**
  * Runs git without a shell; a non-zero exit is returned, not thrown. Output past `maxBytes`
  * stops git and is left out (`truncated`): a diff of a 70 MB file must not fail the task.
+ * A command that makes commits gets orq's fallback identity where git has none (git-identity.ts).
  */
-export function git(
+export async function git(
   args: readonly string[],
   cwd: string,
+  signal?: AbortSignal,
+  maxBytes = DEFAULT_MAX_BYTES,
+): Promise<GitResult> {
+  const identity = makesCommits(args) ? await fallbackIdentity(cwd, signal) : {};
+  return runGit(args, cwd, identity, signal, maxBytes);
+}
+
+/**
+ * The variables that give a commit made in `cwd` orq's fallback identity: none where the
+ * repository's config (global and system included) or the environment names one.
+ */
+async function fallbackIdentity(
+  cwd: string,
+  signal?: AbortSignal,
+): Promise<Record<string, string>> {
+  const config = await runGit(['config', '--get-regexp', IDENTITY_KEYS], cwd, {}, signal);
+  // Exit 1: no such key is set.
+  return fallbackIdentityEnv(config.code === 0 ? parseConfigLines(config.stdout) : {}, process.env);
+}
+
+function runGit(
+  args: readonly string[],
+  cwd: string,
+  extraEnv: Record<string, string>,
   signal?: AbortSignal,
   maxBytes = DEFAULT_MAX_BYTES,
 ): Promise<GitResult> {
@@ -34,7 +66,7 @@ export function git(
         cwd,
         maxBuffer: maxBytes,
         // Never wait for a password prompt or an editor.
-        env: { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_EDITOR: 'true' },
+        env: { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_EDITOR: 'true', ...extraEnv },
         ...(signal ? { signal } : {}),
       },
       (error, stdout, stderr) => {
@@ -103,12 +135,11 @@ export async function gitOk(
     result = await git(args, cwd, signal);
   }
   if (result.code !== 0) {
+    const hint = identityHint(result.stderr);
     throw new OrqError(
       'INVALID_STATE',
       `git ${args.join(' ')} failed: ${result.stderr.trim() || result.stdout.trim()}`,
-      {
-        details: { cwd, args, exitCode: result.code },
-      },
+      { details: { cwd, args, exitCode: result.code }, ...(hint ? { hint } : {}) },
     );
   }
   return result.stdout.trim();
@@ -133,19 +164,6 @@ export async function branchExists(repository: string, branch: string): Promise<
   return (
     (await git(['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`], repository)).code === 0
   );
-}
-
-/**
- * `-c user.name/-c user.email` when the repository has no identity configured, so orq's own
- * commits work on a bare machine; a configured identity is left alone.
- */
-export async function commitIdentity(repository: string): Promise<string[]> {
-  const email = await git(['config', '--get', 'user.email'], repository);
-  const name = await git(['config', '--get', 'user.name'], repository);
-  return [
-    ...(name.code === 0 && name.stdout.trim() ? [] : ['-c', 'user.name=orq']),
-    ...(email.code === 0 && email.stdout.trim() ? [] : ['-c', 'user.email=orq@localhost']),
-  ];
 }
 
 export interface Worktree {
@@ -181,7 +199,6 @@ export interface OpenWorktreeOptions {
   baseRef?: string;
   /** Branches merged in when they exist (the task's dependencies' branches). */
   mergeBranches: readonly string[];
-  identity: readonly string[];
   /** The execution attempt: its start is kept in refs/orq/<branch>/attempt-<n>. */
   attempt?: number;
   signal?: AbortSignal;
@@ -337,21 +354,25 @@ export async function openWorktree(options: OpenWorktreeOptions): Promise<Worktr
     for (const other of options.mergeBranches) {
       if (!(await branchExists(repository, other))) continue;
       const merged = await git(
-        [
-          ...options.identity,
-          'merge',
-          '--no-edit',
-          '--no-verify',
-          '-m',
-          `orq: merge ${other} into ${branch}`,
-          other,
-        ],
+        ['merge', '--no-edit', '--no-verify', '-m', `orq: merge ${other} into ${branch}`, other],
         path,
         signal,
       );
       if (merged.code === 0) notes.push(`merged ${other}`);
       else {
         await git(['merge', '--abort'], path);
+        // Not a conflict: every merge would fail the same way, and leaving them out is wrong.
+        const hint = identityHint(merged.stderr);
+        if (hint) {
+          throw new OrqError(
+            'INVALID_STATE',
+            `git merge ${other} failed: ${merged.stderr.trim().split('\n').at(-1) ?? ''}`,
+            {
+              hint,
+              details: { path, branch, other },
+            },
+          );
+        }
         notes.push(
           `could not merge ${other} (conflict); left out: ${merged.stdout.trim().split('\n').at(-1) ?? ''}`,
         );
@@ -401,26 +422,15 @@ async function attemptStart(
 }
 
 /** Commits every change in the worktree; returns the new commit, or undefined when clean. */
-export async function commitAll(
-  worktree: string,
-  message: string,
-  identity: readonly string[],
-): Promise<string | undefined> {
+export async function commitAll(worktree: string, message: string): Promise<string | undefined> {
   await gitOk(['add', '-A'], worktree);
   if ((await git(['diff', '--cached', '--quiet'], worktree)).code === 0) return undefined;
-  await gitOk([...identity, 'commit', '-q', '--no-verify', '-m', message], worktree);
+  await gitOk(['commit', '-q', '--no-verify', '-m', message], worktree);
   return gitOk(['rev-parse', 'HEAD'], worktree);
 }
 
 /** An empty commit recording the run, so every task ends with a commit of its own. */
-export async function commitEmpty(
-  worktree: string,
-  message: string,
-  identity: readonly string[],
-): Promise<string> {
-  await gitOk(
-    [...identity, 'commit', '-q', '--no-verify', '--allow-empty', '-m', message],
-    worktree,
-  );
+export async function commitEmpty(worktree: string, message: string): Promise<string> {
+  await gitOk(['commit', '-q', '--no-verify', '--allow-empty', '-m', message], worktree);
   return gitOk(['rev-parse', 'HEAD'], worktree);
 }
