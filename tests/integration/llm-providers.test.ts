@@ -453,6 +453,42 @@ describe('what a judge model is asked for and must answer', () => {
       expect.objectContaining({ success: false, shouldContinue: true }),
     );
   });
+
+  it('refuses alreadySatisfied without success with a repair turn; with success the task is SKIPPED', async () => {
+    const marker = '[already-satisfied]';
+    const server = servers.openai;
+    behaviours.set(marker, (request) => {
+      const [, id] = taskOf(request) ?? [];
+      if (request.schemaName !== 'TaskJudgement' || id !== 't1') return happyReply(request);
+      return request.followUp
+        ? {
+            json: {
+              success: true,
+              shouldContinue: false,
+              shouldReplan: false,
+              alreadySatisfied: true,
+              reason: 'the index existed before',
+            },
+          }
+        : {
+            json: {
+              success: false,
+              shouldContinue: false,
+              shouldReplan: false,
+              alreadySatisfied: true,
+              reason: 'nothing to do',
+            },
+          };
+    });
+    const { view, history } = await runSession(`${marker} build it`, server);
+    expect(view.session.state).toBe('COMPLETED');
+    const repair = requestsWith(server, marker, 'TaskJudgement').find((r) => r.followUp);
+    expect(repair?.messages.at(-1)?.content).toContain('alreadySatisfied');
+    expect(view.tasks.find((t) => t.id === 't1')?.state).toBe('SKIPPED');
+    expect(judgementsOf(history, 'task')).toContainEqual(
+      expect.objectContaining({ success: true, alreadySatisfied: true }),
+    );
+  });
 });
 
 describe('a server that ignores the requested reply format', () => {

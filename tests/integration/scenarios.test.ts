@@ -720,6 +720,44 @@ describe('continuations (seed 001)', () => {
   });
 });
 
+describe('a task already satisfied (issue 50)', () => {
+  it("is SKIPPED on the judge's word, with the reason, and its dependents run", async () => {
+    const { client, id } = await run(exampleScenario('already-satisfied.yaml'));
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.tasks.map((t) => [t.id, t.state])).toEqual([
+      ['A', 'SKIPPED'],
+      ['B', 'DONE'],
+      ['C', 'DONE'],
+    ]);
+    const h = await historyOf(client, id);
+    const [satisfied] = decisions(h, 'task:satisfied');
+    expect(satisfied?.taskId).toBe('A');
+    expect(satisfied?.reason).toContain('already satisfied');
+    expect(satisfied?.reason).toContain('The route existed before this task ran');
+    expect(taskMoved(h, 'B', 'RUNNING')).toBeGreaterThan(taskMoved(h, 'A', 'SKIPPED'));
+    // A SKIPPED task is not in the result: the session's result is its final tasks B and C.
+    const result = await client.result(id);
+    expect(result.text).toContain('## B: ');
+    expect(result.text).toContain('## C: ');
+    expect(result.text).not.toContain('## A: ');
+  });
+
+  it('refuses a scenario whose verdict says alreadySatisfied without success', async () => {
+    const path = scenarios.write('satisfied-failure', {
+      plans: [{ tasks: [{ id: 't1', title: 'T', acceptance: 'a', context: 'c' }] }],
+      planJudgements: [{ score: 90, isAcceptable: true }],
+      tasks: { t1: { judgements: [{ success: false, alreadySatisfied: true }] } },
+    });
+    const { client, id } = await run(path);
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('FAILED');
+    expect(view.session.failure?.reason).toContain(
+      'alreadySatisfied: true goes with success: true only',
+    );
+  });
+});
+
 describe('cancel', () => {
   it('stops an execution in flight at the cancel and drops its result', async () => {
     const executing = deferred();

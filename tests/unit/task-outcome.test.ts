@@ -1,6 +1,10 @@
 import { describe, it, expect } from 'vitest';
 import { ExecutionConfig, ReplanningConfig } from '../../src/shared/config/schema.js';
-import { TaskJudgement, type ReplanningInfo } from '../../src/shared/domain/task.js';
+import {
+  TaskJudgement,
+  TaskJudgementAnswer,
+  type ReplanningInfo,
+} from '../../src/shared/domain/task.js';
 import {
   decideTaskOutcome,
   effectiveMaxReplanIterations,
@@ -90,6 +94,40 @@ describe('decideTaskOutcome: the three-way judgement of seed 001', () => {
   it('says in the reason when the judge gave none', () => {
     const outcome = decide({ judgement: { success: false } });
     expect(outcome.reason).toContain('no reason');
+  });
+});
+
+describe('decideTaskOutcome: a task already satisfied (issue 50)', () => {
+  it('skips a task the judge found met before it ran, with the reason', () => {
+    const outcome = decide({
+      judgement: { success: true, alreadySatisfied: true, reason: 'the route existed' },
+    });
+    expect(outcome.kind).toBe('satisfied');
+    expect(outcome.reason).toContain('already satisfied');
+    expect(outcome.reason).toContain('judge: the route existed');
+  });
+
+  it('marks it done when alreadySatisfied is false or absent', () => {
+    expect(decide({ judgement: { success: true, alreadySatisfied: false } }).kind).toBe('done');
+    expect(decide({ judgement: { success: true } }).kind).toBe('done');
+  });
+
+  it('refuses a verdict that says alreadySatisfied without success', () => {
+    for (const flags of [
+      { shouldContinue: true },
+      { shouldReplan: true },
+      { shouldContinue: false, shouldReplan: false },
+    ]) {
+      const parsed = TaskJudgementAnswer.safeParse({
+        success: false,
+        alreadySatisfied: true,
+        ...flags,
+      });
+      expect(parsed.success, JSON.stringify(flags)).toBe(false);
+      expect(
+        TaskJudgement.safeParse({ success: false, alreadySatisfied: true, ...flags }).success,
+      ).toBe(false);
+    }
   });
 });
 

@@ -69,25 +69,44 @@ export const TaskResult = z.object({
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 
-/**
- * What the task judge (a model) answers on one execution (seed 001's three-way judgement). Both
- * flags are required: a failed verdict without them is a repair turn, so BLOCKED (all three
- * false) means the judge said so, not that it left the flags out.
- */
-export const TaskJudgementAnswer = z.object({
+const TaskJudgementFields = z.object({
   success: z.boolean(),
   shouldContinue: z.boolean(),
   shouldReplan: z.boolean(),
   reason: z.string().default(''),
   missingRequirements: z.array(z.string()).default([]),
+  /**
+   * The acceptance was met before this execution: the repository or earlier tasks already did
+   * it (issue 50, from the seeds' origin). The task is SKIPPED, its dependents go on. Only with
+   * `success`: "already done" with a failure is no verdict, and is refused.
+   */
+  alreadySatisfied: z.boolean().optional(),
 });
+
+/** alreadySatisfied goes with success only: any other combination is a bad verdict. */
+const satisfiedOnlyWithSuccess = (judgement: { success: boolean; alreadySatisfied?: boolean }) =>
+  !judgement.alreadySatisfied || judgement.success;
+const SATISFIED_ONLY_WITH_SUCCESS = {
+  message: 'alreadySatisfied: true goes with success: true only (the task is met already)',
+  path: ['alreadySatisfied'],
+};
+
+/**
+ * What the task judge (a model) answers on one execution (seed 001's three-way judgement). Both
+ * flags are required: a failed verdict without them is a repair turn, so BLOCKED (all three
+ * false) means the judge said so, not that it left the flags out.
+ */
+export const TaskJudgementAnswer = TaskJudgementFields.refine(
+  satisfiedOnlyWithSuccess,
+  SATISFIED_ONLY_WITH_SUCCESS,
+);
 export type TaskJudgementAnswer = z.infer<typeof TaskJudgementAnswer>;
 
 /**
  * A task verdict as orq keeps it. The flags default to false for orq's own fakes (scenario
  * files, the builtin models) and for records stored before the answer required them.
  */
-export const TaskJudgement = TaskJudgementAnswer.extend({
+export const TaskJudgement = TaskJudgementFields.extend({
   shouldContinue: z.boolean().default(false),
   shouldReplan: z.boolean().default(false),
   /**
@@ -100,7 +119,8 @@ export const TaskJudgement = TaskJudgementAnswer.extend({
       reason: z.string(),
     })
     .optional(),
-});
+}).refine(satisfiedOnlyWithSuccess, SATISFIED_ONLY_WITH_SUCCESS);
+
 export type TaskJudgement = z.infer<typeof TaskJudgement>;
 
 export const Task = z.object({

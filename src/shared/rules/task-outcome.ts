@@ -14,6 +14,8 @@ export type TaskBlockedCause = z.infer<typeof TaskBlockedCause>;
 /** What the coordinator does with a task after the Judge's verdict (seed 001). */
 export const TaskOutcome = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('done'), reason: z.string() }),
+  /** The judge found the acceptance met before the execution (issue 50): SKIPPED, not DONE. */
+  z.object({ kind: z.literal('satisfied'), reason: z.string() }),
   z.object({
     kind: z.literal('continue'),
     reason: z.string(),
@@ -111,6 +113,7 @@ function replanBlockedReason(check: ReplanCheck & { possible: false }): string {
  *
  * | judgement                         | outcome                                            |
  * |-----------------------------------|----------------------------------------------------|
+ * | success and alreadySatisfied      | satisfied: SKIPPED, dependents go on (issue 50)    |
  * | success                           | done (shouldContinue / shouldReplan are ignored)   |
  * | shouldContinue, continuations left| continue (even if shouldReplan is also set)        |
  * | shouldContinue, none left         | replan if shouldReplan and a replan is possible,   |
@@ -128,6 +131,12 @@ export function decideTaskOutcome(input: DecideTaskOutcomeInput): TaskOutcome {
   const { judgement, task, replanning, execution } = input;
   const said = judgeSaid(judgement);
 
+  if (judgement.success && judgement.alreadySatisfied) {
+    return {
+      kind: 'satisfied',
+      reason: `The judge found the task already satisfied before this execution, so it is skipped and its dependents go on (${said}).`,
+    };
+  }
   if (judgement.success) {
     return { kind: 'done', reason: `The judge accepted the task (${said}).` };
   }

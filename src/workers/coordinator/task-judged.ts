@@ -65,11 +65,11 @@ async function judged(
     execution: session.config.execution,
   });
 
-  const dependents =
-    outcome.kind === 'done'
-      ? (ctx.store.writtenTasks(event.sessionId, task.dependents)?.tasks ??
-        (await ctx.store.loadTasks(event.sessionId, task.dependents)))
-      : new Map<string, TaskSnapshot>();
+  const releases = outcome.kind === 'done' || outcome.kind === 'satisfied';
+  const dependents = releases
+    ? (ctx.store.writtenTasks(event.sessionId, task.dependents)?.tasks ??
+      (await ctx.store.loadTasks(event.sessionId, task.dependents)))
+    : new Map<string, TaskSnapshot>();
   const edits = new TaskEdits(session, [snapshot, ...dependents.values()]);
   edits.history.push(
     {
@@ -108,6 +108,10 @@ async function judged(
   switch (outcome.kind) {
     case 'done':
       edits.put({ ...judged, state: 'DONE', feedback: undefined }, outcome.reason);
+      edits.releaseDependents(task.id);
+      break;
+    case 'satisfied':
+      edits.put({ ...judged, state: 'SKIPPED', feedback: undefined }, outcome.reason);
       edits.releaseDependents(task.id);
       break;
     case 'continue':
