@@ -176,6 +176,19 @@ export const JudgeTaskJob = z
   .refine(...hasResult);
 export type JudgeTaskJob = z.infer<typeof JudgeTaskJob>;
 
+/**
+ * judging.checkAlreadySatisfied (issue 50): before a task's first execution, the judge is asked
+ * whether the task is met already. Sent in place of its first work job.
+ */
+export const CheckTaskJob = z.object({
+  sessionId: SessionId,
+  traceparent,
+  taskId: TaskId,
+  /** The task as dispatched, with its dependencies' outputs (older jobs lack it: read). */
+  task: TaskCard.optional(),
+});
+export type CheckTaskJob = z.infer<typeof CheckTaskJob>;
+
 export const ReplanJob = z.object({
   sessionId: SessionId,
   taskId: TaskId,
@@ -216,6 +229,17 @@ export const TaskJudgedEvent = z
   })
   .refine(...hasResult);
 export type TaskJudgedEvent = z.infer<typeof TaskJudgedEvent>;
+
+/** The judge's answer to a CheckTaskJob: skip the task (alreadySatisfied) or run it. */
+export const TaskCheckedEvent = z.object({
+  sessionId: SessionId,
+  traceparent,
+  taskId: TaskId,
+  judgement: TaskJudgement,
+  /** The judge's calls, counted by the coordinator's write of this event (applied or ignored). */
+  unsettledUsage: z.array(UnsettledUsage).optional(),
+});
+export type TaskCheckedEvent = z.infer<typeof TaskCheckedEvent>;
 
 export const TaskReplannedEvent = z.object({
   sessionId: SessionId,
@@ -279,12 +303,13 @@ export type JobFailedEvent = z.infer<typeof JobFailedEvent>;
 /** Job names with their payload schemas, per queue: producers and consumers import these. */
 export const JobSchemas = {
   plan: { plan: PlanJob },
-  judge: { 'judge-plan': JudgePlanJob, 'judge-task': JudgeTaskJob },
+  judge: { 'judge-plan': JudgePlanJob, 'judge-task': JudgeTaskJob, 'check-task': CheckTaskJob },
   work: { execute: ExecuteJob },
   replan: { 'replan-task': ReplanJob },
   coordinator: {
     'plan-judged': PlanJudgedEvent,
     'task-judged': TaskJudgedEvent,
+    'task-checked': TaskCheckedEvent,
     'task-replanned': TaskReplannedEvent,
     cancel: CancelEvent,
     resume: ResumeEvent,
@@ -364,6 +389,9 @@ export const jobIds = {
    */
   judgeTask: (sid: string, tid: string, attempt: number, fence?: number) =>
     `judge-task|${sid}|${tid}|${attempt}${fenceSuffix(fence)}`,
+  /** Once per task: only its first execution is checked (judging.checkAlreadySatisfied). */
+  checkTask: (sid: string, tid: string) => `check-task|${sid}|${tid}`,
+  taskChecked: (sid: string, tid: string) => `ev-task-checked|${sid}|${tid}`,
   replan: (sid: string, tid: string, attempt: number) => `replan|${sid}|${tid}|${attempt}`,
   planJudged: (sid: string, attempt: number) => `ev-plan-judged|${sid}|${attempt}`,
   taskJudged: (sid: string, tid: string, attempt: number, fence?: number) =>

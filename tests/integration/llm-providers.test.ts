@@ -164,8 +164,12 @@ async function runSession(
   instruction: string,
   server: Pick<FakeLlmServer, 'protocol' | 'baseUrl'>,
   llm = {},
+  config: Record<string, unknown> = {},
 ) {
-  const session = await cluster.client.submit({ instruction, config: llmConfig(server, llm) });
+  const session = await cluster.client.submit({
+    instruction,
+    config: { ...config, ...llmConfig(server, llm) },
+  });
   const view = await cluster.client.wait(session.id, WAIT);
   return { id: session.id, view, history: await historyOf(cluster.client, session.id) };
 }
@@ -452,6 +456,42 @@ describe('what a judge model is asked for and must answer', () => {
     expect(judgementsOf(history, 'task')).toContainEqual(
       expect.objectContaining({ success: false, shouldContinue: true }),
     );
+  });
+
+  it('with judging.checkAlreadySatisfied, asks before each task runs and skips the one met already', async () => {
+    const marker = '[check-before-run]';
+    const server = servers.anthropic;
+    const notRunYet = (request: FakeLlmRequest) =>
+      /\(id `([^`]+)`\), not run yet/.exec(request.text)?.[1];
+    behaviours.set(marker, (request) => {
+      const id = request.schemaName === 'TaskJudgement' ? notRunYet(request) : undefined;
+      if (id === undefined) return happyReply(request);
+      const met = id === 't1';
+      return {
+        json: {
+          success: met,
+          shouldContinue: false,
+          shouldReplan: false,
+          alreadySatisfied: met,
+          reason: met ? 'the users table exists already' : 'nothing of it exists yet',
+        },
+      };
+    });
+    const { view, history } = await runSession(
+      `${marker} build it`,
+      server,
+      {},
+      {
+        judging: { checkAlreadySatisfied: true },
+      },
+    );
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.tasks.find((t) => t.id === 't1')?.state).toBe('SKIPPED');
+    expect(view.tasks.filter((t) => t.id !== 't1').every((t) => t.state === 'DONE')).toBe(true);
+    const checks = requestsWith(server, marker, 'TaskJudgement').filter((r) => notRunYet(r));
+    expect(new Set(checks.map(notRunYet))).toEqual(new Set(view.tasks.map((t) => t.id)));
+    expect(checks[0]?.text).toContain('is about to run for the first time');
+    expect(executionsOf(history, 't1')).toHaveLength(0);
   });
 
   it('refuses alreadySatisfied without success with a repair turn; with success the task is SKIPPED', async () => {

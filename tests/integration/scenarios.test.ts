@@ -743,6 +743,66 @@ describe('a task already satisfied (issue 50)', () => {
     expect(result.text).not.toContain('## A: ');
   });
 
+  it('with judging.checkAlreadySatisfied, skips a task met before it runs, without running it', async () => {
+    const path = scenarios.write('check-before-run', {
+      plans: [
+        {
+          tasks: [
+            { id: 'A', title: 'Schema', acceptance: 'the schema exists', context: 'c' },
+            {
+              id: 'B',
+              title: 'Indexer',
+              acceptance: 'rows indexed',
+              context: 'c',
+              dependencies: ['A'],
+            },
+            { id: 'C', title: 'API', acceptance: 'GET /search', context: 'c', dependencies: ['B'] },
+          ],
+        },
+      ],
+      planJudgements: [{ score: 90, isAcceptable: true }],
+      tasks: {
+        B: { beforeRun: { success: true, alreadySatisfied: true, reason: 'A indexed the rows' } },
+      },
+    });
+    const { models, calls } = recordingModels(path);
+    const { client, id } = await run(path, {
+      models,
+      config: { judging: { checkAlreadySatisfied: true } },
+    });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.tasks.map((t) => [t.id, t.state])).toEqual([
+      ['A', 'DONE'],
+      ['B', 'SKIPPED'],
+      ['C', 'DONE'],
+    ]);
+    // B never went to a worker; A and C were asked about once each, then ran.
+    const executed = calls.execute.filter((r) => r.sessionId === id).map((r) => r.task.id);
+    expect(executed.sort()).toEqual(['A', 'C']);
+    const asked = calls.judgeTask.filter((r) => r.sessionId === id && r.beforeRun);
+    expect(asked.map((r) => r.task.id).sort()).toEqual(['A', 'B', 'C']);
+    // B was asked with A's output in hand.
+    expect(asked.find((r) => r.task.id === 'B')?.beforeRun?.dependencyResults).toEqual([
+      expect.objectContaining({ taskId: 'A' }),
+    ]);
+    const h = await historyOf(client, id);
+    expect(decisions(h, 'task:satisfied').map((d) => d.taskId)).toEqual(['B']);
+    expect(
+      decisions(h, 'task:run')
+        .map((d) => d.taskId)
+        .sort(),
+    ).toEqual(['A', 'C']);
+    expect(executionsOf(h, 'B')).toHaveLength(0);
+  });
+
+  it('asks nothing before a task runs without judging.checkAlreadySatisfied', async () => {
+    const { models, calls } = recordingModels(exampleScenario('diamond.yaml'));
+    const { client, id } = await run(exampleScenario('diamond.yaml'), { models });
+    await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(calls.judgeTask.filter((r) => r.sessionId === id && r.beforeRun)).toHaveLength(0);
+  });
+
   it('refuses a scenario whose verdict says alreadySatisfied without success', async () => {
     const path = scenarios.write('satisfied-failure', {
       plans: [{ tasks: [{ id: 't1', title: 'T', acceptance: 'a', context: 'c' }] }],

@@ -15,6 +15,7 @@ import {
 
 const config = (({
   refinement,
+  judging,
   replanning,
   execution,
   planning,
@@ -24,6 +25,7 @@ const config = (({
   scheduling,
 }) => ({
   refinement,
+  judging,
   replanning,
   execution,
   planning,
@@ -87,6 +89,25 @@ describe('prompt templates', () => {
             artifacts: [],
             tokenUsage: { inputTokens: 0, outputTokens: 0 },
             durationMs: 0,
+          },
+        },
+        format,
+      ),
+      // judging.checkAlreadySatisfied: the task-check template, before the task runs.
+      taskJudgePrompt(
+        {
+          ...base,
+          task: task(),
+          attempt: 0,
+          result: {
+            output: '',
+            log: '',
+            artifacts: [],
+            tokenUsage: { inputTokens: 0, outputTokens: 0 },
+            durationMs: 0,
+          },
+          beforeRun: {
+            dependencyResults: [{ taskId: 't1', title: 'Schema', output: 'users table' }],
           },
         },
         format,

@@ -9,7 +9,12 @@ const T2 = '2026-01-02T03:02:00.000Z';
 /** One transition at time `at` over the task as the last one left it. */
 function transition(task: Task, at: string, edit: (edits: TaskEdits) => void): Task {
   const edits = new TaskEdits(
-    { id: 's1', tenant: 'default', priority: 5 },
+    {
+      id: 's1',
+      tenant: 'default',
+      priority: 5,
+      config: { judging: { checkAlreadySatisfied: false } },
+    },
     [{ task, version: 1 }],
     at,
   );

@@ -21,6 +21,7 @@ import { isPlainObject } from '../plain-object.js';
  */
 export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'refinement',
+  'judging',
   'replanning',
   'planning.enabled',
   'planning.strategy',

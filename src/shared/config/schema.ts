@@ -702,8 +702,20 @@ export const SchedulingConfig = z.strictObject({
 export type SchedulingConfig = z.infer<typeof SchedulingConfig>;
 
 /** The part of the configuration that travels with a session, so every pod decides alike. */
+/** What the task judge is asked besides its verdicts (issue 50). */
+export const JudgingConfig = z.strictObject({
+  checkAlreadySatisfied: z
+    .boolean()
+    .default(false)
+    .describe(
+      "Before a task's first execution, ask the judge whether the task is met already (by earlier tasks' outputs or the repository); a task it finds satisfied is SKIPPED, and its dependents go on. One judge call per task.",
+    ),
+});
+export type JudgingConfig = z.infer<typeof JudgingConfig>;
+
 export const SessionConfig = z.strictObject({
   refinement: RefinementConfig.prefault({}),
+  judging: JudgingConfig.prefault({}),
   replanning: ReplanningConfig.prefault({}),
   execution: ExecutionConfig.prefault({}),
   planning: PlanningConfig.prefault({}),

@@ -146,6 +146,11 @@ export const Task = z.object({
   dependents: z.array(TaskId).default([]),
   /** Dependencies not yet satisfied; the coordinator dispatches the task when this reaches 0. */
   pendingDependencies: z.number().int().min(0).default(0),
+  /**
+   * judging.checkAlreadySatisfied: the judge was asked before the first execution (issue 50);
+   * the task then runs, or is SKIPPED when the judge found it met already. Absent: not asked.
+   */
+  checkedBeforeRun: z.boolean().optional(),
   /** The judge said replan and the Replanner has been asked for subtasks. */
   replanPending: z.boolean().default(false),
   /** While BLOCKED: why (the reason of the change to BLOCKED), for status views. */

@@ -104,6 +104,21 @@ export function createBuiltinModels(options: BuiltinModelsOptions = {}): RoleMod
     async judgeTask(request: TaskJudgeRequest): Promise<ModelReply<TaskJudgement>> {
       const call = { taskId: request.task.id, attempt: request.attempt };
       await beginCall('judge', request, call);
+      if (request.beforeRun) {
+        // Not met, unless the scenario says so: the rule set cannot tell what exists already.
+        const scripted = scenario.tasks?.[request.task.id]?.beforeRun;
+        const value: TaskJudgement = scripted
+          ? unlessFailure(scripted, 'judge', call)
+          : {
+              success: false,
+              shouldContinue: false,
+              shouldReplan: false,
+              alreadySatisfied: false,
+              reason: 'the builtin provider runs every task it is asked about',
+              missingRequirements: [],
+            };
+        return { value, usage: usageOf(taskText(request.task), JSON.stringify(value)) };
+      }
       const perAttempt = entryAt(
         scenario.tasks?.[request.task.id]?.judgements,
         request.attempt - 1,

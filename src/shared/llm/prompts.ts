@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { PlanBreakdown } from '../domain/plan.js';
 import type { ExecutorPolicy } from '../rules/executor-choice.js';
 import type {
+  DependencyResult,
   ExecuteRequest,
   PlanJudgeRequest,
   PlanRequest,
@@ -24,6 +25,7 @@ export const PROMPT_TEMPLATES = [
   'plan-judge',
   'executor',
   'task-judge',
+  'task-check',
   'replanner',
   'output-format',
   'repair',
@@ -179,14 +181,19 @@ export function planJudgePrompt(request: PlanJudgeRequest, format: string): Prom
   });
 }
 
-export function executorPrompt(request: ExecuteRequest, format: string): Prompt {
-  const { task } = request;
-  const dependencies = request.dependencyResults
+/** The outputs of a task's dependencies, each under its id and title. */
+function dependencyList(results: readonly DependencyResult[]): string {
+  return results
     .map(
       (dep) =>
         `#### \`${dep.taskId}\`: ${dep.title}\n\n"""\n${clipHead(dep.output, LIMITS.dependencyOutput)}\n"""`,
     )
     .join('\n\n');
+}
+
+export function executorPrompt(request: ExecuteRequest, format: string): Prompt {
+  const { task } = request;
+  const dependencies = dependencyList(request.dependencyResults);
   return renderPrompt('executor', {
     format,
     instruction: request.instruction,
@@ -204,6 +211,19 @@ export function executorPrompt(request: ExecuteRequest, format: string): Prompt 
 /** Seed 001: the judge is told when to continue, when to replan and when to block. */
 export function taskJudgePrompt(request: TaskJudgeRequest, format: string): Prompt {
   const { task, result } = request;
+  // judging.checkAlreadySatisfied: asked before the task runs, with no result to judge.
+  if (request.beforeRun) {
+    return renderPrompt('task-check', {
+      format,
+      instruction: request.instruction,
+      taskId: task.id,
+      title: task.title,
+      acceptance: task.acceptance,
+      context: task.context,
+      scopePaths: pathList(task.scopePaths),
+      dependencies: dependencyList(request.beforeRun.dependencyResults),
+    });
+  }
   return renderPrompt('task-judge', {
     format,
     instruction: request.instruction,

@@ -68,6 +68,12 @@ export const ScriptedTask = z.strictObject({
     .describe(
       'Per execution attempt (attempt n uses entry n-1): the judge verdict, or a list of one per opinion when confirmTaskVerdicts asks again.',
     ),
+  beforeRun: z
+    .union([ScriptedFailure, TaskJudgement.strict()])
+    .optional()
+    .describe(
+      "The judge's answer when asked before the task's first execution (judging.checkAlreadySatisfied); without it, not met.",
+    ),
   replan: z
     .union([ScriptedFailure, ScriptedReplan])
     .optional()

@@ -83,6 +83,11 @@ export interface TaskJudgeRequest extends CallContext {
   instruction: string;
   /** 0-based index of this call among the opinions on one verdict (confirmTaskVerdicts). */
   sample?: number;
+  /**
+   * judging.checkAlreadySatisfied (issue 50): asked before the task's first execution whether
+   * it is met already; `result` is empty, `attempt` 0.
+   */
+  beforeRun?: { dependencyResults: DependencyResult[] };
 }
 
 /** Seed 001: the replanner sees the task, the worker log and the judge's verdict. */

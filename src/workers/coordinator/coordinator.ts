@@ -6,6 +6,7 @@ import type { ApplyResult } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { onPlanJudged } from './plan-judged.js';
 import { finalizeSession, onCancel, onJobFailed, onResume } from './session-events.js';
+import { onTaskChecked } from './task-checked.js';
 import { onTaskJudged } from './task-judged.js';
 import { onTaskReplanned } from './task-replanned.js';
 import { ValidationError } from '../../shared/errors.js';
@@ -20,6 +21,7 @@ type Handler = (ctx: CoordinatorContext, event: never, eventId: string) => Promi
 const handlers: Record<CoordinatorEventName, Handler> = {
   'plan-judged': onPlanJudged as Handler,
   'task-judged': onTaskJudged as Handler,
+  'task-checked': onTaskChecked as Handler,
   'task-replanned': onTaskReplanned as Handler,
   cancel: onCancel as Handler,
   resume: onResume as Handler,

@@ -10,7 +10,9 @@ import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import { jobIds, outboxJob, type OutboxJob } from '../../shared/queues.js';
 import type { Counters, SessionStore, TaskSnapshot } from '../../shared/store/session-store.js';
 import type { Session } from '../../shared/domain/session.js';
+import type { JudgingConfig } from '../../shared/config/schema.js';
 import { pickForSlots } from '../../shared/rules/critical-path.js';
+import { inBand } from '../../shared/fair-release.js';
 import { taskCard } from '../../shared/task-card.js';
 
 /**
@@ -43,7 +45,9 @@ export class TaskEdits {
 
   constructor(
     /** The session the tasks are of: its tenant and priority go with the work jobs. */
-    private readonly session: Pick<Session, 'id' | 'tenant' | 'priority'>,
+    private readonly session: Pick<Session, 'id' | 'tenant' | 'priority'> & {
+      config: { judging: JudgingConfig };
+    },
     snapshots: Iterable<TaskSnapshot>,
     /** When this transition happens (ISO time): the start and end times it writes. */
     private readonly at: string = new Date().toISOString(),
@@ -165,11 +169,43 @@ export class TaskEdits {
       { ...task, state, attempts: attempt, replanPending: false, startedAt: this.at },
       reason,
     );
-    // The task as the worker will find it, with the outputs of the dependencies this
-    // transition holds (the one just done, mostly); the others are referenced.
-    const card = taskCard(this.get(taskId), attempt, this.nextVersion(taskId), (id) =>
+    // judging.checkAlreadySatisfied: the first execution waits for the judge's word (issue 50).
+    if (
+      attempt === 1 &&
+      this.session.config.judging.checkAlreadySatisfied &&
+      task.checkedBeforeRun === undefined
+    ) {
+      this.outbox.push(
+        inBand(
+          this.session,
+          outboxJob('judge', 'check-task', jobIds.checkTask(this.sessionId, taskId), {
+            sessionId: this.sessionId,
+            taskId,
+            task: this.cardOf(taskId, attempt),
+          }),
+        ),
+      );
+      return;
+    }
+    this.sendToWorker(taskId, attempt);
+  }
+
+  /** The task as a job carries it, with the outputs of the dependencies this transition holds. */
+  private cardOf(taskId: string, attempt: number) {
+    return taskCard(this.get(taskId), attempt, this.nextVersion(taskId), (id) =>
       this.current.get(id),
     );
+  }
+
+  /**
+   * Enqueues the work job of a RUNNING task's `attempt`: its first, once the judge found it not
+   * met yet (judging.checkAlreadySatisfied), or any one start() sends.
+   */
+  sendToWorker(taskId: string, attempt: number): void {
+    const task = this.get(taskId);
+    // The task as the worker will find it, with the outputs of the dependencies this
+    // transition holds (the one just done, mostly); the others are referenced.
+    const card = this.cardOf(taskId, attempt);
     this.outbox.push({
       ...outboxJob('work', 'execute', jobIds.execute(this.sessionId, taskId, attempt), {
         sessionId: this.sessionId,

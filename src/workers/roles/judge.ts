@@ -1,6 +1,7 @@
 import type { Job } from 'bullmq';
 import { OrqError, parseOrThrow } from '../../shared/errors.js';
 import {
+  CheckTaskJob,
   jobIds,
   jobKind,
   JudgePlanJob,
@@ -69,6 +70,7 @@ export function createJudgeProcessor(ctx: RoleContext) {
       );
       return `plan score ${judgement.score ?? 'n/a'}`;
     }
+    if (jobKind(job.name) === 'check-task') return checkBeforeRun(ctx, job, token, signal);
     const data = parseOrThrow(JudgeTaskJob, job.data, 'judge-task job');
     // Per work delivery (its fence): the verdict on a superseded delivery's result, which the
     // coordinator refuses, must not take the id of the verdict on the current one's.
@@ -130,6 +132,77 @@ export function createJudgeProcessor(ctx: RoleContext) {
       return judgement.success ? 'success' : 'not yet';
     });
   };
+}
+
+/**
+ * judging.checkAlreadySatisfied (issue 50): asks the judge whether a task about to run for the
+ * first time is met already, from its dependencies' outputs, and hands the answer to the
+ * coordinator (task-checked.ts), which skips the task or sends it to a worker.
+ */
+async function checkBeforeRun(
+  ctx: RoleContext,
+  job: Job,
+  token: string | undefined,
+  signal: AbortSignal | undefined,
+): Promise<string> {
+  const data = parseOrThrow(CheckTaskJob, job.data, 'check-task job');
+  const eventId = jobIds.taskChecked(data.sessionId, data.taskId);
+  if (await handedOnAlready(ctx, job, 'coordinator', eventId)) return HANDED_ON;
+  const { snapshot, tasks } = await ctx.store.loadForTask(data.sessionId, [data.taskId]);
+  if (!snapshot || snapshot.session.state !== 'RUNNING') return 'session not running';
+  const task = tasks.get(data.taskId)?.task;
+  if (
+    !task ||
+    task.state !== 'RUNNING' ||
+    task.attempts !== 1 ||
+    task.checkedBeforeRun !== undefined
+  ) {
+    return 'stale';
+  }
+  const dependencies = await ctx.store.loadTasks(data.sessionId, task.dependencies);
+  const dependencyResults = task.dependencies.flatMap((id) => {
+    const dep = dependencies.get(id)?.task;
+    return dep?.result ? [{ taskId: id, title: dep.title, output: dep.result.output }] : [];
+  });
+  return ctx.models.withUsageTally(data.sessionId, async (usageTally) => {
+    const reply = await (
+      await ctx.models.forSession(snapshot.session, 'judge')
+    ).judgeTask({
+      sessionId: data.sessionId,
+      task,
+      attempt: 0,
+      result: {
+        output: '',
+        log: '',
+        artifacts: [],
+        tokenUsage: { inputTokens: 0, outputTokens: 0 },
+        durationMs: 0,
+      },
+      instruction: snapshot.session.instruction,
+      beforeRun: { dependencyResults },
+      jobAttempt: job.attemptsMade,
+      usageTally,
+      ...(signal ? { signal } : {}),
+    });
+    const judgement = checkReply(TaskJudgement, reply.value, 'task check', {
+      sessionId: data.sessionId,
+      taskId: data.taskId,
+    });
+    await confirmDelivery(job, token, ctx.lockDurationMs);
+    await ctx.queues.add(
+      withPriorityOf(
+        job,
+        outboxJob('coordinator', 'task-checked', eventId, {
+          sessionId: data.sessionId,
+          taskId: data.taskId,
+          judgement,
+          ...usageTally.field(),
+        }),
+      ),
+    );
+    usageTally.passedOn();
+    return judgement.alreadySatisfied ? 'already satisfied' : 'to run';
+  });
 }
 
 /** The result a judge job references (storedResult), as its worker stored it. */
