@@ -2,7 +2,7 @@ import type { TaskCheckedEvent } from '../../shared/queues.js';
 import type { TaskSnapshot } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
-import { fillSlots, TaskEdits } from './task-edits.js';
+import { taskChangeset, TaskEdits } from './task-edits.js';
 
 /**
  * judging.checkAlreadySatisfied (issue 50): the judge's word on a task before its first
@@ -56,17 +56,5 @@ export async function onTaskChecked(
     edits.put({ ...task, checkedBeforeRun: true });
     edits.sendToWorker(task.id, task.attempts);
   }
-  const slots = await fillSlots(ctx.store, edits, session);
-  return {
-    changeset: {
-      eventId,
-      ...slots,
-      requireStates: ['RUNNING'],
-      tasks: edits.changes(),
-      readTasks: edits.reads(),
-      counters: edits.counterDelta(),
-      outbox: edits.outbox,
-      history: edits.history,
-    },
-  };
+  return { changeset: await taskChangeset(ctx.store, eventId, edits, session) };
 }

@@ -8,7 +8,12 @@ import {
 } from '../../shared/domain/task.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import { jobIds, outboxJob, type OutboxJob } from '../../shared/queues.js';
-import type { Counters, SessionStore, TaskSnapshot } from '../../shared/store/session-store.js';
+import type {
+  Changeset,
+  Counters,
+  SessionStore,
+  TaskSnapshot,
+} from '../../shared/store/session-store.js';
 import type { Session } from '../../shared/domain/session.js';
 import type { JudgingConfig } from '../../shared/config/schema.js';
 import { pickForSlots } from '../../shared/rules/critical-path.js';
@@ -290,6 +295,31 @@ function withBlockedReason(task: Task, reason: string | undefined): Task {
  * and waiting tasks only when the transition frees a slot or makes a task runnable. Returns the
  * changeset's slotLimit: the apply refuses the write if a concurrent one made that read stale.
  */
+/**
+ * The changeset of a task transition in a RUNNING session: `edits`, with the slots they free or
+ * fill taken up (fillSlots), and the session's record when the transition changes it too.
+ */
+export async function taskChangeset(
+  store: Pick<SessionStore, 'readSlots'>,
+  eventId: string,
+  edits: TaskEdits,
+  owner: Pick<Session, 'id' | 'config'>,
+  session?: { record: Session; expectedVersion: number },
+): Promise<Changeset> {
+  const slots = await fillSlots(store, edits, owner);
+  return {
+    eventId,
+    requireStates: ['RUNNING'],
+    ...slots,
+    ...(session ? { session } : {}),
+    tasks: edits.changes(),
+    readTasks: edits.reads(),
+    counters: edits.counterDelta(),
+    outbox: edits.outbox,
+    history: edits.history,
+  };
+}
+
 export async function fillSlots(
   store: Pick<SessionStore, 'readSlots'>,
   edits: TaskEdits,

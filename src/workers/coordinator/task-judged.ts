@@ -6,7 +6,7 @@ import { decideTaskOutcome } from '../../shared/rules/task-outcome.js';
 import type { TaskSnapshot } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
-import { fillSlots, isActive, TaskEdits } from './task-edits.js';
+import { isActive, taskChangeset, TaskEdits } from './task-edits.js';
 
 /**
  * Seed 001: apply the Judge's verdict on one execution: done, continue, replan or blocked.
@@ -152,7 +152,7 @@ async function judged(
       break;
   }
 
-  const slots = await fillSlots(ctx.store, edits, session);
+  const changeset = await taskChangeset(ctx.store, eventId, edits, session);
   return {
     // The task's record and history hold the result now: the stored copy is not read again
     // (a later delivery of this attempt's judge job or verdict finds the task moved on).
@@ -162,14 +162,7 @@ async function judged(
           applied: () => ctx.store.dropResult(event.sessionId, task.id, event.attempt, event.fence),
         }),
     changeset: {
-      eventId,
-      ...slots,
-      requireStates: ['RUNNING'],
-      tasks: edits.changes(),
-      readTasks: edits.reads(),
-      counters: edits.counterDelta(),
-      outbox: edits.outbox,
-      history: edits.history,
+      ...changeset,
       // The verdict is on this work delivery's result: refused if a later delivery started.
       ...(event.fence
         ? { fence: { taskId: task.id, attempt: event.attempt, value: event.fence } }

@@ -1,4 +1,3 @@
-import type { Session } from '../../shared/domain/session.js';
 import type { Task } from '../../shared/domain/task.js';
 import { OrqError } from '../../shared/errors.js';
 import type { TaskReplannedEvent } from '../../shared/queues.js';
@@ -8,7 +7,7 @@ import { taskCapProblem, validateReplacementTerms } from '../../shared/rules/str
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
 import { executorsRefused } from './executors-refused.js';
-import { fillSlots, isSatisfying, TaskEdits } from './task-edits.js';
+import { isSatisfying, taskChangeset, TaskEdits } from './task-edits.js';
 import { criticalPaths } from '../../shared/rules/critical-path.js';
 
 /**
@@ -55,7 +54,10 @@ export async function onTaskReplanned(
   }
 
   // The subtasks are refused, and the task BLOCKED for a person to decide, with the reason.
-  const unusable = (problem: string, inputs: Record<string, unknown> = {}) => {
+  const unusable = async (
+    problem: string,
+    inputs: Record<string, unknown> = {},
+  ): Promise<Transition> => {
     const reason = `the Replanner's subtasks for ${original.id} are unusable: ${problem}`;
     edits.history.push({
       type: 'decision',
@@ -65,7 +67,7 @@ export async function onTaskReplanned(
       inputs,
     });
     edits.put({ ...original, state: 'BLOCKED', replanPending: false }, reason);
-    return finish(ctx, eventId, edits, session);
+    return { changeset: await taskChangeset(ctx.store, eventId, edits, session) };
   };
 
   const tooMany = taskCapProblem({
@@ -169,36 +171,14 @@ export async function onTaskReplanned(
   }
 
   const snapshotSession = await ctx.store.requireSession(event.sessionId);
-  return finish(ctx, eventId, edits, session, {
-    record: {
-      ...snapshotSession.session,
-      taskIds: [...snapshotSession.session.taskIds, ...replaced.newTaskIds],
-      updatedAt: new Date().toISOString(),
-    },
-    expectedVersion: snapshotSession.version,
-  });
-}
-
-/** The changeset of the replan's edits, with the slots they free or fill taken up. */
-async function finish(
-  ctx: CoordinatorContext,
-  eventId: string,
-  edits: TaskEdits,
-  owner: Pick<Session, 'id' | 'config'>,
-  session?: { record: Session; expectedVersion: number },
-): Promise<Transition> {
-  const slots = await fillSlots(ctx.store, edits, owner);
   return {
-    changeset: {
-      eventId,
-      requireStates: ['RUNNING'],
-      ...slots,
-      ...(session ? { session } : {}),
-      tasks: edits.changes(),
-      readTasks: edits.reads(),
-      counters: edits.counterDelta(),
-      outbox: edits.outbox,
-      history: edits.history,
-    },
+    changeset: await taskChangeset(ctx.store, eventId, edits, session, {
+      record: {
+        ...snapshotSession.session,
+        taskIds: [...snapshotSession.session.taskIds, ...replaced.newTaskIds],
+        updatedAt: new Date().toISOString(),
+      },
+      expectedVersion: snapshotSession.version,
+    }),
   };
 }
