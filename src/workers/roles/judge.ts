@@ -10,7 +10,7 @@ import {
   withPriorityOf,
 } from '../../shared/queues.js';
 import { QualityJudgement } from '../../shared/domain/plan.js';
-import { TaskJudgement, type TaskResult } from '../../shared/domain/task.js';
+import { TaskJudgement, TaskResult } from '../../shared/domain/task.js';
 import {
   checkReply,
   HANDED_ON,
@@ -171,13 +171,8 @@ async function checkBeforeRun(
       sessionId: data.sessionId,
       task,
       attempt: 0,
-      result: {
-        output: '',
-        log: '',
-        artifacts: [],
-        tokenUsage: { inputTokens: 0, outputTokens: 0 },
-        durationMs: 0,
-      },
+      // Nothing has run yet: an empty result, the schema's defaults.
+      result: TaskResult.parse({ output: '' }),
       instruction: snapshot.session.instruction,
       beforeRun: { dependencyResults },
       jobAttempt: job.attemptsMade,
