@@ -1,9 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it, inject } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { providerLimit } from '../../src/shared/llm/quota.js';
 import { lineClass, pathLead } from '../../src/shared/quota-line.js';
+import { answerOneTask } from '../support/fake-answers.js';
+import { clusterPerTest } from '../support/cluster.js';
+import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
+import { eventually } from '../support/scenarios.js';
 import {
   QuotaStore,
   type LineCaller,
@@ -266,5 +270,75 @@ describe('nothing stuck in the line', () => {
       ['s2', 'B'],
       ['s1', 'default'],
     ]);
+    // What orq status, GET /quotas, client.quotas() and /metrics show.
+    await a.register(id, { name: 'the limit', rateLimit: ONE_AT_A_TIME });
+    const [view] = await a.report();
+    expect(view).toMatchObject({
+      waiting: 3,
+      line: [
+        { tenant: 'default', waiting: 2, sessions: [{ sessionId: 's1', waiting: 2, place: 1 }] },
+        { tenant: 'B', waiting: 1, sessions: [{ sessionId: 's2', waiting: 1, place: 2 }] },
+      ],
+    });
+  });
+});
+
+describe('a job whose call waits in the line', () => {
+  const startCluster = clusterPerTest();
+  const KEY = 'sk-line-test';
+  let server: FakeLlmServer;
+  beforeAll(async () => {
+    process.env.LINE_TEST_KEY = KEY;
+    server = await startFakeLlmServer('openai', answerOneTask);
+  });
+  afterAll(() => server.close());
+
+  it('shows its place in its progress, and leaves the line when its session is cancelled', async () => {
+    const cluster = await startCluster();
+    const rateLimit = { requestsPerMinute: 60, burstSeconds: 1 };
+    const limit = providerLimit('openai', server.baseUrl, KEY);
+    // Three urgent calls of another process wait ahead and never come back (their lease is long).
+    const other = new QuotaStore(connect(), cluster.prefix);
+    await other.acquire(limit.id, rateLimit, 0, 'drain', 10_000);
+    for (let i = 0; i < 3; i += 1) {
+      const urgent = caller('other', i, { priority: 9, step: true });
+      await other.acquire(limit.id, rateLimit, 0, randomUUID(), 10_000, urgent);
+    }
+    const session = await cluster.client.submit({
+      instruction: 'write the parser',
+      config: {
+        llm: {
+          default: {
+            provider: 'openai',
+            baseUrl: server.baseUrl,
+            model: 'test',
+            apiKeyEnv: 'LINE_TEST_KEY',
+            rateLimit,
+          },
+        },
+      },
+    });
+    const plan = cluster.pods[0]?.queues.get('plan');
+    if (!plan) throw new Error('no plan queue');
+    const delayed = await eventually(
+      async () => (await plan.getJobs(['delayed']))[0],
+      'the plan job to be handed back',
+    );
+    expect(delayed.progress).toMatchObject({
+      activity: `waiting for quota (${limit.name}), place 4`,
+      place: 4,
+    });
+    const callId = `${delayed.id ?? ''}|0`;
+    expect((await other.line(limit.id)).entries.map((e) => e.callId)).toContain(callId);
+    await cluster.client.cancel(session.id);
+    // When it comes back it finds its session cancelled and ends: its place goes with it,
+    // long before its lease would lapse.
+    await eventually(
+      async () =>
+        (await other.line(limit.id)).entries.some((e) => e.callId === callId) ? undefined : true,
+      'the cancelled job to leave the line',
+      15_000,
+    );
+    expect(server.requests).toHaveLength(0);
   });
 });

@@ -2,7 +2,7 @@ import type { Result } from 'ioredis';
 import { RateLimitConfig } from '../config/schema.js';
 import type { QuotaView } from '../domain/quota.js';
 import { defineScripts, type RedisConnection } from '../redis.js';
-import { CLASS_SPAN, lineClass, type LineEntry } from '../quota-line.js';
+import { CLASS_SPAN, lineClass, summarizeLine, type LineEntry } from '../quota-line.js';
 
 /**
  * Provider quotas (issue 33) in Redis: one hash and one sorted set per limit, both inside the
@@ -561,7 +561,8 @@ export class QuotaStore {
       Object.entries(limits).map(async ([id, description]) => {
         const parsed = RateLimitConfig.safeParse(description.rateLimit);
         const settings = parsed.success ? parsed.data : undefined;
-        const state = await this.read(id, settings);
+        const [state, line] = await Promise.all([this.read(id, settings), this.line(id)]);
+        const tenants = summarizeLine(line.entries, line.now);
         return {
           id,
           name: typeof description.name === 'string' ? description.name : id,
@@ -576,6 +577,8 @@ export class QuotaStore {
             : {}),
           ...(settings ? { burstSeconds: settings.burstSeconds } : {}),
           ...state,
+          waiting: line.entries.length,
+          line: tenants,
         };
       }),
     );
