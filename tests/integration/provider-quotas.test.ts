@@ -363,6 +363,8 @@ describe('a gated call settles its tokens', () => {
         refused: 0,
         throttled: 0,
         usedTokens: FAKE_USAGE.input + FAKE_USAGE.output,
+        waiting: 0,
+        line: [],
       },
     ]);
   });
@@ -525,6 +527,16 @@ describe('the quotas people see', () => {
           refused: 1,
           throttled: 1,
           usedTokens: 0,
+          // The refused call waits in the limit's line (a call of no job: tenant default).
+          waiting: 1,
+          line: [
+            {
+              tenant: 'default',
+              waiting: 1,
+              oldestWaitMs: expect.any(Number) as number,
+              sessions: [{ sessionId: '', waiting: 1, place: 1 }],
+            },
+          ],
         },
       ]);
       const metrics = await (await fetch(`${http.url}/metrics`, { headers })).text();
@@ -533,6 +545,10 @@ describe('the quotas people see', () => {
       expect(metrics).toContain(`orq_quota_in_flight${label} 1`);
       expect(metrics).toContain(`orq_quota_http_429${label} 1`);
       expect(metrics).toContain(`orq_quota_waits${label} 1`);
+      expect(metrics).toContain(`orq_quota_line_waiting${label} 1`);
+      expect(metrics).toContain(
+        `orq_quota_line_tenant_waiting{limit="${limit.name}",tenant="default"} 1`,
+      );
       // What is left of the 30 s pause: less the time this test took to get here (seconds on a
       // loaded machine), give or take a second for the clocks.
       const left = Number(

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { providerLimit } from '../../src/shared/llm/quota.js';
+import { FairRelease } from '../../src/shared/fair-release.js';
 import { lineClass, pathLead } from '../../src/shared/quota-line.js';
 import { answerOneTask } from '../support/fake-answers.js';
 import { clusterPerTest } from '../support/cluster.js';
@@ -340,5 +341,19 @@ describe('a job whose call waits in the line', () => {
       15_000,
     );
     expect(server.requests).toHaveLength(0);
+  });
+});
+
+describe('tenant weights in fair release', () => {
+  it("give a tenant of weight 3 three jobs' places for another's one", async () => {
+    const fair = new FairRelease(connect(), `fw${randomUUID().slice(0, 8)}`, Date.now, { acme: 3 });
+    const acme = await fair.release('s-acme', 'acme', 6);
+    const beta = await fair.release('s-beta', 'beta', 2);
+    // Both start level; acme's jobs are a third of a place apart, beta's a whole one.
+    expect(acme.map((j) => Number(j.lead.toFixed(3)))).toEqual([0, 0.333, 0.667, 1, 1.333, 1.667]);
+    expect(beta.map((j) => j.lead)).toEqual([0, 1]);
+    // Queue order by lead: three of acme's jobs before beta's second.
+    const ahead = acme.filter((j) => j.lead < (beta[1]?.lead ?? 0));
+    expect(ahead).toHaveLength(3);
   });
 });
