@@ -1,7 +1,14 @@
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, inject } from 'vitest';
+import { startPrivateRedis } from '../../src/shared/redis-server.js';
+import { stopProcess, waitForOutput } from '../support/cli.js';
 import { providerLimit } from '../../src/shared/llm/quota.js';
 import { FairRelease } from '../../src/shared/fair-release.js';
 import { lineClass, pathLead } from '../../src/shared/quota-line.js';
@@ -281,6 +288,72 @@ describe('nothing stuck in the line', () => {
         { tenant: 'B', waiting: 1, sessions: [{ sessionId: 's2', waiting: 1, place: 2 }] },
       ],
     });
+  });
+});
+
+describe('a pod killed with kill -9 while its call waits in the line', () => {
+  let child: ReturnType<typeof spawn> | undefined;
+  afterEach(async () => {
+    if (child) await stopProcess(child, 'SIGKILL');
+  });
+
+  it('gives its place up when the lease lapses, and the line moves on', async () => {
+    const [store] = twoPods();
+    const id = limitId();
+    const fixture = fileURLToPath(new URL('../fixtures/hold-quota-place.ts', import.meta.url));
+    child = spawn(
+      process.execPath,
+      ['--import', 'tsx', fixture, inject('redisUrl'), store.prefix, id, '1000'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    await waitForOutput(child, 'waiting', 30_000);
+    child.kill('SIGKILL');
+    const settings: QuotaSettings = { requestsPerMinute: 60, burstSeconds: 1 };
+    const next = caller('s', 0);
+    // Behind the dead pod's call at first, though that call never asks again.
+    expect(await store.acquire(id, settings, 0, randomUUID(), 10_000, next)).toMatchObject({
+      granted: false,
+      place: 2,
+    });
+    await eventually(
+      async () =>
+        (await store.acquire(id, settings, 0, randomUUID(), 10_000, next)).granted
+          ? true
+          : undefined,
+      "the killed pod's place to lapse",
+    );
+    expect((await store.line(id)).entries).toEqual([]);
+  });
+});
+
+describe('the line through a Redis restart (AOF)', () => {
+  it('keeps every waiter and its place', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orq-line-restart-'));
+    let redis = await startPrivateRedis({ dir, appendonly: true });
+    const connection = new Redis(redis.url);
+    try {
+      const store = new QuotaStore(connection, 'r');
+      const id = limitId();
+      await store.pause(id, 2_000);
+      const calls = [caller('a', 0), caller('b', 0, { step: true }), caller('a', 1)];
+      for (const call of calls) await store.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 1, call);
+      const before = (await store.line(id)).entries.map((e) => e.callId);
+      expect(before).toEqual([calls[1]?.callId, calls[0]?.callId, calls[2]?.callId]);
+      await redis.stop();
+      redis = await startPrivateRedis({ dir, port: redis.port, appendonly: true });
+      const after = await eventually(
+        () => store.line(id).catch(() => undefined),
+        'the store to reach the restarted Redis',
+        20_000,
+      );
+      expect(after.entries.map((e) => e.callId)).toEqual(before);
+      // And the head is served first, whoever asks first.
+      expect(await round(store, id, [...calls].reverse())).toEqual(calls[1]);
+    } finally {
+      connection.disconnect();
+      await redis.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
