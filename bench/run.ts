@@ -24,7 +24,7 @@ import { latency } from './scenarios/latency.js';
 import { startup } from './scenarios/startup.js';
 import { fairness } from './scenarios/fairness.js';
 import { quota } from './scenarios/quota.js';
-import { fairQuota } from './scenarios/fair-quota.js';
+import { fairQuota, fairQuotaTenants } from './scenarios/fair-quota.js';
 import { tracing } from './scenarios/tracing.js';
 
 const SCENARIOS: BenchScenario[] = [
@@ -37,6 +37,7 @@ const SCENARIOS: BenchScenario[] = [
   quota,
   fairness,
   fairQuota,
+  fairQuotaTenants,
   tracing,
 ];
 
