@@ -326,6 +326,7 @@ async function runTenants(ctx: BenchContext): Promise<void> {
     server_quota: `${QUOTA.requests} requests per ${QUOTA.perMs / 1000} s (token bucket)`,
   };
   const equal = await tenantShare(ctx);
+  log(`fair-quota-tenants: equal weights, B's share ${(equal.shareB * 100).toFixed(1)} %`);
   const weighted = await tenantShare(ctx, { A: 3 });
   log(
     `fair-quota-tenants: B's share ${(equal.shareB * 100).toFixed(1)} % (equal weights), A's ${(weighted.shareA * 100).toFixed(1)} % with weights A 3 : B 1; 429s ${(equal.http429 * 100).toFixed(2)} %, ${(weighted.http429 * 100).toFixed(2)} %`,

@@ -143,6 +143,21 @@ describe('the fair line of a limit', () => {
     expect(granted).toEqual(calls.map((c) => c.callId));
   });
 
+  it('keeps calls one tag apart in order in every band, not only by their ids', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    for (const priority of [1, 5, 9]) {
+      // The second call's id sorts first: only its rank can put it second.
+      const first = { ...caller('s', 0, { priority }), callId: `z${priority}` };
+      const second = { ...caller('s', 1, { priority }), callId: `a${priority}` };
+      await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, first);
+      const outcome = await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, second);
+      expect(outcome.granted === false && outcome.place).toBe(2);
+      await a.leave(id, [first.callId, second.callId]);
+    }
+  });
+
   it('serves plan steps before task work, and a higher priority before both', async () => {
     const [a] = twoPods();
     const id = limitId();

@@ -142,6 +142,8 @@ local burst_ms, est, lease_ms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(A
 local call, sid, tenant = ARGV[8], ARGV[9], ARGV[10]
 local class, path_lead, weight = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
 local grace, idle = tonumber(ARGV[14]), tonumber(ARGV[15])
+-- Numbers go to Redis as text: Lua's own %.14g would round a rank of 15 digits to tens.
+local function exact(x) return string.format('%.17g', x) end
 local now = now_ms()
 local r, t, rcap, tcap, paused = refill(KEYS[1], now, rpm, tpm, burst_ms)
 local need = math.min(est, tcap)
@@ -185,7 +187,7 @@ local function tag()
   end
   local s = math.max(V, finish)
   local cost = peers / weight
-  redis.call('HSET', KEYS[6], 's|' .. sid, tostring(s + cost) .. '|' .. (now + idle) .. '|' .. tenant)
+  redis.call('HSET', KEYS[6], 's|' .. sid, exact(s + cost) .. '|' .. (now + idle) .. '|' .. tenant)
   redis.call('PEXPIRE', KEYS[6], ${STATE_TTL_MS})
   return s, s - cost * path_lead
 end
@@ -194,7 +196,7 @@ if not entry and redis.call('ZCARD', KEYS[3]) > 0 then
   local key
   start, key = tag()
   score = class * ${CLASS_SPAN} + key
-  ahead = redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. score)
+  ahead = redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. exact(score))
 end
 
 local function refuse(reason, wait)
@@ -206,8 +208,8 @@ local function refuse(reason, wait)
       start, key = tag()
       score = class * ${CLASS_SPAN} + key
     end
-    redis.call('ZADD', KEYS[3], score, call)
-    redis.call('HSET', KEYS[5], call, tostring(start) .. '|' .. now .. '|' .. need .. '|' .. sid .. '|' .. tenant)
+    redis.call('ZADD', KEYS[3], exact(score), call)
+    redis.call('HSET', KEYS[5], call, exact(start) .. '|' .. now .. '|' .. need .. '|' .. sid .. '|' .. tenant)
   end
   local keep = now + wait + grace
   redis.call('ZADD', KEYS[4], keep, call)
@@ -271,7 +273,7 @@ if start then
     redis.call('HDEL', KEYS[5], call)
   end
   local V = tonumber(redis.call('HGET', KEYS[6], 'V') or '0') or 0
-  if start > V then redis.call('HSET', KEYS[6], 'V', tostring(start)) end
+  if start > V then redis.call('HSET', KEYS[6], 'V', exact(start)) end
 end
 return {1}
 `;
