@@ -44,6 +44,8 @@ const RATE_LIMIT = {
 };
 /** How long after the big session starts running the small one is submitted. */
 const BACKLOG_MS = 2_000;
+/** The span over which the quota used is measured, from the big session's start. */
+const USED_WINDOW_MS = 6_000;
 // Not ORQ_*: the pods' environment leaves those out (benchEnv).
 const KEY_ENV = 'BENCH_FAIR_QUOTA_KEY';
 
@@ -152,7 +154,9 @@ async function run(ctx: BenchContext): Promise<void> {
     }
     const behind: number[] = [];
     const used: number[] = [];
-    for (let i = 0; i < ROUNDS; i += 1) {
+    // A first round warms the pods up under load, as the first small session does alone, and
+    // is discarded: in three runs the first round behind took 1.8-2.8 s, the later ones 0.6-1.3 s.
+    for (let i = -1; i < ROUNDS; i += 1) {
       await refill();
       const { id } = await client.submit({ instruction: 'big backlog', config: { llm } });
       const meta = sessionKeys(prefix, id).meta;
@@ -160,19 +164,24 @@ async function run(ctx: BenchContext): Promise<void> {
       const from = Date.now();
       await sleep(BACKLOG_MS);
       const r = await small();
-      behind.push(r.completedAt - r.submittedAt);
+      if (i >= 0) behind.push(r.completedAt - r.submittedAt);
+      // The quota used while the backlog binds, over USED_WINDOW_MS from the big session's plan
+      // accepted (two calls after a full bucket): what the server let through over what it
+      // allowed (its bucket, taken as full, and the refill). Long enough that the first burst,
+      // 90 % of the server's, weighs little.
+      await sleep(from + USED_WINDOW_MS - Date.now());
+      const within = server.quotaLog.accepted.filter(
+        (t) => t >= from && t <= from + USED_WINDOW_MS,
+      ).length;
+      if (i >= 0) {
+        used.push(within / (QUOTA.requests + (USED_WINDOW_MS * QUOTA.requests) / QUOTA.perMs));
+      }
       if ((await admin.hget(meta, 'state')) === 'RUNNING') {
         await client.cancel(id);
         await pollSessionEnd(admin, meta, id);
       } else {
-        log('fair-quota: the big session ended before the small one: the backlog was too short');
+        log('fair-quota: the big session ended before the window: the backlog was too short');
       }
-      // From the big session's plan accepted (two calls after a full bucket) to the small one's
-      // end the backlog kept the quota busy: what the server let through over what it allowed
-      // (its bucket, taken as full, and the refill).
-      const to = r.completedAt;
-      const within = server.quotaLog.accepted.filter((t) => t >= from && t <= to).length;
-      used.push(within / (QUOTA.requests + ((to - from) * QUOTA.requests) / QUOTA.perMs));
     }
     const { accepted, refused } = server.quotaLog;
     const share = refused.length / (accepted.length + refused.length);
@@ -214,7 +223,7 @@ async function run(ctx: BenchContext): Promise<void> {
       unit: 'ratio',
       goal: '>= 0.9',
       rounds: used,
-      note: "requests the server let through from the big session's plan accepted to the small session's end, over what its quota allowed then (a full bucket and its refill)",
+      note: "requests the server let through in the 6 s after the big session's plan was accepted, over what its quota allowed then (a full bucket and its refill)",
       ...context,
     });
   } finally {
