@@ -28,9 +28,11 @@ import { estimateInputTokens } from './token-estimate.js';
  * `rateLimit` calls its model through `ProviderQuotas.gate`: before each request it takes a
  * request, an estimate of the tokens and a slot from the limit in Redis (quota-store.ts), after
  * it settles the tokens the provider reported and frees the slot; a 429 pauses the limit for
- * every pod until the time the provider gives (rate-limit-headers.ts). A short wait is slept
- * here; a longer one throws QuotaWaitError, and the role's job is handed back to its queue as
- * delayed (registry.ts) instead of holding its worker slot and lock.
+ * every pod until the time the provider gives (rate-limit-headers.ts). A call that must wait
+ * takes a place in the limit's fair line (issue 46, quota-line.ts) as its job's call
+ * (quota-caller.ts), and learns when its turn comes. A short wait is slept here; a longer one
+ * throws QuotaWaitError, and the role's job is handed back to its queue as delayed until its
+ * turn (registry.ts) instead of holding its worker slot and lock; it keeps its place.
  */
 
 /** Which quota a call spends: one per provider kind, base URL and API key. */
@@ -140,7 +142,8 @@ export interface QuotaEvents {
  * far back in the line while a call at its head has no slot to run in. A handed-back job comes
  * back at its turn (the line says when), so the hand-back costs two Redis calls, not the place.
  * 2 s before the line (issue 46): a small session's jobs then waited for slots behind the
- * backlog's sleepers (fair.quota_small_behind_big_ratio 2.7-3.4 with 2 s, 1.9 with 0.5 s).
+ * backlog's sleepers (fair.quota_small_behind_big_ratio 2.7-3.4 in the first runs with 2 s,
+ * 1.9 in the first with 0.5 s).
  */
 export const MAX_IN_JOB_WAIT_MS = 500;
 
