@@ -12,6 +12,7 @@ import type { ChatRequest } from '../../src/shared/llm/chat.js';
 import { createAnthropicProvider } from '../../src/shared/llm/anthropic-provider.js';
 import { createOpenAiProvider } from '../../src/shared/llm/openai-provider.js';
 import { ProviderQuotas, QuotaWaitError, providerLimit } from '../../src/shared/llm/quota.js';
+import { runAsQuotaCaller, type QuotaCaller } from '../../src/shared/llm/quota-caller.js';
 import { TaskOutput } from '../../src/shared/llm/llm-models.js';
 import { QuotaStore, type QuotaSettings } from '../../src/shared/store/quota-store.js';
 import { parseConfig } from '../../src/shared/config/load.js';
@@ -560,6 +561,38 @@ describe('the quotas people see', () => {
     } finally {
       await http.close();
       await client.close();
+    }
+  });
+});
+
+describe('a gated call cancelled while it waits in its job', () => {
+  it('gives its place in the line up at once', async () => {
+    const server = await startFakeLlmServer('openai', taskOutput);
+    try {
+      const [store] = twoPods();
+      // Every wait slept in the job, none handed back.
+      const quotas = new ProviderQuotas(store, { maxInJobWaitMs: 600_000 });
+      const provider = gated(server, quotas, { requestsPerMinute: 60, burstSeconds: 1 });
+      const limit = providerLimit('openai', server.baseUrl, KEY);
+      await store.pause(limit.id, 60_000);
+      // Its session was cancelled: the call takes its place, then stops sleeping at once.
+      const controller = new AbortController();
+      controller.abort();
+      const job: QuotaCaller = {
+        jobId: 'job-1',
+        sessionId: 's',
+        step: false,
+        lanes: new Set(),
+        joined: new Set(),
+      };
+      await expect(
+        runAsQuotaCaller(job, () => provider.complete({ ...request, signal: controller.signal })),
+      ).rejects.toThrow(/abort/i);
+      expect([...job.joined]).toEqual([limit.id]);
+      expect((await store.line(limit.id)).entries).toEqual([]);
+      expect(server.requests).toHaveLength(0);
+    } finally {
+      await server.close();
     }
   });
 });
