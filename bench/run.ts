@@ -24,6 +24,7 @@ import { latency } from './scenarios/latency.js';
 import { startup } from './scenarios/startup.js';
 import { fairness } from './scenarios/fairness.js';
 import { quota } from './scenarios/quota.js';
+import { fairQuota, fairQuotaTenants } from './scenarios/fair-quota.js';
 import { tracing } from './scenarios/tracing.js';
 
 const SCENARIOS: BenchScenario[] = [
@@ -35,6 +36,8 @@ const SCENARIOS: BenchScenario[] = [
   startup,
   quota,
   fairness,
+  fairQuota,
+  fairQuotaTenants,
   tracing,
 ];
 

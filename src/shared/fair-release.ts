@@ -1,5 +1,6 @@
 import type { Result } from 'ioredis';
 import { defineScripts, type RedisConnection } from './redis.js';
+import { tenantWeight } from './tenant-weight.js';
 
 /**
  * Fair release (issue 33, docs/fairness.md): the BullMQ priority each job is added with. BullMQ
@@ -7,8 +8,9 @@ import { defineScripts, type RedisConnection } from './redis.js';
  *
  * - a session's priority (1 to 9) picks a band: every job of a higher priority goes first;
  * - inside a band, work jobs are ordered by start-time fair queuing (SFQ) over sessions, with
- *   each session's cost per job multiplied by its tenant's number of active sessions, so every
- *   tenant gets an equal share and a tenant's sessions share it equally. A job's tag is
+ *   each session's cost per job its tenant's number of active sessions over the tenant's weight
+ *   (tenants.weights, 1 unless set), so tenants share by weight and a tenant's sessions share
+ *   its part equally. A job's tag is
  *   max(V, the session's last finish tag); V is the highest tag a worker has started. The
  *   number is the tag's lead over V, so a session that just arrived goes before the backlog of
  *   one that has had its share;
@@ -79,13 +81,15 @@ const V_UPDATE_MS = 20;
 export const IDLE_MS = 60_000;
 
 /**
- * KEYS: the fair hash. ARGV: session id, tenant, jobs to tag, now (ms), idle (ms).
+ * KEYS: the fair hash. ARGV: session id, tenant, jobs to tag, now (ms), idle (ms), the tenant's
+ * weight (a job costs its session the tenant's active sessions over the weight).
  * Fields: `V` (highest tag started), `s|<sessionId>` = `<finish tag>|<last release ms>|<tenant>`.
  * Returns V and the n jobs' leads over V. O(sessions released within the idle time).
  */
 const TAGS_SCRIPT = `
 local sid, tenant, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now, idle = tonumber(ARGV[4]), tonumber(ARGV[5])
+local weight = tonumber(ARGV[6]) or 1
 local V = tonumber(redis.call('HGET', KEYS[1], 'V') or '0') or 0
 local flat = redis.call('HGETALL', KEYS[1])
 local peers = 1
@@ -105,9 +109,10 @@ for i = 1, #flat, 2 do
   end
 end
 local start = math.max(V, finish)
+local cost = peers / weight
 local leads = {}
-for k = 0, n - 1 do leads[k + 1] = tostring(start + k * peers - V) end
-redis.call('HSET', KEYS[1], 's|' .. sid, tostring(start + n * peers) .. '|' .. now .. '|' .. tenant)
+for k = 0, n - 1 do leads[k + 1] = tostring(start + k * cost - V) end
+redis.call('HSET', KEYS[1], 's|' .. sid, tostring(start + n * cost) .. '|' .. now .. '|' .. tenant)
 return {tostring(V), leads}
 `;
 
@@ -127,6 +132,7 @@ declare module 'ioredis' {
       n: number,
       now: number,
       idleMs: number,
+      weight: number,
     ): Result<[string, string[]], Context>;
     orqFairStarted(key: string, tag: number): Result<number, Context>;
   }
@@ -154,6 +160,8 @@ export class FairRelease {
     private readonly redis: RedisConnection,
     prefix: string,
     private readonly now: () => number = Date.now,
+    /** tenants.weights: a tenant of weight 3 gets three shares; 1 when not given. */
+    private readonly weights: Readonly<Record<string, number>> = {},
   ) {
     this.key = fairKey(prefix);
     defineScripts(redis, { orqFairTags: [1, TAGS_SCRIPT], orqFairStarted: [1, STARTED_SCRIPT] });
@@ -168,6 +176,7 @@ export class FairRelease {
       n,
       this.now(),
       IDLE_MS,
+      tenantWeight(this.weights, tenant),
     );
     return leads.map((l) => ({ tag: Number(v) + Number(l), lead: Number(l) }));
   }

@@ -30,8 +30,10 @@ export class QueueSet {
     private readonly jobOptions: JobsOptions,
     /** queues.taskJobNames: 'plain' adds task jobs under their bare kind, as older pods expect. */
     private readonly taskJobNames: 'descriptive' | 'plain' = 'descriptive',
+    /** tenants.weights, for fair release. */
+    weights: Readonly<Record<string, number>> = {},
   ) {
-    this.fair = new FairRelease(connection, prefix);
+    this.fair = new FairRelease(connection, prefix, Date.now, weights);
     for (const name of ALL_QUEUES) {
       const queue = new Queue(name, {
         connection,
@@ -121,7 +123,14 @@ export class QueueSet {
           const { tag, lead } = tags[k] as ReleasedJob;
           released[index] = {
             ...job,
-            data: { ...(job.data as object), fairTag: tag },
+            // Its critical path ranks its model calls at a quota's line too (quota-line.ts).
+            data: {
+              ...(job.data as object),
+              fairTag: tag,
+              ...(job.fairShare?.criticalPath !== undefined
+                ? { criticalPath: job.fairShare.criticalPath }
+                : {}),
+            },
             priority: fairPriority(share.priority, lead, job.fairShare?.criticalPath),
           };
         });

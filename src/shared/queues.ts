@@ -136,6 +136,8 @@ export const ExecuteJob = z.object({
   dependencies: z.array(TaskId).optional(),
   /** The job's fair-release tag (fair-release.ts): the worker that takes it moves V up to it. */
   fairTag: z.number().optional(),
+  /** Tasks on the longest chain through it: ranks its model calls at a quota's line. */
+  criticalPath: z.number().int().min(1).optional(),
   /** Its session's tenant, for the tenant's cap (tenant-cap.ts; older jobs lack it: default). */
   tenant: z.string().optional(),
   /** The task as dispatched (older jobs lack it: the worker reads the task). */

@@ -10,6 +10,7 @@ import { canonicalJson } from '../shared/llm/record-replay.js';
 import { meteredChat, meteredModels } from '../shared/llm/metered.js';
 import { MODEL_ROLES, roleConfig, sessionRoleConfigs } from '../shared/llm/role-config.js';
 import type { ProviderQuotas } from '../shared/llm/quota.js';
+import { describeQuotaSession } from '../shared/llm/quota-caller.js';
 import { judgeSampling, type JudgeNoiseMemory } from '../shared/llm/sampled-judge.js';
 import { loadScenarioFile } from '../shared/llm/scenario.js';
 import type { RoleModels } from '../shared/llm/types.js';
@@ -119,6 +120,8 @@ export class ModelResolver {
   }
 
   async forSession(session: Session, role: ModelRole): Promise<RoleModels> {
+    // The job's calls wait at a provider's line as its session's tenant and priority.
+    describeQuotaSession(session);
     let built = this.bySessionConfig.get(session.config);
     // One config object read for two sessions (a caller's own objects) must not share a meter.
     if (built?.sessionId !== session.id) {
@@ -186,6 +189,7 @@ export class ModelResolver {
    * cancelling a session also stops a running agent loop or coding-agent command.
    */
   forExecution(session: Session, taskId: string, jobSignal?: AbortSignal): ExecutionControls {
+    describeQuotaSession(session);
     const lease = this.cancellation?.watch(session.id);
     const signals = [jobSignal, lease?.signal].filter((s): s is AbortSignal => s !== undefined);
     // AbortSignal.any only when there are two to combine: it is not free on every task.

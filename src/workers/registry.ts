@@ -48,6 +48,8 @@ import { ProviderQuotas, QuotaWaitError } from '../shared/llm/quota.js';
 import { QuotaWaits } from '../shared/store/quota-waits.js';
 import { TenantSlots } from '../shared/store/tenant-slots.js';
 import { withTenantCap } from './tenant-cap.js';
+import { runAsQuotaCaller } from '../shared/llm/quota-caller.js';
+import { leaveQuotaLines, quotaCallerOf } from './quota-line-jobs.js';
 import { createCoordinatorProcessor } from './coordinator/coordinator.js';
 import { startOutboxSweeper } from './coordinator/outbox-sweeper.js';
 import { startRetentionSweeper } from './coordinator/retention-sweeper.js';
@@ -178,6 +180,7 @@ function wrapProcessor(
   processor: Processor,
   ctx: RoleContext,
   shutdown: ShutdownState,
+  quotas: ProviderQuotas,
   metrics?: RoleMetrics,
 ): Processor {
   const run = async (job: Job, token?: string, signal?: AbortSignal) => {
@@ -192,6 +195,7 @@ function wrapProcessor(
         taskId: data?.taskId,
       }));
     const started = Date.now();
+    const caller = quotaCallerOf(role, job);
     deliveryStarted(job);
     shutdown.active += 1;
     shutdown.running.set(job, token);
@@ -202,9 +206,14 @@ function wrapProcessor(
           { path: '(name)', message: `unknown job name "${job.name}"` },
         ]);
       }
-      const result: unknown = await processor(job, token, signal);
+      // Its model calls wait for a provider's quota in its fair place (quota-line.ts).
+      const result: unknown =
+        role === 'coordinator'
+          ? await processor(job, token, signal)
+          : await runAsQuotaCaller(caller, () => processor(job, token, signal));
       // Handed back by close() while it ran: the job is not this delivery's to complete.
       if (shutdown.handBacks.has(job)) throw new WaitingError();
+      await leaveQuotaLines(quotas, job, caller, log());
       if (ctx.logger.isLevelEnabled('debug')) {
         log().debug({ ms: Date.now() - started, result }, 'job done');
       }
@@ -233,6 +242,7 @@ function wrapProcessor(
         throw new DelayedError();
       }
       metrics?.observeJob(role, 'failed', (Date.now() - started) / 1000);
+      await leaveQuotaLines(quotas, job, caller, log());
       // A budget refusal is final too: a retry would be refused again (the refusal is sticky).
       const permanent =
         error instanceof ValidationError ||
@@ -482,16 +492,19 @@ export async function launchRoles(
     config.redis.prefix,
     defaultJobOptions(config.queues),
     config.queues.taskJobNames,
+    config.tenants.weights,
   );
+  const quotas = new ProviderQuotas(new QuotaStore(redis, config.redis.prefix), {
+    ...(options.metrics ? { events: options.metrics } : {}),
+    weights: config.tenants.weights,
+  });
   const models = new ModelResolver({
     ...(options.latencyMs !== undefined ? { latencyMs: options.latencyMs } : {}),
     ...(options.models ? { override: options.models } : {}),
     ...(options.cancelPollMs !== undefined ? { cancelPollMs: options.cancelPollMs } : {}),
     usageStore: new UsageStore(redis, config.redis.prefix),
     judgeNoise: new JudgeNoiseStore(redis, config.redis.prefix),
-    quotas: new ProviderQuotas(new QuotaStore(redis, config.redis.prefix), {
-      ...(options.metrics ? { events: options.metrics } : {}),
-    }),
+    quotas,
     ...(options.metrics ? { httpAttempts: options.metrics, modelCalls: options.metrics } : {}),
     // Real-model calls of a session cancelled meanwhile are aborted (issue 4).
     sessionState: async (sessionId) => (await store.loadSession(sessionId))?.session.state,
@@ -540,7 +553,7 @@ export async function launchRoles(
     connections.push(connection);
     const worker = new Worker(
       ROLE_QUEUE[role],
-      wrapProcessor(role, processors[role], ctx, shutdown, options.metrics),
+      wrapProcessor(role, processors[role], ctx, shutdown, quotas, options.metrics),
       {
         connection,
         prefix: queuePrefix(config.redis.prefix, ROLE_QUEUE[role], redis),

@@ -12,6 +12,7 @@ import type { ChatRequest } from '../../src/shared/llm/chat.js';
 import { createAnthropicProvider } from '../../src/shared/llm/anthropic-provider.js';
 import { createOpenAiProvider } from '../../src/shared/llm/openai-provider.js';
 import { ProviderQuotas, QuotaWaitError, providerLimit } from '../../src/shared/llm/quota.js';
+import { runAsQuotaCaller, type QuotaCaller } from '../../src/shared/llm/quota-caller.js';
 import { TaskOutput } from '../../src/shared/llm/llm-models.js';
 import { QuotaStore, type QuotaSettings } from '../../src/shared/store/quota-store.js';
 import { parseConfig } from '../../src/shared/config/load.js';
@@ -363,6 +364,8 @@ describe('a gated call settles its tokens', () => {
         refused: 0,
         throttled: 0,
         usedTokens: FAKE_USAGE.input + FAKE_USAGE.output,
+        waiting: 0,
+        line: [],
       },
     ]);
   });
@@ -525,6 +528,16 @@ describe('the quotas people see', () => {
           refused: 1,
           throttled: 1,
           usedTokens: 0,
+          // The refused call waits in the limit's line (a call of no job: tenant default).
+          waiting: 1,
+          line: [
+            {
+              tenant: 'default',
+              waiting: 1,
+              oldestWaitMs: expect.any(Number) as number,
+              sessions: [{ sessionId: '', waiting: 1, place: 1 }],
+            },
+          ],
         },
       ]);
       const metrics = await (await fetch(`${http.url}/metrics`, { headers })).text();
@@ -533,6 +546,10 @@ describe('the quotas people see', () => {
       expect(metrics).toContain(`orq_quota_in_flight${label} 1`);
       expect(metrics).toContain(`orq_quota_http_429${label} 1`);
       expect(metrics).toContain(`orq_quota_waits${label} 1`);
+      expect(metrics).toContain(`orq_quota_line_waiting${label} 1`);
+      expect(metrics).toContain(
+        `orq_quota_line_tenant_waiting{limit="${limit.name}",tenant="default"} 1`,
+      );
       // What is left of the 30 s pause: less the time this test took to get here (seconds on a
       // loaded machine), give or take a second for the clocks.
       const left = Number(
@@ -544,6 +561,38 @@ describe('the quotas people see', () => {
     } finally {
       await http.close();
       await client.close();
+    }
+  });
+});
+
+describe('a gated call cancelled while it waits in its job', () => {
+  it('gives its place in the line up at once', async () => {
+    const server = await startFakeLlmServer('openai', taskOutput);
+    try {
+      const [store] = twoPods();
+      // Every wait slept in the job, none handed back.
+      const quotas = new ProviderQuotas(store, { maxInJobWaitMs: 600_000 });
+      const provider = gated(server, quotas, { requestsPerMinute: 60, burstSeconds: 1 });
+      const limit = providerLimit('openai', server.baseUrl, KEY);
+      await store.pause(limit.id, 60_000);
+      // Its session was cancelled: the call takes its place, then stops sleeping at once.
+      const controller = new AbortController();
+      controller.abort();
+      const job: QuotaCaller = {
+        jobId: 'job-1',
+        sessionId: 's',
+        step: false,
+        lanes: new Set(),
+        joined: new Set(),
+      };
+      await expect(
+        runAsQuotaCaller(job, () => provider.complete({ ...request, signal: controller.signal })),
+      ).rejects.toThrow(/abort/i);
+      expect([...job.joined]).toEqual([limit.id]);
+      expect((await store.line(limit.id)).entries).toEqual([]);
+      expect(server.requests).toHaveLength(0);
+    } finally {
+      await server.close();
     }
   });
 });

@@ -272,7 +272,11 @@ describe('orq on a Redis Cluster of three nodes', () => {
         granted: false,
       });
       const keys = quotaKeys(config.redis.prefix, limit.id);
-      expect(await nodeOf(keys.state)).toBe(await nodeOf(keys.slots));
+      // Its line too: the refused call waits in it, every key of the limit on one node.
+      expect((await a.line(limit.id)).entries).toHaveLength(1);
+      for (const key of [keys.slots, keys.line, keys.leases, keys.waiters, keys.fair]) {
+        expect(await nodeOf(key)).toBe(await nodeOf(keys.state));
+      }
       await a.settle(limit.id, settings, 10, 5, 'one');
       expect(await b.pause(limit.id, 5_000)).toBeGreaterThan(4_000);
     }

@@ -126,7 +126,7 @@ describe('tenants.caps: a cap on the work jobs of one tenant running at once', (
   it('is off by default: no tenant is capped, and nothing is asked of Redis', async () => {
     const { models } = recordingModels(FOUR);
     const cluster = await startCluster({ models });
-    expect(cluster.config.tenants).toEqual({ maxTasksInFlight: 0, caps: {} });
+    expect(cluster.config.tenants).toEqual({ maxTasksInFlight: 0, caps: {}, weights: {} });
     expect(tenantCap(cluster.config.tenants, 'A')).toBe(0);
     const { id } = await cluster.client.submit({ instruction: 'a', tenant: 'A' });
     const done = await cluster.client.wait(id, { timeoutMs: TIMEOUT });

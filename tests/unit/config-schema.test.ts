@@ -99,8 +99,15 @@ describe('the generated JSON Schema', () => {
     expect(schema.additionalProperties).toBe(false);
     for (const path of sections) {
       const extra = nodeAt(path)?.additionalProperties;
-      // A map keyed by the user (budget.prices by model name) takes any key; its values are strict.
-      const strict = typeof extra === 'object' ? (extra as Node).additionalProperties : extra;
+      // A map keyed by the user (budget.prices by model name, tenants.weights by tenant) takes
+      // any key; its values are strict objects, or plain numbers.
+      const value = extra as Node;
+      const strict =
+        typeof extra !== 'object'
+          ? extra
+          : value.type === 'number'
+            ? false
+            : value.additionalProperties;
       expect(strict, path.join('.')).toBe(false);
     }
   });

@@ -132,6 +132,8 @@ describe('orq status', () => {
         refused: 17,
         throttled: 2,
         usedTokens: 0,
+        waiting: 0,
+        line: [],
       },
     ]);
     const [title, header, row] = text.split('\n');
@@ -145,6 +147,7 @@ describe('orq status', () => {
       'WAITS',
       '429s',
       'PAUSED',
+      'IN LINE',
     ]);
     expect(row?.split(/\s{2,}/)).toEqual([
       'openai api.openai.com/v1 key 3f2a9c1b',
@@ -155,6 +158,42 @@ describe('orq status', () => {
       '17',
       '2',
       '12.4 s',
+      '0',
     ]);
+  });
+
+  it("shows a limit's line by tenant, with each session's calls waiting and first place", () => {
+    const text = formatQuotas([
+      {
+        id: 'x',
+        name: 'openai api.openai.com/v1 key 3f2a9c1b',
+        inFlight: 0,
+        pausedForMs: 0,
+        granted: 10,
+        refused: 30,
+        throttled: 0,
+        usedTokens: 0,
+        waiting: 3,
+        line: [
+          {
+            tenant: 'acme',
+            waiting: 2,
+            oldestWaitMs: 4_200,
+            sessions: [{ sessionId: 'big', waiting: 2, place: 2 }],
+          },
+          {
+            tenant: 'beta',
+            waiting: 1,
+            oldestWaitMs: 300,
+            sessions: [{ sessionId: 'small', waiting: 1, place: 1 }],
+          },
+        ],
+      },
+    ]);
+    const lines = text.split('\n');
+    expect(lines).toContain('In line for openai api.openai.com/v1 key 3f2a9c1b');
+    const acme = lines.find((l) => l.startsWith('acme'));
+    expect(acme?.split(/\s{2,}/)).toEqual(['acme', '2', '4.2 s', 'big 2 (place 2)']);
+    expect(lines.find((l) => l.startsWith('beta'))).toContain('small 1 (place 1)');
   });
 });

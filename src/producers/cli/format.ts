@@ -367,14 +367,41 @@ export function formatQuotas(quotas: readonly QuotaView[]): string {
     String(q.refused),
     String(q.throttled),
     q.pausedForMs > 0 ? `${(q.pausedForMs / 1000).toFixed(1)} s` : '-',
+    String(q.waiting),
   ]);
+  const lines = quotas.filter((q) => q.waiting > 0).flatMap((q) => formatQuotaLine(q));
   return [
     'Provider quotas',
     ...renderTable(
-      ['LIMIT', 'REQUESTS', 'TOKENS', 'IN FLIGHT', 'CALLS', 'WAITS', '429s', 'PAUSED'],
+      ['LIMIT', 'REQUESTS', 'TOKENS', 'IN FLIGHT', 'CALLS', 'WAITS', '429s', 'PAUSED', 'IN LINE'],
       rows,
     ),
+    ...lines,
   ].join('\n');
+}
+
+/** Sessions shown per tenant in a line; the rest are counted. */
+const LINE_SESSIONS_SHOWN = 5;
+
+/**
+ * A limit's fair line (issue 46) by tenant: its calls waiting and the oldest wait, then its
+ * sessions with their calls waiting and the place of their first.
+ */
+function formatQuotaLine(quota: QuotaView): string[] {
+  const rows = quota.line.flatMap((t) => {
+    const shown = t.sessions.slice(0, LINE_SESSIONS_SHOWN);
+    const more = t.sessions.length - shown.length;
+    const sessions = shown.map((s) => `${s.sessionId} ${s.waiting} (place ${s.place})`);
+    if (more > 0) sessions.push(`${more} more`);
+    return [
+      [t.tenant, String(t.waiting), `${(t.oldestWaitMs / 1000).toFixed(1)} s`, sessions.join(', ')],
+    ];
+  });
+  return [
+    '',
+    `In line for ${quota.name}`,
+    ...renderTable(['TENANT', 'WAITING', 'OLDEST', 'SESSIONS: WAITING (FIRST PLACE)'], rows),
+  ];
 }
 
 /** Tasks that need a person's eye come first when the live view has no room for all. */

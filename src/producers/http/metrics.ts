@@ -5,7 +5,7 @@ import type { Logger } from '../../shared/logger.js';
 import type { QueueSet } from '../../shared/queue-set.js';
 import { sessionIndexKey, sessionKeys } from '../../shared/store/keys.js';
 import { QuotaStore } from '../../shared/store/quota-store.js';
-import type { QuotaView } from '../../shared/domain/quota.js';
+import type { QuotaLineTenant, QuotaView } from '../../shared/domain/quota.js';
 import { readTenantLoad } from '../../shared/store/tenant-load.js';
 
 /** Job states reported per queue (Queue.getJobCounts at scrape time). */
@@ -351,6 +351,29 @@ const QUOTA_GAUGES: {
     help: 'Tokens the provider reported for the calls settled under the limit.',
     value: (v) => v.usedTokens,
   },
+  {
+    name: 'orq_quota_line_waiting',
+    help: "Calls waiting in the limit's fair line now.",
+    value: (v) => v.waiting,
+  },
+];
+
+/** A limit's fair line per tenant (issue 46): calls waiting and the oldest wait. */
+const QUOTA_LINE_GAUGES: {
+  name: string;
+  help: string;
+  value: (tenant: QuotaLineTenant) => number;
+}[] = [
+  {
+    name: 'orq_quota_line_tenant_waiting',
+    help: "A tenant's calls waiting in the limit's fair line now.",
+    value: (t) => t.waiting,
+  },
+  {
+    name: 'orq_quota_line_oldest_wait_seconds',
+    help: "How long a tenant's oldest call in the limit's fair line has waited.",
+    value: (t) => t.oldestWaitMs / 1000,
+  },
 ];
 
 /** The provider limits' gauges, by limit name, read from Redis once per scrape. */
@@ -374,6 +397,23 @@ function registerQuotaGauges(registry: Registry, sources: MetricsSources): void 
           if (gauge === QUOTA_GAUGES[0]) {
             sources.logger.warn({ err: (error as Error).message }, 'metrics: quotas unavailable');
           }
+        }
+      },
+    });
+  }
+  for (const gauge of QUOTA_LINE_GAUGES) {
+    new Gauge({
+      name: gauge.name,
+      help: `${gauge.help} Read at scrape time, by limit and tenant.`,
+      labelNames: ['limit', 'tenant'] as const,
+      registers: [registry],
+      async collect() {
+        this.reset();
+        // The limits' gauges above log a failed read once.
+        const views = await report().catch(() => []);
+        for (const view of views) {
+          for (const t of view.line)
+            this.set({ limit: view.name, tenant: t.tenant }, gauge.value(t));
         }
       },
     });

@@ -927,6 +927,12 @@ export const TenantsConfig = z.strictObject({
     .describe(
       'Per tenant, a cap of its own that replaces tenants.maxTasksInFlight (0: none for that tenant), e.g. {"acme": {"maxTasksInFlight": 4}}.',
     ),
+  weights: z
+    .record(z.string(), z.number().positive().max(1000))
+    .default({})
+    .describe(
+      'Per tenant, its share of the workers and of every provider quota\'s line relative to the others, e.g. {"acme": 3} gives acme 3 shares and every other tenant 1 (docs/fairness.md#weights). Coordinator and model-calling pods apply it, so they must agree on it.',
+    ),
 });
 export type TenantsConfig = z.infer<typeof TenantsConfig>;
 

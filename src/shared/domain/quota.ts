@@ -5,6 +5,20 @@ import { z } from 'zod';
  * allows (the rateLimit its calls were last made with), what is left of it now, and what it
  * has seen since it was first used.
  */
+/** One tenant's calls in a limit's fair line (issue 46). */
+export const QuotaLineTenant = z.object({
+  tenant: z.string(),
+  /** Its calls waiting for the limit now. */
+  waiting: z.number().int(),
+  /** How long the oldest of them has waited (ms). */
+  oldestWaitMs: z.number().int(),
+  /** Per session: its calls waiting, and the place of its first in the whole line (1 = next). */
+  sessions: z.array(
+    z.object({ sessionId: z.string(), waiting: z.number().int(), place: z.number().int() }),
+  ),
+});
+export type QuotaLineTenant = z.infer<typeof QuotaLineTenant>;
+
 export const QuotaView = z.object({
   /** The limit's id: a hash of provider kind, base URL and API key hash. */
   id: z.string(),
@@ -31,5 +45,9 @@ export const QuotaView = z.object({
   throttled: z.number().int(),
   /** Tokens the provider reported for the calls settled. */
   usedTokens: z.number().int(),
+  /** Calls waiting in the limit's fair line now (docs/quotas.md#the-line). */
+  waiting: z.number().int(),
+  /** The line by tenant, in the order of each tenant's first call. */
+  line: z.array(QuotaLineTenant),
 });
 export type QuotaView = z.infer<typeof QuotaView>;

@@ -2,6 +2,7 @@ import type { Result } from 'ioredis';
 import { RateLimitConfig } from '../config/schema.js';
 import type { QuotaView } from '../domain/quota.js';
 import { defineScripts, type RedisConnection } from '../redis.js';
+import { CLASS_SPAN, lineClass, summarizeLine, type LineEntry } from '../quota-line.js';
 
 /**
  * Provider quotas (issue 33) in Redis: one hash and one sorted set per limit, both inside the
@@ -42,7 +43,51 @@ export interface QuotaSettings {
 export type QuotaRefusal = 'paused' | 'requests' | 'tokens' | 'concurrent';
 
 export type AcquireOutcome =
-  { granted: true } | { granted: false; reason: QuotaRefusal; waitMs: number };
+  | { granted: true }
+  | {
+      granted: false;
+      reason: QuotaRefusal;
+      /** About when its turn comes (ms): its place's share of the rate, or a pause's end. */
+      waitMs: number;
+      /** Its place in the limit's line (1 = next). */
+      place: number;
+    };
+
+/** Who asks, for the limit's fair line (quota-line.ts). */
+export interface LineCaller {
+  /** The same for every try of one call, across hand-backs: it keeps the call's place. */
+  callId: string;
+  sessionId: string;
+  tenant: string;
+  /** lineClass: band, then steps before task work. */
+  lineClass: number;
+  /** pathLead of its task's critical path: how many of its session's calls it goes ahead of. */
+  pathLead: number;
+  /** Its tenant's weight (tenants.weights). */
+  weight: number;
+}
+
+/**
+ * How long past its expected turn a refused call keeps its place: a job handed back must come
+ * back from the delayed set and find a worker slot. A pod that dies gives the place up after it.
+ */
+export const LINE_GRACE_MS = 15_000;
+
+export interface QuotaStoreOptions {
+  /** LINE_GRACE_MS unless set (tests). */
+  lineGraceMs?: number;
+}
+/** A session counts for its tenant at a line this long after its last call joined it. */
+const LINE_IDLE_MS = 60_000;
+
+/** A call of no job (a test, a script): its own session, the default tenant, task work. */
+export const ANONYMOUS_CALLER = {
+  sessionId: '',
+  tenant: 'default',
+  lineClass: lineClass({ priority: 5, step: false }),
+  pathLead: 0,
+  weight: 1,
+} as const;
 
 /** A limit as `orq status`, the HTTP API and /metrics show it. */
 export interface QuotaState {
@@ -77,29 +122,139 @@ end
 `;
 
 /**
- * KEYS: state, slots. ARGV: rpm, tpm, maxConcurrent, burstMs, estimatedTokens, leaseId, leaseMs.
- * Returns {1} granted, or {0, reason, waitMs}.
+ * KEYS: state, slots, line, leases, waiters, fair. ARGV: rpm, tpm, maxConcurrent, burstMs,
+ * estimatedTokens, slotId, slotMs, then the call: callId, sessionId, tenant, class (quota-line.ts),
+ * pathLead, weight, graceMs, idleMs.
+ * Returns {1} granted, or {0, reason, waitMs, place}.
+ *
+ * The line (quota-line.ts): `line` ranks the waiting calls (member = call id, score = rank),
+ * `leases` says until when each keeps its place (its pod may die), `waiters` holds each one's
+ * `tag|since|tokens|sessionId|tenant`, `fair` the line's V and per session
+ * `s|<id>` = `finish|alive until|tenant`. A call is granted only if the limit has room for it and
+ * for every call ranked ahead of it (the ones ahead take theirs when they come back), so no call
+ * takes what one ahead waits for; a refused call keeps (or takes) its place and learns when its
+ * turn should come. With no line, a call with room is granted without being tagged: the fast
+ * path of a limit that does not bind stays one script of a few commands.
  */
 const ACQUIRE_SCRIPT = `${REFILL}
 local rpm, tpm, maxc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local burst_ms, est, lease_ms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
+local call, sid, tenant = ARGV[8], ARGV[9], ARGV[10]
+local class, path_lead, weight = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+local grace, idle = tonumber(ARGV[14]), tonumber(ARGV[15])
+-- Numbers go to Redis as text: Lua's own %.14g would round a rank of 15 digits to tens.
+local function exact(x) return string.format('%.17g', x) end
 local now = now_ms()
 local r, t, rcap, tcap, paused = refill(KEYS[1], now, rpm, tpm, burst_ms)
-local function refuse(reason, wait)
-  redis.call('HINCRBY', KEYS[1], 'refused', 1)
-  return {0, reason, math.max(1, math.ceil(wait))}
-end
-if paused > now then return refuse('paused', paused - now) end
-if rpm > 0 and r < 1 then return refuse('requests', (1 - r) * 60000 / rpm) end
--- A call that reserves more than a full bucket waits for a full bucket, then runs into debt.
 local need = math.min(est, tcap)
-if tpm > 0 and t < need then return refuse('tokens', (need - t) * 60000 / tpm) end
+-- Waiters whose lease lapsed leave first: their pod died, or their job was cancelled.
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
+for _, id in ipairs(lapsed) do
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('HDEL', KEYS[5], id)
+end
+if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now) end
+
+local entry = redis.call('HGET', KEYS[5], call)
+local start, score, ahead = nil, nil, 0
+if entry then
+  local rank = redis.call('ZRANK', KEYS[3], call)
+  if rank then
+    ahead = rank
+    start = tonumber(string.match(entry, '^([^|]*)'))
+  else
+    entry = false
+  end
+end
+
+-- The call's SFQ tag: max(V, its session's finish), costing the tenant's sessions over its weight.
+local function tag()
+  local V = tonumber(redis.call('HGET', KEYS[6], 'V') or '0') or 0
+  local flat = redis.call('HGETALL', KEYS[6])
+  local peers, finish = 1, 0
+  for i = 1, #flat, 2 do
+    local field = flat[i]
+    if string.sub(field, 1, 2) == 's|' then
+      local f, alive, tn = string.match(flat[i + 1], '^([^|]*)|([^|]*)|(.*)$')
+      if (tonumber(alive) or 0) < now then
+        redis.call('HDEL', KEYS[6], field)
+      elseif string.sub(field, 3) == sid then
+        finish = tonumber(f) or 0
+      elseif tn == tenant then
+        peers = peers + 1
+      end
+    end
+  end
+  local s = math.max(V, finish)
+  local cost = peers / weight
+  redis.call('HSET', KEYS[6], 's|' .. sid, exact(s + cost) .. '|' .. (now + idle) .. '|' .. tenant)
+  redis.call('PEXPIRE', KEYS[6], ${STATE_TTL_MS})
+  return s, s - cost * path_lead
+end
+
+if not entry and redis.call('ZCARD', KEYS[3]) > 0 then
+  local key
+  start, key = tag()
+  score = class * ${CLASS_SPAN} + key
+  ahead = redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. exact(score))
+end
+
+local function refuse(reason, wait)
+  wait = math.max(1, math.ceil(wait))
+  redis.call('HINCRBY', KEYS[1], 'refused', 1)
+  if not entry then
+    if not start then
+      local key
+      start, key = tag()
+      score = class * ${CLASS_SPAN} + key
+    end
+    redis.call('ZADD', KEYS[3], exact(score), call)
+    redis.call('HSET', KEYS[5], call, exact(start) .. '|' .. now .. '|' .. need .. '|' .. sid .. '|' .. tenant)
+  end
+  local keep = now + wait + grace
+  redis.call('ZADD', KEYS[4], keep, call)
+  -- Its session counts for its tenant while it waits, however long.
+  local s = redis.call('HGET', KEYS[6], 's|' .. sid)
+  if s then
+    local f, alive, tn = string.match(s, '^([^|]*)|([^|]*)|(.*)$')
+    if (tonumber(alive) or 0) < keep then
+      redis.call('HSET', KEYS[6], 's|' .. sid, f .. '|' .. keep .. '|' .. tn)
+    end
+  end
+  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  local lasts = tonumber(last[2]) + 1000
+  redis.call('PEXPIREAT', KEYS[3], lasts)
+  redis.call('PEXPIREAT', KEYS[4], lasts)
+  redis.call('PEXPIREAT', KEYS[5], lasts)
+  return {0, reason, wait, ahead + 1}
+end
+
+local per_request = rpm > 0 and 60000 / rpm or 0
+if paused > now then return refuse('paused', paused - now + ahead * per_request) end
+if rpm > 0 and r < ahead + 1 then return refuse('requests', (ahead + 1 - r) * per_request) end
+if tpm > 0 then
+  -- What the calls ahead need (the first 256 exactly, the rest at their average).
+  local before = 0
+  if ahead > 0 then
+    local counted = math.min(ahead, 256)
+    local ids = redis.call('ZRANGE', KEYS[3], 0, counted - 1)
+    local infos = redis.call('HMGET', KEYS[5], unpack(ids))
+    for _, info in ipairs(infos) do
+      if info then before = before + (tonumber(string.match(info, '^[^|]*|[^|]*|([^|]*)')) or 0) end
+    end
+    before = before * ahead / counted
+  end
+  -- A call that reserves more than a full bucket waits for a full bucket, then runs into debt.
+  if t < before + need then return refuse('tokens', (before + need - t) * 60000 / tpm) end
+end
 if maxc > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  if redis.call('ZCARD', KEYS[2]) >= maxc then
-    -- A slot frees when a call ends, which no one can tell: look again soon, or at the lapse.
+  if redis.call('ZCARD', KEYS[2]) + ahead >= maxc then
+    -- A slot frees when a call ends, which no one can tell: look again soon, or at the lapse;
+    -- the farther back, the later, so a long line does not poll all at once.
     local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-    return refuse('concurrent', math.min(250, tonumber(first[2]) - now))
+    local lapse = first[2] and (tonumber(first[2]) - now) or 250
+    return refuse('concurrent', math.min(250, lapse) * (1 + math.floor(ahead / maxc)))
   end
   redis.call('ZADD', KEYS[2], now + lease_ms, ARGV[6])
   -- The set outlives its longest lease (leases differ by the role's time limit), no more.
@@ -111,7 +266,44 @@ if tpm > 0 then t = t - est end
 redis.call('HSET', KEYS[1], 'r', r, 't', t, 'ts', now)
 redis.call('HINCRBY', KEYS[1], 'granted', 1)
 redis.call('PEXPIRE', KEYS[1], ${STATE_TTL_MS})
+if start then
+  if entry then
+    redis.call('ZREM', KEYS[3], call)
+    redis.call('ZREM', KEYS[4], call)
+    redis.call('HDEL', KEYS[5], call)
+  end
+  local V = tonumber(redis.call('HGET', KEYS[6], 'V') or '0') or 0
+  if start > V then redis.call('HSET', KEYS[6], 'V', exact(start)) end
+end
 return {1}
+`;
+
+/** KEYS: line, leases, waiters. ARGV: call ids. They leave the line (granted elsewhere, or done). */
+const LEAVE_SCRIPT = `
+local left = 0
+for _, id in ipairs(ARGV) do
+  left = left + redis.call('ZREM', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('HDEL', KEYS[3], id)
+end
+return left
+`;
+
+/** KEYS: line, leases, waiters. Returns {now, ids in order, their infos} of the live waiters. */
+const LINE_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
+local live, infos = {}, {}
+for _, id in ipairs(ids) do
+  local keep = tonumber(redis.call('ZSCORE', KEYS[2], id) or '0') or 0
+  local info = redis.call('HGET', KEYS[3], id)
+  if keep > now and info then
+    live[#live + 1] = id
+    infos[#infos + 1] = info
+  end
+end
+return {now, live, infos}
 `;
 
 /**
@@ -157,14 +349,37 @@ declare module 'ioredis' {
     orqQuotaAcquire(
       state: string,
       slots: string,
+      line: string,
+      leases: string,
+      waiters: string,
+      fair: string,
       rpm: number,
       tpm: number,
       maxConcurrent: number,
       burstMs: number,
       estimatedTokens: number,
-      leaseId: string,
-      leaseMs: number,
-    ): Result<[number, string?, number?], Context>;
+      slotId: string,
+      slotMs: number,
+      callId: string,
+      sessionId: string,
+      tenant: string,
+      lineClass: number,
+      pathLead: number,
+      weight: number,
+      graceMs: number,
+      idleMs: number,
+    ): Result<[number, string?, number?, number?], Context>;
+    orqQuotaLeave(
+      line: string,
+      leases: string,
+      waiters: string,
+      ...callIds: string[]
+    ): Result<number, Context>;
+    orqQuotaLine(
+      line: string,
+      leases: string,
+      waiters: string,
+    ): Result<[number, string[], string[]], Context>;
     orqQuotaSettle(
       state: string,
       slots: string,
@@ -180,10 +395,17 @@ declare module 'ioredis' {
   }
 }
 
-/** The keys of one limit, in its hash tag. */
-export function quotaKeys(prefix: string, limitId: string): { state: string; slots: string } {
+/** The keys of one limit, all in its hash tag. */
+export function quotaKeys(prefix: string, limitId: string) {
   const base = `${prefix}:quota:{${limitId}}`;
-  return { state: `${base}:state`, slots: `${base}:slots` };
+  return {
+    state: `${base}:state`,
+    slots: `${base}:slots`,
+    line: `${base}:line`,
+    leases: `${base}:leases`,
+    waiters: `${base}:waiters`,
+    fair: `${base}:fair`,
+  };
 }
 
 /** Hash of every limit used so far: id → its description (JSON), for status and /metrics. */
@@ -197,12 +419,18 @@ const rates = (settings: QuotaSettings) => ({
 
 /** The scripts of provider quotas over one connection. Safe to share within a process. */
 export class QuotaStore {
+  private readonly lineGraceMs: number;
+
   constructor(
     readonly redis: RedisConnection,
     readonly prefix: string,
+    options: QuotaStoreOptions = {},
   ) {
+    this.lineGraceMs = options.lineGraceMs ?? LINE_GRACE_MS;
     defineScripts(redis, {
-      orqQuotaAcquire: [2, ACQUIRE_SCRIPT],
+      orqQuotaAcquire: [6, ACQUIRE_SCRIPT],
+      orqQuotaLeave: [3, LEAVE_SCRIPT],
+      orqQuotaLine: [3, LINE_SCRIPT],
       orqQuotaSettle: [2, SETTLE_SCRIPT],
       orqQuotaPause: [1, PAUSE_SCRIPT],
       orqQuotaRead: [2, READ_SCRIPT],
@@ -220,12 +448,17 @@ export class QuotaStore {
     estimatedTokens: number,
     leaseId: string,
     leaseMs: number,
+    caller: LineCaller = { callId: leaseId, ...ANONYMOUS_CALLER },
   ): Promise<AcquireOutcome> {
-    const { state, slots } = quotaKeys(this.prefix, limitId);
+    const keys = quotaKeys(this.prefix, limitId);
     const { rpm, tpm, burstMs } = rates(settings);
-    const [granted, reason, waitMs] = await this.redis.orqQuotaAcquire(
-      state,
-      slots,
+    const [granted, reason, waitMs, place] = await this.redis.orqQuotaAcquire(
+      keys.state,
+      keys.slots,
+      keys.line,
+      keys.leases,
+      keys.waiters,
+      keys.fair,
       rpm,
       tpm,
       settings.maxConcurrent ?? 0,
@@ -233,9 +466,45 @@ export class QuotaStore {
       Math.max(0, Math.round(estimatedTokens)),
       leaseId,
       Math.max(1, Math.round(leaseMs)),
+      caller.callId,
+      caller.sessionId,
+      caller.tenant,
+      caller.lineClass,
+      caller.pathLead,
+      caller.weight,
+      this.lineGraceMs,
+      LINE_IDLE_MS,
     );
     if (granted === 1) return { granted: true };
-    return { granted: false, reason: (reason ?? 'paused') as QuotaRefusal, waitMs: waitMs ?? 1 };
+    return {
+      granted: false,
+      reason: (reason ?? 'paused') as QuotaRefusal,
+      waitMs: waitMs ?? 1,
+      place: place ?? 1,
+    };
+  }
+
+  /** These calls leave the limit's line: their job ended, or was cancelled, without them. */
+  async leave(limitId: string, callIds: readonly string[]): Promise<number> {
+    if (callIds.length === 0) return 0;
+    const { line, leases, waiters } = quotaKeys(this.prefix, limitId);
+    return this.redis.orqQuotaLeave(line, leases, waiters, ...callIds);
+  }
+
+  /** The calls waiting in a limit's line now, first first. */
+  async line(limitId: string): Promise<{ now: number; entries: LineEntry[] }> {
+    const { line, leases, waiters } = quotaKeys(this.prefix, limitId);
+    const [now, ids, infos] = await this.redis.orqQuotaLine(line, leases, waiters);
+    const entries = ids.map((callId, i) => {
+      const [, since, , sessionId, tenant] = (infos[i] ?? '').split('|');
+      return {
+        callId,
+        sessionId: sessionId ?? '',
+        tenant: tenant ?? 'default',
+        since: Number(since) || now,
+      };
+    });
+    return { now, entries };
   }
 
   /** The call under `leaseId` ended having used `usedTokens`: correct the bucket, free the slot. */
@@ -294,7 +563,8 @@ export class QuotaStore {
       Object.entries(limits).map(async ([id, description]) => {
         const parsed = RateLimitConfig.safeParse(description.rateLimit);
         const settings = parsed.success ? parsed.data : undefined;
-        const state = await this.read(id, settings);
+        const [state, line] = await Promise.all([this.read(id, settings), this.line(id)]);
+        const tenants = summarizeLine(line.entries, line.now);
         return {
           id,
           name: typeof description.name === 'string' ? description.name : id,
@@ -309,6 +579,8 @@ export class QuotaStore {
             : {}),
           ...(settings ? { burstSeconds: settings.burstSeconds } : {}),
           ...state,
+          waiting: line.entries.length,
+          line: tenants,
         };
       }),
     );

@@ -1,0 +1,447 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it, inject } from 'vitest';
+import { startPrivateRedis } from '../../src/shared/redis-server.js';
+import { stopProcess, waitForOutput } from '../support/cli.js';
+import { providerLimit } from '../../src/shared/llm/quota.js';
+import { FairRelease } from '../../src/shared/fair-release.js';
+import { lineClass, pathLead } from '../../src/shared/quota-line.js';
+import { answerOneTask } from '../support/fake-answers.js';
+import { clusterPerTest } from '../support/cluster.js';
+import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
+import { eventually } from '../support/scenarios.js';
+import {
+  QuotaStore,
+  type LineCaller,
+  type QuotaSettings,
+} from '../../src/shared/store/quota-store.js';
+
+/**
+ * The fair line of a provider limit (issue 46): calls that wait for the same limit are granted
+ * in fair order, not in the order they come back. Two stores on two connections stand for two
+ * pods. The limits hold one request at a time (a bucket of 1), so each refill grants one call.
+ */
+
+const connections: Redis[] = [];
+function connect(): Redis {
+  const redis = new Redis(inject('redisUrl'));
+  connections.push(redis);
+  return redis;
+}
+afterAll(() => {
+  for (const c of connections) c.disconnect();
+});
+
+function twoPods(lineGraceMs?: number): [QuotaStore, QuotaStore] {
+  const prefix = `ql${randomUUID().slice(0, 8)}`;
+  const options = lineGraceMs !== undefined ? { lineGraceMs } : {};
+  return [new QuotaStore(connect(), prefix, options), new QuotaStore(connect(), prefix, options)];
+}
+
+const limitId = () => providerLimit('openai', undefined, randomUUID()).id;
+/**
+ * 300 a minute, 200 ms of it at once: one request, back 200 ms after it is taken, so a round of
+ * every waiter asking once grants exactly one.
+ */
+const ONE_AT_A_TIME: QuotaSettings = { requestsPerMinute: 300, burstSeconds: 0.2 };
+
+function caller(
+  sessionId: string,
+  n: number,
+  options: {
+    tenant?: string;
+    step?: boolean;
+    priority?: number;
+    weight?: number;
+    path?: number;
+  } = {},
+): LineCaller {
+  return {
+    callId: `${sessionId}|job${n}|0`,
+    sessionId,
+    tenant: options.tenant ?? 'default',
+    lineClass: lineClass({ priority: options.priority ?? 5, step: options.step ?? false }),
+    pathLead: pathLead(options.path),
+    weight: options.weight ?? 1,
+  };
+}
+
+/** Pauses the limit for a second (as a 429 does), so that every call asking meanwhile waits. */
+async function drain(store: QuotaStore, id: string): Promise<void> {
+  await store.pause(id, 1_000);
+}
+
+/** Until the bucket has its request back, so the next call's outcome is its rank's. */
+async function refilled(store: QuotaStore, id: string): Promise<void> {
+  while (((await store.read(id, ONE_AT_A_TIME)).requestsLeft ?? 0) < 1) await sleep(5);
+}
+
+/**
+ * One round: the bucket refills, then every waiter asks once in `order`: exactly one is granted
+ * (the bucket holds one). Returns the one granted.
+ */
+async function round(
+  store: QuotaStore,
+  id: string,
+  order: readonly LineCaller[],
+): Promise<LineCaller | undefined> {
+  await refilled(store, id);
+  let winner: LineCaller | undefined;
+  for (const call of order) {
+    const outcome = await store.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    if (outcome.granted) winner ??= call;
+  }
+  return winner;
+}
+
+describe('the fair line of a limit', () => {
+  it("grants a late small session's call before the backlog of a big session that asks first", async () => {
+    const [a, b] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    const big = Array.from({ length: 20 }, (_, i) => caller('big', i));
+    for (const call of big) {
+      expect(await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call)).toMatchObject({
+        granted: false,
+      });
+    }
+    // Submitted once the backlog waits: its call joins the line at the backlog's next turn.
+    const small = caller('small', 0);
+    const joined = await b.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, small);
+    expect(joined).toMatchObject({ granted: false });
+    expect(joined.granted === false && joined.place).toBeLessThanOrEqual(2);
+    // The backlog comes back first every time (it retries more often): the small call still
+    // goes within its first two rounds, not after twenty.
+    const winners: string[] = [];
+    for (let i = 0; i < 2; i += 1) {
+      const winner = await round(a, id, [...big.filter((c) => !winners.includes(c.callId)), small]);
+      winners.push(winner?.callId ?? 'none');
+    }
+    expect(winners).toContain(small.callId);
+  });
+
+  it('grants every call of the backlog in its order, whatever order they come back in', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    const calls = Array.from({ length: 6 }, (_, i) => caller('s', i));
+    for (const call of calls) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    const granted: string[] = [];
+    let waiting = [...calls];
+    while (waiting.length > 0) {
+      const winner = await round(a, id, [...waiting].reverse());
+      expect(winner).toBeDefined();
+      granted.push(winner?.callId ?? '');
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    expect(granted).toEqual(calls.map((c) => c.callId));
+  });
+
+  it('keeps calls one tag apart in order in every band, not only by their ids', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    for (const priority of [1, 5, 9]) {
+      // The second call's id sorts first: only its rank can put it second.
+      const first = { ...caller('s', 0, { priority }), callId: `z${priority}` };
+      const second = { ...caller('s', 1, { priority }), callId: `a${priority}` };
+      await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, first);
+      const outcome = await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, second);
+      expect(outcome.granted === false && outcome.place).toBe(2);
+      await a.leave(id, [first.callId, second.callId]);
+    }
+  });
+
+  it('serves plan steps before task work, and a higher priority before both', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    const task = caller('s1', 0);
+    const step = caller('s2', 0, { step: true });
+    const urgent = caller('s3', 0, { priority: 8 });
+    for (const call of [task, step, urgent]) {
+      await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    }
+    const order: string[] = [];
+    let waiting = [task, step, urgent];
+    while (waiting.length > 0) {
+      const winner = await round(a, id, waiting);
+      order.push(winner?.callId ?? '');
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    expect(order).toEqual([urgent.callId, step.callId, task.callId]);
+  });
+
+  it('shares the limit equally between tenants, however many sessions each has', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    // Tenant A: 4 sessions with 8 calls each; tenant B: 1 session with 12, its calls joining
+    // after A's each time.
+    const aCalls = Array.from({ length: 4 }, (_, s) =>
+      Array.from({ length: 8 }, (_, i) => caller(`a${s}`, i, { tenant: 'A' })),
+    );
+    const bCalls = Array.from({ length: 12 }, (_, i) => caller('b', i, { tenant: 'B' }));
+    for (let i = 0; i < 12; i += 1) {
+      for (const call of [...aCalls.map((calls) => calls[i]), bCalls[i]]) {
+        if (call) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+      }
+    }
+    // A's calls ask first every round.
+    let waiting = [...aCalls.flat(), ...bCalls];
+    let toB = 0;
+    for (let i = 0; i < 20; i += 1) {
+      const winner = await round(a, id, waiting);
+      if (winner?.tenant === 'B') toB += 1;
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    // Equal shares: B gets close to half of the grants (8 of 20: every new session's first
+    // call starts level), not a fifth or, in asking order, none.
+    expect(toB).toBeGreaterThanOrEqual(7);
+  });
+
+  it("gives a tenant its weight's share of the line", async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    const heavy = Array.from({ length: 12 }, (_, i) => caller('h', i, { tenant: 'H', weight: 3 }));
+    const light = Array.from({ length: 12 }, (_, i) => caller('l', i, { tenant: 'L' }));
+    for (let i = 0; i < 12; i += 1) {
+      for (const call of [light[i], heavy[i]]) {
+        await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call as LineCaller);
+      }
+    }
+    // The light tenant's calls ask first every round.
+    let waiting = [...light, ...heavy];
+    let toHeavy = 0;
+    for (let i = 0; i < 8; i += 1) {
+      const winner = await round(a, id, waiting);
+      if (winner?.tenant === 'H') toHeavy += 1;
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    // Weight 3 against 1: three grants in four (6 of 8), not half (4).
+    expect(toHeavy).toBeGreaterThanOrEqual(5);
+  });
+
+  it("lets a call on a long critical path go ahead of its session's leaves, a few at most", async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    const leaves = Array.from({ length: 3 }, (_, i) => caller('s', i));
+    const chain = caller('s', 9, { path: 1024 });
+    for (const call of [...leaves, chain]) {
+      await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    }
+    expect(await round(a, id, [...leaves, chain])).toEqual(chain);
+  });
+});
+
+describe('nothing stuck in the line', () => {
+  it('a waiter that never comes back (its pod killed) gives its place up when its lease lapses', async () => {
+    const [a, b] = twoPods(1_000);
+    const id = limitId();
+    await drain(a, id);
+    const dead = caller('s1', 0);
+    const alive = caller('s2', 0);
+    await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, dead);
+    await b.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, alive);
+    // `dead` is ahead and never asks again: while its lease holds, `alive` waits behind it.
+    await refilled(b, id);
+    expect((await b.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, alive)).granted).toBe(
+      false,
+    );
+    expect((await b.line(id)).entries.map((e) => e.callId)).toContain(dead.callId);
+    // Its lease (its turn plus the grace) lapses: the line moves on.
+    let granted = false;
+    for (let i = 0; i < 200 && !granted; i += 1) {
+      await sleep(20);
+      granted = (await b.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, alive)).granted;
+    }
+    expect(granted).toBe(true);
+    expect((await b.line(id)).entries).toEqual([]);
+  });
+
+  it('a call that leaves (its job cancelled or done) no longer holds anyone up', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    const gone = caller('s1', 0);
+    const next = caller('s2', 0);
+    await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, gone);
+    await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, next);
+    expect(await a.leave(id, [gone.callId])).toBe(1);
+    await refilled(a, id);
+    expect((await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, next)).granted).toBe(true);
+  });
+
+  it("shows the line by tenant and session, with each session's first place", async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    for (const call of [caller('s1', 0), caller('s1', 1), caller('s2', 0, { tenant: 'B' })]) {
+      await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    }
+    const { entries } = await a.line(id);
+    expect(entries.map((e) => [e.sessionId, e.tenant])).toEqual([
+      ['s1', 'default'],
+      ['s2', 'B'],
+      ['s1', 'default'],
+    ]);
+    // What orq status, GET /quotas, client.quotas() and /metrics show.
+    await a.register(id, { name: 'the limit', rateLimit: ONE_AT_A_TIME });
+    const [view] = await a.report();
+    expect(view).toMatchObject({
+      waiting: 3,
+      line: [
+        { tenant: 'default', waiting: 2, sessions: [{ sessionId: 's1', waiting: 2, place: 1 }] },
+        { tenant: 'B', waiting: 1, sessions: [{ sessionId: 's2', waiting: 1, place: 2 }] },
+      ],
+    });
+  });
+});
+
+describe('a pod killed with kill -9 while its call waits in the line', () => {
+  let child: ReturnType<typeof spawn> | undefined;
+  afterEach(async () => {
+    if (child) await stopProcess(child, 'SIGKILL');
+  });
+
+  it('gives its place up when the lease lapses, and the line moves on', async () => {
+    const [store] = twoPods();
+    const id = limitId();
+    const fixture = fileURLToPath(new URL('../fixtures/hold-quota-place.ts', import.meta.url));
+    child = spawn(
+      process.execPath,
+      ['--import', 'tsx', fixture, inject('redisUrl'), store.prefix, id, '1000'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    await waitForOutput(child, 'waiting', 30_000);
+    child.kill('SIGKILL');
+    const settings: QuotaSettings = { requestsPerMinute: 60, burstSeconds: 1 };
+    const next = caller('s', 0);
+    // Behind the dead pod's call at first, though that call never asks again.
+    expect(await store.acquire(id, settings, 0, randomUUID(), 10_000, next)).toMatchObject({
+      granted: false,
+      place: 2,
+    });
+    await eventually(
+      async () =>
+        (await store.acquire(id, settings, 0, randomUUID(), 10_000, next)).granted
+          ? true
+          : undefined,
+      "the killed pod's place to lapse",
+    );
+    expect((await store.line(id)).entries).toEqual([]);
+  });
+});
+
+describe('the line through a Redis restart (AOF)', () => {
+  it('keeps every waiter and its place', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orq-line-restart-'));
+    let redis = await startPrivateRedis({ dir, appendonly: true });
+    const connection = new Redis(redis.url);
+    try {
+      const store = new QuotaStore(connection, 'r');
+      const id = limitId();
+      await store.pause(id, 2_000);
+      const calls = [caller('a', 0), caller('b', 0, { step: true }), caller('a', 1)];
+      for (const call of calls) await store.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 1, call);
+      const before = (await store.line(id)).entries.map((e) => e.callId);
+      expect(before).toEqual([calls[1]?.callId, calls[0]?.callId, calls[2]?.callId]);
+      await redis.stop();
+      redis = await startPrivateRedis({ dir, port: redis.port, appendonly: true });
+      const after = await eventually(
+        () => store.line(id).catch(() => undefined),
+        'the store to reach the restarted Redis',
+        20_000,
+      );
+      expect(after.entries.map((e) => e.callId)).toEqual(before);
+      // And the head is served first, whoever asks first.
+      expect(await round(store, id, [...calls].reverse())).toEqual(calls[1]);
+    } finally {
+      connection.disconnect();
+      await redis.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a job whose call waits in the line', () => {
+  const startCluster = clusterPerTest();
+  const KEY = 'sk-line-test';
+  let server: FakeLlmServer;
+  beforeAll(async () => {
+    process.env.LINE_TEST_KEY = KEY;
+    server = await startFakeLlmServer('openai', answerOneTask);
+  });
+  afterAll(() => server.close());
+
+  it('shows its place in its progress, and leaves the line when its session is cancelled', async () => {
+    const cluster = await startCluster();
+    const rateLimit = { requestsPerMinute: 60, burstSeconds: 1 };
+    const limit = providerLimit('openai', server.baseUrl, KEY);
+    // Three urgent calls of another process wait ahead and never come back (their lease is long).
+    const other = new QuotaStore(connect(), cluster.prefix);
+    await other.acquire(limit.id, rateLimit, 0, 'drain', 10_000);
+    for (let i = 0; i < 3; i += 1) {
+      const urgent = caller('other', i, { priority: 9, step: true });
+      await other.acquire(limit.id, rateLimit, 0, randomUUID(), 10_000, urgent);
+    }
+    const session = await cluster.client.submit({
+      instruction: 'write the parser',
+      config: {
+        llm: {
+          default: {
+            provider: 'openai',
+            baseUrl: server.baseUrl,
+            model: 'test',
+            apiKeyEnv: 'LINE_TEST_KEY',
+            rateLimit,
+          },
+        },
+      },
+    });
+    const plan = cluster.pods[0]?.queues.get('plan');
+    if (!plan) throw new Error('no plan queue');
+    const delayed = await eventually(
+      async () => (await plan.getJobs(['delayed']))[0],
+      'the plan job to be handed back',
+    );
+    expect(delayed.progress).toMatchObject({
+      activity: `waiting for quota (${limit.name}), place 4`,
+      place: 4,
+    });
+    const callId = `${delayed.id ?? ''}|0`;
+    expect((await other.line(limit.id)).entries.map((e) => e.callId)).toContain(callId);
+    await cluster.client.cancel(session.id);
+    // When it comes back it finds its session cancelled and ends: its place goes with it,
+    // long before its lease would lapse.
+    await eventually(
+      async () =>
+        (await other.line(limit.id)).entries.some((e) => e.callId === callId) ? undefined : true,
+      'the cancelled job to leave the line',
+      15_000,
+    );
+    expect(server.requests).toHaveLength(0);
+  });
+});
+
+describe('tenant weights in fair release', () => {
+  it("give a tenant of weight 3 three jobs' places for another's one", async () => {
+    const fair = new FairRelease(connect(), `fw${randomUUID().slice(0, 8)}`, Date.now, { acme: 3 });
+    const acme = await fair.release('s-acme', 'acme', 6);
+    const beta = await fair.release('s-beta', 'beta', 2);
+    // Both start level; acme's jobs are a third of a place apart, beta's a whole one.
+    expect(acme.map((j) => Number(j.lead.toFixed(3)))).toEqual([0, 0.333, 0.667, 1, 1.333, 1.667]);
+    expect(beta.map((j) => j.lead)).toEqual([0, 1]);
+    // Queue order by lead: three of acme's jobs before beta's second.
+    const ahead = acme.filter((j) => j.lead < (beta[1]?.lead ?? 0));
+    expect(ahead).toHaveLength(3);
+  });
+});
