@@ -21,6 +21,7 @@ const config = (({
   llm,
   budget,
   result,
+  integration,
   scheduling,
 }) => ({
   refinement,
@@ -30,6 +31,7 @@ const config = (({
   llm,
   budget,
   result,
+  integration,
   scheduling,
 }))(parseConfig({}));
 

@@ -679,6 +679,50 @@ export const ResultConfig = z.strictObject({
 });
 export type ResultConfig = z.infer<typeof ResultConfig>;
 
+/** A command that settles conflicts in files it regenerates (a lockfile, generated code). */
+export const IntegrationResolverConfig = z.strictObject({
+  files: z
+    .array(z.string().min(1))
+    .min(1)
+    .describe(
+      'Paths or globs (* within a folder, ** across folders) of the files this command regenerates; a pattern without / matches the file name in any folder.',
+    ),
+  command: z
+    .array(z.string())
+    .min(1)
+    .describe(
+      'argv, run without a shell at the root of the merged tree after the conflicting files were set to the result so far, e.g. [npm, install, --package-lock-only].',
+    ),
+  timeoutSeconds: z.number().int().min(1).max(86_400).default(600),
+});
+export type IntegrationResolverConfig = z.infer<typeof IntegrationResolverConfig>;
+
+/**
+ * The integration step (docs/executors.md#integration): once the tasks of a session with git
+ * artifacts are finished, their branches are merged into one result branch and checked there.
+ */
+export const IntegrationConfig = z.strictObject({
+  enabled: z
+    .boolean()
+    .default(true)
+    .describe(
+      'Merge the task branches of a session that ran tasks through the command executor into orq/<session>/result before it completes.',
+    ),
+  strategy: z
+    .enum(['merge', 'squash', 'fast-forward'])
+    .default('merge')
+    .describe(
+      'How each task branch joins the result: merge (a merge commit per task), squash (one commit per task) or fast-forward (where the result has not moved on, else a merge commit).',
+    ),
+  resolvers: z
+    .array(IntegrationResolverConfig)
+    .default([])
+    .describe(
+      'Commands that settle conflicts in the files they regenerate (lockfiles, generated code). A conflict in any other file stops the integration.',
+    ),
+});
+export type IntegrationConfig = z.infer<typeof IntegrationConfig>;
+
 /** How a session's ready tasks are released to the workers (docs/fairness.md). */
 export const SchedulingConfig = z.strictObject({
   maxTasksInFlight: z
@@ -702,6 +746,7 @@ export const SessionConfig = z.strictObject({
   llm: LlmConfig.prefault({}),
   budget: BudgetConfig.prefault({}),
   result: ResultConfig.prefault({}),
+  integration: IntegrationConfig.prefault({}),
 
   scheduling: SchedulingConfig.prefault({}),
 });
