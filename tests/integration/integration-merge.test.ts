@@ -249,6 +249,30 @@ describe('the integration of task branches', () => {
     expect(worktrees(repo)).toHaveLength(1);
   });
 
+  it("keeps the other delivery's result when that one records the round first", async () => {
+    const repo = makeRepo();
+    const t1 = taskBranch(repo, 't1', { 'a.txt': 'a\n' });
+    const t2 = taskBranch(repo, 't2', { 'b.txt': 'b\n' });
+    const winner = await integrateBranches(request(repo, [t1, t2]));
+    const recorded = git(['rev-parse', outcomeRef('s1', 1)], repo);
+    // Taken back, to be written again by the other delivery while this one runs its check:
+    // a delivery whose lock was taken over as stale (its pod paused) still gets this far.
+    git(['update-ref', '-d', outcomeRef('s1', 1)], repo);
+    git(['update-ref', '-d', 'refs/heads/orq/s1/result'], repo);
+    const other = [
+      "const { execFileSync } = require('child_process');",
+      `execFileSync('git', ['update-ref', '${outcomeRef('s1', 1)}', '${recorded}'], { cwd: ${JSON.stringify(repo)} });`,
+      `execFileSync('git', ['update-ref', 'refs/heads/orq/s1/result', '${winner.commit}'], { cwd: ${JSON.stringify(repo)} });`,
+    ].join('\n');
+    const late = await integrateBranches(
+      request(repo, [t1, t2], {
+        checks: [{ name: 'meanwhile', command: [process.execPath, '-e', other], mode: 'warn' }],
+      }),
+    );
+    expect(late).toEqual(winner);
+    expect(git(['rev-parse', 'orq/s1/result'], repo)).toBe(winner.commit);
+  });
+
   it('writes one result when two deliveries of the round race', async () => {
     const repo = makeRepo();
     const t1 = taskBranch(repo, 't1', { 'a.txt': 'a\n' });

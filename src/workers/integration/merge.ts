@@ -61,7 +61,8 @@ export interface IntegrationRequest {
  * way leaves only a worktree the next delivery replaces; two deliveries racing write one
  * outcome, and the other reads it back. A round already recorded is read back, not redone.
  */
-export async function integrateBranches(request: IntegrationRequest): Promise<IntegrationOutcome> {
+export async function integrateBranches(asked: IntegrationRequest): Promise<IntegrationOutcome> {
+  let request = asked;
   const repository = resolve(request.repository);
   const recorded = await readOutcome(repository, request.sessionId, request.round);
   if (recorded) return recorded;
@@ -69,6 +70,10 @@ export async function integrateBranches(request: IntegrationRequest): Promise<In
   const branch = resultBranchName(request.sessionId);
   // One delivery of the round at a time on this repository; a dead one's lock goes stale.
   const lock = await lockTask(commonDir, branch, request.signal);
+  // A delivery whose lock was taken over as stale (its process stalled) stops; were it past
+  // its last check already, the ref transaction still lets only one outcome in.
+  const signal = request.signal ? AbortSignal.any([request.signal, lock.lost]) : lock.lost;
+  request = { ...request, signal };
   try {
     const earlier = await readOutcome(repository, request.sessionId, request.round);
     if (earlier) return earlier;
