@@ -13,6 +13,7 @@ import { createIntegrationProcessor } from '../../src/workers/integration/proces
 import type { RoleContext } from '../../src/workers/roles/context.js';
 import { formatResultSection, resultNotices } from '../../src/producers/cli/result-text.js';
 import { clusterPerTest } from '../support/cluster.js';
+import { bearer, serveApi } from '../support/http.js';
 import { git } from '../support/git.js';
 import { eventually } from '../support/scenarios.js';
 
@@ -109,6 +110,17 @@ describe('a session whose tasks commit to git branches', () => {
       `orq: result branch ${branch} at ${commit.slice(0, 12)} (merge of 3 tasks): 3 files changed, 3 insertions(+)`,
     );
     expect(formatResultSection(result)).toContain('check files (warn) on the result: passed');
+    // The HTTP API gives the same.
+    const server = await serveApi(cluster.client, { token: 'test-token-0123456789abcdef' });
+    try {
+      const answer = await fetch(`${server.url}/sessions/${session.id}/result`, {
+        headers: bearer('test-token-0123456789abcdef'),
+      });
+      expect(answer.status).toBe(200);
+      expect(((await answer.json()) as typeof result).integration).toEqual(result.integration);
+    } finally {
+      await server.close();
+    }
 
     const history = (await cluster.client.history(session.id)).map((h) => h.entry);
     expect(sessionStates(history).slice(-2)).toEqual(['INTEGRATING', 'COMPLETED']);
