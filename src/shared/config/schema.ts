@@ -697,6 +697,39 @@ export const IntegrationResolverConfig = z.strictObject({
 });
 export type IntegrationResolverConfig = z.infer<typeof IntegrationResolverConfig>;
 
+/** A pull request (GitHub) or merge request (GitLab) opened for the result branch. */
+export const PullRequestConfig = z.strictObject({
+  provider: z.enum(['github', 'gitlab']),
+  project: z
+    .string()
+    .min(1)
+    .describe('owner/name on GitHub; the project id or its path (group/name) on GitLab.'),
+  apiUrl: z
+    .url()
+    .optional()
+    .describe(
+      'The REST API root: https://api.github.com or https://gitlab.com/api/v4 when unset (set it for GitHub Enterprise or a GitLab of your own).',
+    ),
+  remote: z
+    .string()
+    .min(1)
+    .default('origin')
+    .describe('The git remote of the repository the result branch is pushed to.'),
+  targetBranch: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('The branch the request merges into: execution.command.baseBranch, else main.'),
+  tokenEnv: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+    .optional()
+    .describe(
+      "The pod's variable holding the API token (or the file its _FILE variable names): GITHUB_TOKEN or GITLAB_TOKEN when unset.",
+    ),
+});
+export type PullRequestConfig = z.infer<typeof PullRequestConfig>;
+
 /**
  * The integration step (docs/executors.md#integration): once the tasks of a session with git
  * artifacts are finished, their branches are merged into one result branch and checked there.
@@ -720,6 +753,9 @@ export const IntegrationConfig = z.strictObject({
     .describe(
       'Commands that settle conflicts in the files they regenerate (lockfiles, generated code). A conflict in any other file stops the integration.',
     ),
+  pullRequest: PullRequestConfig.optional().describe(
+    "Push the result branch and open a pull request (GitHub) or merge request (GitLab) for it, with the session's summary as its body; once, however often the integration runs.",
+  ),
 });
 export type IntegrationConfig = z.infer<typeof IntegrationConfig>;
 

@@ -65,6 +65,10 @@ export const IntegrationOutcome = z.object({
     .array(z.object({ files: z.array(z.string()), command: z.array(z.string()) }))
     .default([]),
   conflict: IntegrationConflict.optional(),
+  /** The pull or merge request opened for the branch (integration.pullRequest). */
+  pullRequest: z
+    .object({ provider: z.enum(['github', 'gitlab']), url: z.string(), number: z.number().int() })
+    .optional(),
 });
 export type IntegrationOutcome = z.infer<typeof IntegrationOutcome>;
 

@@ -250,6 +250,11 @@ export function integrationLines(outcome: IntegrationOutcome | undefined): strin
   const stat = outcome.diffStat.split('\n').at(-1)?.trim() || 'no changes';
   return [
     `result branch ${outcome.branch} at ${outcome.commit.slice(0, 12)} (${outcome.strategy} of ${outcome.tasks.length} task${outcome.tasks.length === 1 ? '' : 's'}): ${stat}`,
+    ...(outcome.pullRequest
+      ? [
+          `${outcome.pullRequest.provider === 'github' ? 'pull' : 'merge'} request #${outcome.pullRequest.number}: ${outcome.pullRequest.url}`,
+        ]
+      : []),
     ...outcome.checks.map(
       (c) =>
         `check ${c.name} (${c.mode}) on the result: ${c.passed ? 'passed' : `FAILED, exit code ${c.exitCode ?? 'none'}`}`,

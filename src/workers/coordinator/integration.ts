@@ -86,7 +86,7 @@ export function describeIntegration(outcome: IntegrationOutcome): string {
             ? `; checks passed but for ${warned.join(', ')} (warn)`
             : '; checks passed'
           : ''
-      }`;
+      }${outcome.pullRequest ? `; opened ${outcome.pullRequest.url}` : ''}`;
     }
     case 'checks-failed': {
       const failed = outcome.checks
@@ -146,6 +146,7 @@ export async function onIntegrated(
         checks: outcome.checks,
         ...(outcome.resolved.length > 0 ? { resolved: outcome.resolved } : {}),
         ...(outcome.conflict ? { conflict: outcome.conflict } : {}),
+        ...(outcome.pullRequest ? { pullRequest: outcome.pullRequest } : {}),
       },
     },
     { type: 'state_change', entity: 'session', from: 'INTEGRATING', to, reason },

@@ -1,5 +1,6 @@
 import type { Job } from 'bullmq';
-import { INTEGRATION_FENCE_ID } from '../../shared/domain/integration.js';
+import { INTEGRATION_FENCE_ID, type IntegrationOutcome } from '../../shared/domain/integration.js';
+import type { Session } from '../../shared/domain/session.js';
 import { parseOrThrow, ValidationError } from '../../shared/errors.js';
 import { IntegrateJob, jobIds, outboxJob } from '../../shared/queues.js';
 import { branchesToMerge, resultBranchName } from '../../shared/rules/integration-plan.js';
@@ -7,6 +8,7 @@ import { confirmDelivery } from '../delivery.js';
 import { withoutPodSecrets } from '../executors/process.js';
 import { HANDED_ON, handedOnAlready, type RoleContext } from '../roles/context.js';
 import { integrateBranches } from './merge.js';
+import { describeRequest, openPullRequest } from './pull-request.js';
 
 /**
  * The integrate job (a worker pod's, like the tasks' own git work): merges the session's task
@@ -40,7 +42,7 @@ export function createIntegrationProcessor(ctx: RoleContext) {
     const tasks = await ctx.store.loadTasksInOrder(sessionId, session.taskIds);
     const logger = ctx.logger.child({ role: 'worker', sessionId, jobId: job.id, round });
     const confirmCurrent = () => confirmDelivery(job, token, ctx.lockDurationMs, signal);
-    const outcome = await integrateBranches({
+    const integrated = await integrateBranches({
       sessionId,
       round,
       repository: command.repository,
@@ -59,6 +61,7 @@ export function createIntegrationProcessor(ctx: RoleContext) {
       ...(signal ? { signal } : {}),
       confirmCurrent,
     });
+    const outcome = await withPullRequest(integrated, session, signal, confirmCurrent);
     logger.info(
       { status: outcome.status, commit: outcome.commit, tasks: outcome.tasks.length },
       'integration finished',
@@ -76,4 +79,30 @@ export function createIntegrationProcessor(ctx: RoleContext) {
     );
     return outcome.status;
   };
+}
+
+/**
+ * The outcome with its pull request, opened when the config asks for one and the merge went
+ * through: on every delivery, since the outcome read back from the repository has none; the
+ * request is found before it is opened, so it is opened once.
+ */
+async function withPullRequest(
+  outcome: IntegrationOutcome,
+  session: Session,
+  signal: AbortSignal | undefined,
+  confirmCurrent: () => Promise<void>,
+): Promise<IntegrationOutcome> {
+  const config = session.config.integration.pullRequest;
+  if (!config || outcome.status !== 'merged') return outcome;
+  await confirmCurrent();
+  const baseBranch = session.config.execution.command?.baseBranch;
+  const pullRequest = await openPullRequest({
+    config,
+    repository: outcome.repository,
+    branch: outcome.branch,
+    ...(baseBranch ? { baseBranch } : {}),
+    ...describeRequest(session.instruction, session.id, outcome),
+    ...(signal ? { signal } : {}),
+  });
+  return { ...outcome, pullRequest };
 }
