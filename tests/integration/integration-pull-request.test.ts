@@ -210,4 +210,34 @@ describe('the pull request of a result branch', () => {
       number: 1,
     });
   });
+
+  it('fails the session with INTEGRATION_FAILED when the request cannot be opened', async () => {
+    const closed = await fakeForge('github');
+    await closed.close();
+    const { repo } = repoWithRemote();
+    process.env.ORQ_TEST_CLOSED_TOKEN = 'closed-token';
+    const cluster = await startCluster({
+      config: {
+        queues: { attempts: 1 },
+        execution: {
+          defaultExecutor: 'command',
+          workspaceRoot: join(tmp, 'ws-closed'),
+          command: { template: [process.execPath, FAKE_AGENT, '{{prompt}}'], repository: repo },
+        },
+        integration: {
+          pullRequest: {
+            provider: 'github',
+            project: 'o/r',
+            apiUrl: closed.url,
+            tokenEnv: 'ORQ_TEST_CLOSED_TOKEN',
+          },
+        },
+      },
+    });
+    const session = await cluster.client.submit({ instruction: 'Write the parser' });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
+    expect(view.session.state).toBe('FAILED');
+    expect(view.session.failure?.code).toBe('INTEGRATION_FAILED');
+    expect(view.session.failure?.reason).toMatch(/^the integration failed: .*fetch failed/);
+  });
 });
