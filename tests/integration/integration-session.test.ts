@@ -13,6 +13,7 @@ import { createIntegrationProcessor } from '../../src/workers/integration/proces
 import type { RoleContext } from '../../src/workers/roles/context.js';
 import { formatResultSection, resultNotices } from '../../src/producers/cli/result-text.js';
 import { clusterPerTest } from '../support/cluster.js';
+import { bullQueue } from '../support/pods.js';
 import { bearer, serveApi } from '../support/http.js';
 import { git } from '../support/git.js';
 import { eventually } from '../support/scenarios.js';
@@ -192,6 +193,14 @@ describe('a session whose tasks commit to git branches', () => {
       queues: pod.queues,
       logger: silentLogger,
       lockDurationMs: 30_000,
+      // No model calls: only the session's end would stop it, and it does not end here.
+      models: {
+        forExecution: () => ({
+          signal: new AbortController().signal,
+          sessionFinished: () => false,
+          release: () => undefined,
+        }),
+      },
     } as unknown as RoleContext;
     const jobId = jobIds.integrate(session.id, 1);
     const second = createIntegrationProcessor(ctx)({
@@ -224,6 +233,44 @@ describe('a session whose tasks commit to git branches', () => {
     expect(
       git(['rev-list', '--merges', '--first-parent', '--count', `main..${branch}`], repo),
     ).toBe('3');
+  });
+
+  it('can be cancelled while it integrates: the job stops and writes nothing', async () => {
+    const repo = makeRepo();
+    const gate = join(tmp, 'cancel-gate');
+    const held = [
+      "const fs = require('fs');",
+      "if (process.env.ORQ_BRANCH.endsWith('/result')) {",
+      `  const wait = () => (fs.existsSync(${JSON.stringify(gate)}) ? null : setTimeout(wait, 50));`,
+      '  wait();',
+      '}',
+    ].join('\n');
+    const cluster = await startCluster({
+      config: commandConfig(repo, {
+        checks: [{ name: 'held', command: [process.execPath, '-e', held], mode: 'block' }],
+      }),
+    });
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    await eventually(
+      async () =>
+        (await cluster.client.get(session.id)).session.state === 'INTEGRATING' || undefined,
+      'the session integrating',
+      60_000,
+    );
+    await cluster.client.cancel(session.id, 'not needed any more');
+    const view = await cluster.client.wait(session.id, { timeoutMs: 30_000 });
+    expect(view.session.state).toBe('CANCELLED');
+    // The integrate job stops with the session: its check is killed, nothing is written.
+    const work = bullQueue(cluster.client.store.redis, cluster.prefix, 'work');
+    try {
+      const job = await work.getJob(jobIds.integrate(session.id, 1));
+      await eventually(async () => (await job?.isCompleted()) || undefined, 'the job ended');
+      expect(job?.returnvalue).toBe('session ended');
+    } finally {
+      await work.close();
+    }
+    expect(git(['branch', '--list', `orq/${session.id}/result`], repo)).toBe('');
+    expect((await cluster.client.get(session.id)).session.state).toBe('CANCELLED');
   });
 
   it('leaves a session without git work as it was: it completes with no integration', async () => {

@@ -1,6 +1,8 @@
 import type { Job } from 'bullmq';
 import { INTEGRATION_FENCE_ID, type IntegrationOutcome } from '../../shared/domain/integration.js';
 import type { Session } from '../../shared/domain/session.js';
+import type { Task } from '../../shared/domain/task.js';
+import type { CommandExecutorConfig } from '../../shared/config/schema.js';
 import { parseOrThrow, ValidationError } from '../../shared/errors.js';
 import { IntegrateJob, jobIds, outboxJob } from '../../shared/queues.js';
 import { branchesToMerge, resultBranchName } from '../../shared/rules/integration-plan.js';
@@ -41,27 +43,22 @@ export function createIntegrationProcessor(ctx: RoleContext) {
     }
     const tasks = await ctx.store.loadTasksInOrder(sessionId, session.taskIds);
     const logger = ctx.logger.child({ role: 'worker', sessionId, jobId: job.id, round });
-    const confirmCurrent = () => confirmDelivery(job, token, ctx.lockDurationMs, signal);
-    const integrated = await integrateBranches({
-      sessionId,
-      round,
-      repository: command.repository,
-      ...(command.baseBranch ? { baseRef: command.baseBranch } : {}),
-      branches: branchesToMerge(tasks),
-      config: session.config.integration,
-      checks: command.checks,
-      timeoutSeconds: command.timeoutSeconds,
-      maxOutputBytes: command.maxOutputBytes,
-      workspaceRoot: session.config.execution.workspaceRoot,
-      env: {
-        ...withoutPodSecrets(),
-        ORQ_SESSION_ID: sessionId,
-        ORQ_BRANCH: resultBranchName(sessionId),
-      },
-      ...(signal ? { signal } : {}),
-      confirmCurrent,
-    });
-    const outcome = await withPullRequest(integrated, session, signal, confirmCurrent);
+    // Stopped by BullMQ (shutdown, lost lock) or by the session's end (a cancel): a merge or a
+    // check under way is killed, and nothing is written or handed on.
+    const controls = ctx.models.forExecution(session, INTEGRATION_FENCE_ID, signal);
+    const stopped = controls.signal;
+    const confirmCurrent = () => confirmDelivery(job, token, ctx.lockDurationMs, stopped);
+    let outcome: IntegrationOutcome;
+    try {
+      const integrated = await integrate(session, command, tasks, stopped, confirmCurrent);
+      outcome = await withPullRequest(integrated, session, stopped, confirmCurrent);
+    } catch (error) {
+      if (!controls.sessionFinished()) throw error;
+      logger.info({ err: (error as Error).message }, 'integration stopped: the session ended');
+      return 'session ended';
+    } finally {
+      controls.release();
+    }
     logger.info(
       { status: outcome.status, commit: outcome.commit, tasks: outcome.tasks.length },
       'integration finished',
@@ -81,6 +78,36 @@ export function createIntegrationProcessor(ctx: RoleContext) {
   };
 }
 
+/** The round's merge and checks, in the repository the command executor worked in. */
+function integrate(
+  session: Session,
+  command: CommandExecutorConfig,
+  tasks: readonly Task[],
+  signal: AbortSignal,
+  confirmCurrent: () => Promise<void>,
+): Promise<IntegrationOutcome> {
+  const round = session.integration?.round ?? 1;
+  return integrateBranches({
+    sessionId: session.id,
+    round,
+    repository: command.repository,
+    ...(command.baseBranch ? { baseRef: command.baseBranch } : {}),
+    branches: branchesToMerge(tasks),
+    config: session.config.integration,
+    checks: command.checks,
+    timeoutSeconds: command.timeoutSeconds,
+    maxOutputBytes: command.maxOutputBytes,
+    workspaceRoot: session.config.execution.workspaceRoot,
+    env: {
+      ...withoutPodSecrets(),
+      ORQ_SESSION_ID: session.id,
+      ORQ_BRANCH: resultBranchName(session.id),
+    },
+    signal,
+    confirmCurrent,
+  });
+}
+
 /**
  * The outcome with its pull request, opened when the config asks for one and the merge went
  * through: on every delivery, since the outcome read back from the repository has none; the
@@ -89,7 +116,7 @@ export function createIntegrationProcessor(ctx: RoleContext) {
 async function withPullRequest(
   outcome: IntegrationOutcome,
   session: Session,
-  signal: AbortSignal | undefined,
+  signal: AbortSignal,
   confirmCurrent: () => Promise<void>,
 ): Promise<IntegrationOutcome> {
   const config = session.config.integration.pullRequest;
@@ -102,7 +129,7 @@ async function withPullRequest(
     branch: outcome.branch,
     ...(baseBranch ? { baseBranch } : {}),
     ...describeRequest(session.instruction, session.id, outcome),
-    ...(signal ? { signal } : {}),
+    signal,
   });
   return { ...outcome, pullRequest };
 }
