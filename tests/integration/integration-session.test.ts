@@ -12,6 +12,7 @@ import { taskBranchName } from '../../src/workers/executors/git-worktree.js';
 import { createIntegrationProcessor } from '../../src/workers/integration/processor.js';
 import type { RoleContext } from '../../src/workers/roles/context.js';
 import { formatResultSection, resultNotices } from '../../src/producers/cli/result-text.js';
+import { formatSessionTable } from '../../src/producers/cli/format.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { bullQueue } from '../support/pods.js';
 import { bearer, serveApi } from '../support/http.js';
@@ -111,6 +112,10 @@ describe('a session whose tasks commit to git branches', () => {
       `orq: result branch ${branch} at ${commit.slice(0, 12)} (merge of 3 tasks): 3 files changed, 3 insertions(+)`,
     );
     expect(formatResultSection(result)).toContain('check files (warn) on the result: passed');
+    // `orq status` names it too.
+    expect(formatSessionTable(await cluster.client.get(session.id))).toContain(
+      `\nintegration: result branch ${branch} at ${commit.slice(0, 12)} (merge of 3 tasks)`,
+    );
     // The HTTP API gives the same.
     const server = await serveApi(cluster.client, { token: 'test-token-0123456789abcdef' });
     try {
@@ -178,11 +183,16 @@ describe('a session whose tasks commit to git branches', () => {
       }),
     });
     const session = await cluster.client.submit({ instruction: INSTRUCTION });
-    await eventually(
-      async () =>
-        (await cluster.client.get(session.id)).session.state === 'INTEGRATING' || undefined,
+    const integrating = await eventually(
+      async () => {
+        const v = await cluster.client.get(session.id);
+        return v.session.state === 'INTEGRATING' ? v : undefined;
+      },
       'the session integrating',
       60_000,
+    );
+    expect(formatSessionTable(integrating)).toContain(
+      `\nintegrating: merging the task branches into orq/${session.id}/result`,
     );
     // A second delivery of the same job (a redelivery while the first still runs): it takes a
     // later fence, waits for the first's lock, then reads the round the first recorded.
@@ -263,9 +273,11 @@ describe('a session whose tasks commit to git branches', () => {
     // The integrate job stops with the session: its check is killed, nothing is written.
     const work = bullQueue(cluster.client.store.redis, cluster.prefix, 'work');
     try {
-      const job = await work.getJob(jobIds.integrate(session.id, 1));
-      await eventually(async () => (await job?.isCompleted()) || undefined, 'the job ended');
-      expect(job?.returnvalue).toBe('session ended');
+      const ended = await eventually(async () => {
+        const job = await work.getJob(jobIds.integrate(session.id, 1));
+        return job && (await job.isCompleted()) ? job : undefined;
+      }, 'the job ended');
+      expect(ended.returnvalue).toBe('session ended');
     } finally {
       await work.close();
     }
