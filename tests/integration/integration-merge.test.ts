@@ -1,4 +1,14 @@
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,6 +22,9 @@ import {
   type IntegrationRequest,
 } from '../../src/workers/integration/merge.js';
 import { git } from '../support/git.js';
+import { eventually } from '../support/scenarios.js';
+
+const INTEGRATE_ONCE = fileURLToPath(new URL('../fixtures/integrate-once.ts', import.meta.url));
 
 let tmp: string;
 beforeAll(() => {
@@ -272,6 +285,45 @@ describe('the integration of task branches', () => {
     expect(late).toEqual(winner);
     expect(git(['rev-parse', 'orq/s1/result'], repo)).toBe(winner.commit);
   });
+
+  it('finishes cleanly after the process merging was killed with kill -9 mid-merge', async () => {
+    const repo = makeRepo({ 'package-lock.json': '{}\n' });
+    const t1 = taskBranch(repo, 't1', { 'package-lock.json': '{"t1":1}\n', 'one.txt': 'x\n' });
+    const t2 = taskBranch(repo, 't2', { 'package-lock.json': '{"t2":1}\n', 'two.txt': 'y\n' });
+    const pidfile = join(tmp, 'resolver.pid');
+    // The first delivery's resolver hangs: its process is killed in the middle of t2's merge.
+    const hang = `require('fs').writeFileSync(${JSON.stringify(pidfile)}, String(process.pid)); setInterval(() => {}, 1000)`;
+    const first = request(repo, [t1, t2], {
+      integration: {
+        resolvers: [{ files: ['package-lock.json'], command: [process.execPath, '-e', hang] }],
+      },
+    });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', INTEGRATE_ONCE, JSON.stringify(first)],
+      {
+        stdio: 'ignore',
+      },
+    );
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    await eventually(() => existsSync(pidfile) || undefined, 'the resolver running', 30_000);
+    child.kill('SIGKILL');
+    process.kill(-Number(readFileSync(pidfile, 'utf8')), 'SIGKILL');
+    await exited;
+    // What it left: a worktree in the middle of a merge, and its lock on the round.
+    const path = taskWorkspacePath(join(tmp, 'ws'), 's1', '@integration-1');
+    expect(git(['rev-parse', '--verify', 'MERGE_HEAD'], path)).toBe(t2.commit);
+
+    const retry = await integrateBranches(
+      request(repo, [t1, t2], {
+        integration: { resolvers: [{ files: ['package-lock.json'], command: ['true'] }] },
+      }),
+    );
+    expect(retry.status).toBe('merged');
+    expect(retry.tasks.map((t) => t.how)).toEqual(['merged', 'resolved']);
+    expect(files(repo, 'orq/s1/result')).toEqual(['one.txt', 'package-lock.json', 'two.txt']);
+    expect(worktrees(repo)).toHaveLength(1);
+  }, 60_000);
 
   it('writes one result when two deliveries of the round race', async () => {
     const repo = makeRepo();
