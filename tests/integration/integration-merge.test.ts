@@ -178,6 +178,7 @@ describe('the integration of task branches', () => {
       title: 'Task t2',
       withTaskId: 't1',
       withTitle: 'Task t1',
+      hunks: expect.stringMatching(/<<<<<<< HEAD\n \+one by t1\n\+\+=======\n\+ one by t2\n/),
     });
     expect(outcome.commit).toBeUndefined();
     // Nothing half merged is left: no result branch, no worktree.
@@ -185,6 +186,33 @@ describe('the integration of task branches', () => {
     expect(worktrees(repo)).toHaveLength(1);
     // The outcome is recorded, so a later delivery reads it instead of merging again.
     expect(git(['cat-file', '-t', outcomeRef('s1', 1)], repo)).toBe('blob');
+  });
+
+  it('takes a conflicting task in through a later task that resolved it', async () => {
+    const repo = makeRepo({ 'shared.txt': 'one\n' });
+    const t1 = taskBranch(repo, 't1', { 'shared.txt': 'one by t1\n' });
+    const t2 = taskBranch(repo, 't2', { 'shared.txt': 'one by t2\n' });
+    // The resolution: t1's branch with t2 merged in and the conflict settled.
+    git(['checkout', '-q', '-b', 'orq/s1/resolve', t1.branch], repo);
+    expect(() => git(['merge', '-q', t2.branch], repo)).toThrow();
+    writeFileSync(join(repo, 'shared.txt'), 'one by t1 and t2\n');
+    git(['commit', '-q', '-am', 'resolved'], repo);
+    git(['checkout', '-q', 'main'], repo);
+    const resolve: BranchToMerge = {
+      taskId: 'resolve',
+      title: 'Resolve',
+      branch: 'orq/s1/resolve',
+      commit: git(['rev-parse', 'orq/s1/resolve'], repo),
+      repository: repo,
+    };
+    const outcome = await integrateBranches(request(repo, [t1, t2, resolve]));
+    expect(outcome.status).toBe('merged');
+    expect(outcome.tasks.map((t) => [t.taskId, t.how, t.via])).toEqual([
+      ['t1', 'merged', undefined],
+      ['t2', 'contained', 'resolve'],
+      ['resolve', 'merged', undefined],
+    ]);
+    expect(git(['show', 'orq/s1/result:shared.txt'], repo)).toBe('one by t1 and t2');
   });
 
   it("settles a lockfile conflict with the resolver's command", async () => {

@@ -142,7 +142,10 @@ describe('a session whose tasks commit to git branches', () => {
     // Every task adds its id at the end of shared.txt: t1 and t2, side by side, collide.
     const append = "require('fs').appendFileSync('shared.txt', process.argv[1] + '\\n')";
     const cluster = await startCluster({
-      config: commandConfig(repo, { template: [process.execPath, '-e', append, '{{taskId}}'] }),
+      config: {
+        ...commandConfig(repo, { template: [process.execPath, '-e', append, '{{taskId}}'] }),
+        integration: { maxResolutionRounds: 0 },
+      },
     });
     const session = await cluster.client.submit({ instruction: INSTRUCTION });
     const view = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
@@ -160,10 +163,70 @@ describe('a session whose tasks commit to git branches', () => {
       title: 'write the printer',
       withTaskId: 't1',
       withTitle: 'Write the parser',
+      hunks: expect.stringContaining('<<<<<<<'),
     });
     expect(git(['branch', '--list', `orq/${session.id}/result`], repo)).toBe('');
     const result = await cluster.client.result(session.id);
     expect(result.integration?.status).toBe('conflict');
+  });
+
+  it('turns a conflict into a resolution task, then merges its branch cleanly', async () => {
+    const repo = makeRepo();
+    // t1 and t2 collide in shared.txt; the resolution task merges t2's branch, keeping both.
+    const agent = [
+      "const { execFileSync } = require('child_process');",
+      "const fs = require('fs');",
+      'const [taskId, prompt] = process.argv.slice(1);',
+      "if (taskId === 't1' || taskId === 't2') fs.appendFileSync('shared.txt', taskId + '\\n');",
+      "else if (taskId.startsWith('resolve')) {",
+      '  const branch = /Merge the branch (\\S+) into yours/.exec(prompt)[1];',
+      "  try { execFileSync('git', ['merge', '--no-edit', branch], { stdio: 'ignore' }); } catch {",
+      "    const kept = fs.readFileSync('shared.txt', 'utf8').split('\\n').filter((l) => !/^(<<<<<<<|=======|>>>>>>>)/.test(l));",
+      "    fs.writeFileSync('shared.txt', kept.join('\\n'));",
+      "    execFileSync('git', ['add', '-A']);",
+      "    execFileSync('git', ['commit', '-q', '--no-edit']);",
+      '  }',
+      "} else fs.writeFileSync(taskId + '.txt', taskId + '\\n');",
+    ].join('\n');
+    const cluster = await startCluster({
+      config: commandConfig(repo, {
+        template: [process.execPath, '-e', agent, '{{taskId}}', '{{prompt}}'],
+      }),
+    });
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 90_000 });
+    expect(view.session.state).toBe('COMPLETED');
+
+    const resolver = view.tasks.find((t) => t.id === 'resolve-conflict-1');
+    expect(resolver).toMatchObject({
+      state: 'DONE',
+      title: 'Resolve the conflict between t1 and t2',
+      dependencies: ['t1', 't2'],
+      scopePaths: ['shared.txt'],
+    });
+    expect(resolver?.acceptance).toContain('t1 "Write the parser"');
+    expect(resolver?.acceptance).toContain('t2 "write the printer"');
+    expect(resolver?.context).toContain('<<<<<<<');
+
+    const branch = `orq/${session.id}/result`;
+    expect(git(['show', `${branch}:shared.txt`], repo)).toBe('top\nt1\nt2');
+    const result = await cluster.client.result(session.id);
+    expect(result.integration?.tasks.map((t) => [t.taskId, t.how, t.via])).toEqual([
+      ['t1', 'merged', undefined],
+      ['t2', 'contained', 'resolve-conflict-1'],
+      ['t3', 'merged', undefined],
+      ['resolve-conflict-1', 'merged', undefined],
+    ]);
+    const history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    expect(decisions(history).map((d) => d.decision)).toEqual(
+      expect.arrayContaining(['integration:resolve', 'integration:merged']),
+    );
+    expect(sessionStates(history).slice(-4)).toEqual([
+      'INTEGRATING',
+      'RUNNING',
+      'INTEGRATING',
+      'COMPLETED',
+    ]);
   });
 
   it('applies the outcome of the latest delivery once when the integrate job runs twice', async () => {

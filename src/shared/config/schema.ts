@@ -753,6 +753,15 @@ export const IntegrationConfig = z.strictObject({
     .describe(
       'Commands that settle conflicts in the files they regenerate (lockfiles, generated code). A conflict in any other file stops the integration.',
     ),
+  maxResolutionRounds: z
+    .number()
+    .int()
+    .min(0)
+    .max(10)
+    .default(2)
+    .describe(
+      'Times a conflict no resolver covers becomes a conflict-resolution task (the hunks and both tasks with it) before the integration runs again; past it, the session fails with the conflict. 0: fail at once.',
+    ),
   pullRequest: PullRequestConfig.optional().describe(
     "Push the result branch and open a pull request (GitHub) or merge request (GitLab) for it, with the session's summary as its body; once, however often the integration runs.",
   ),

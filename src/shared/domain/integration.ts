@@ -14,6 +14,11 @@ export const IntegratedTask = z.object({
    * command settled its conflicts.
    */
   how: z.enum(['merged', 'squashed', 'fast-forward', 'contained', 'resolved']),
+  /**
+   * For `contained`: the later task whose branch brings this one in (it merged this task's
+   * branch, or resolved its conflict), when the result did not hold it yet.
+   */
+  via: TaskId.optional(),
 });
 export type IntegratedTask = z.infer<typeof IntegratedTask>;
 
@@ -37,6 +42,8 @@ export const IntegrationConflict = z.object({
   /** The task already in the result that changed those files last, when one did. */
   withTaskId: TaskId.optional(),
   withTitle: z.string().optional(),
+  /** The conflicting hunks, with git's markers (`git diff` of the conflicted merge), cut short. */
+  hunks: z.string().default(''),
 });
 export type IntegrationConflict = z.infer<typeof IntegrationConflict>;
 

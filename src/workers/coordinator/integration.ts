@@ -1,5 +1,10 @@
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
-import { INTEGRATION_FENCE_ID, type IntegrationOutcome } from '../../shared/domain/integration.js';
+import {
+  INTEGRATION_FENCE_ID,
+  type IntegrationConflict,
+  type IntegrationOutcome,
+} from '../../shared/domain/integration.js';
+import { Task } from '../../shared/domain/task.js';
 import type { Session } from '../../shared/domain/session.js';
 import { inBand } from '../../shared/fair-release.js';
 import {
@@ -11,6 +16,7 @@ import {
 import { branchesToMerge, resultBranchName } from '../../shared/rules/integration-plan.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
+import { fillSlots, TaskEdits } from './task-edits.js';
 
 const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
 
@@ -31,11 +37,12 @@ export async function startIntegration(
   eventId: string,
 ): Promise<Transition | undefined> {
   const { integration, execution } = session.config;
-  if (!integration.enabled || !execution.command || session.integration) return undefined;
+  // Once per round: a round that has its outcome is over (a resolution task asks for the next).
+  if (!integration.enabled || !execution.command || session.integration?.outcome) return undefined;
   const tasks = await ctx.store.loadTasksInOrder(session.id, session.taskIds);
   const branches = branchesToMerge(tasks);
   if (branches.length === 0) return undefined;
-  const round = 1;
+  const round = session.integration?.round ?? 1;
   const reason = `every task is finished: merging ${branches.length} task branch${branches.length === 1 ? '' : 'es'} into ${resultBranchName(session.id)}`;
   return {
     changeset: {
@@ -121,6 +128,9 @@ export async function onIntegrated(
     );
   }
   const { outcome } = event;
+  if (outcome.conflict && event.round <= session.config.integration.maxResolutionRounds) {
+    return resolveConflict(ctx, session, version, event, eventId, outcome.conflict);
+  }
   const reason = describeIntegration(outcome);
   const to = outcome.status === 'merged' ? 'COMPLETED' : 'FAILED';
   const code = outcome.status === 'conflict' ? 'INTEGRATION_CONFLICT' : 'INTEGRATION_CHECKS_FAILED';
@@ -208,6 +218,88 @@ export function integrationFailed(
         errorEntry,
         { type: 'state_change', entity: 'session', from: 'INTEGRATING', to: 'FAILED', reason },
       ],
+    },
+  };
+}
+
+/**
+ * A conflict no resolver covers, with resolution rounds left: a task for a worker, carrying the
+ * hunks and both tasks' titles and acceptance criteria, depending on both (its branch starts
+ * from their work), and judged like any task. The session runs again; once the task is done,
+ * the next round merges its branch, which brings in the task that conflicted.
+ */
+async function resolveConflict(
+  ctx: CoordinatorContext,
+  session: Session,
+  version: number,
+  event: IntegratedEvent,
+  eventId: string,
+  conflict: IntegrationConflict,
+): Promise<Transition> {
+  const ids = [conflict.withTaskId, conflict.taskId].filter((id): id is string => !!id);
+  const both = await ctx.store.loadTasks(session.id, ids);
+  const id = `resolve-conflict-${event.round}`;
+  const branchOf = (taskId: string) =>
+    both.get(taskId)?.task.result?.artifacts.find((a) => a.kind === 'git')?.meta?.branch;
+  const describe = (taskId: string) => {
+    const task = both.get(taskId)?.task;
+    return task
+      ? `${task.id} "${task.title}" (branch ${String(branchOf(task.id) ?? '?')}): ${task.acceptance}`
+      : taskId;
+  };
+  const other = conflict.withTaskId ? `${conflict.withTaskId} and ` : '';
+  const task = Task.parse({
+    id,
+    title: `Resolve the conflict between ${other}${conflict.taskId}`,
+    acceptance: [
+      `The branch holds the work of both tasks, merged, with no conflict left in ${conflict.files.join(', ')}, and each task's acceptance criteria still hold:`,
+      ...ids.map((taskId) => `- ${describe(taskId)}`),
+    ].join('\n'),
+    context: [
+      `Merge the branch ${String(branchOf(conflict.taskId) ?? conflict.taskId)} into yours (git merge) and resolve its conflicts, keeping what both tasks did.`,
+      'The conflicting hunks:',
+      conflict.hunks || '(not recorded)',
+    ].join('\n'),
+    scopePaths: conflict.files,
+    dependencies: ids,
+    state: 'READY',
+    pendingDependencies: 0,
+    criticalPath: 1,
+    replanningInfo: { iteration: 0, maxIterations: session.config.replanning.maxIterations },
+  });
+  const reason = `${describeIntegration(event.outcome)}: resolution round ${event.round} of ${session.config.integration.maxResolutionRounds}, task ${id}`;
+  const edits = new TaskEdits(session, []);
+  edits.put(task, 'resolves an integration conflict');
+  edits.dispatch(id, 'resolves an integration conflict');
+  const record: Session = {
+    ...stamp(session),
+    state: 'RUNNING',
+    taskIds: [...session.taskIds, id],
+    integration: { round: event.round + 1 },
+  };
+  const slots = await fillSlots(ctx.store, edits, record);
+  return {
+    changeset: {
+      eventId,
+      requireStates: ['INTEGRATING'],
+      ...slots,
+      session: { record, expectedVersion: version },
+      tasks: edits.changes(),
+      counters: edits.counterDelta(),
+      outbox: edits.outbox,
+      history: [
+        {
+          type: 'decision',
+          decision: 'integration:resolve',
+          reason,
+          inputs: { round: event.round, conflict, taskId: id },
+        },
+        { type: 'state_change', entity: 'session', from: 'INTEGRATING', to: 'RUNNING', reason },
+        ...edits.history,
+      ],
+      ...(event.fence
+        ? { fence: { taskId: INTEGRATION_FENCE_ID, attempt: event.round, value: event.fence } }
+        : {}),
     },
   };
 }

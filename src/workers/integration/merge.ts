@@ -24,6 +24,8 @@ import { describeOutcome, runProcess } from '../executors/process.js';
 import { taskWorkspacePath } from '../executors/workspace-dir.js';
 import { lockTask, withWorktreeAdminLock } from '../executors/worktree-locks.js';
 
+/** Of a conflict's hunks, what the outcome keeps (the resolution task gets them). */
+const HUNK_CHARS = 8000;
 /** Of a failed check's output, what the outcome keeps (the history shows it). */
 const CHECK_OUTPUT_CHARS = 4000;
 
@@ -168,6 +170,15 @@ async function mergeAndCheck(
         );
       }
       const settled = await settleConflicts(request, path, files);
+      const later =
+        'uncovered' in settled ? await laterHolding(path, next, request.branches) : undefined;
+      if (later) {
+        // A later task merged this one's branch (a dependent, or the task that resolved this
+        // conflict): its merge brings this task in, resolved.
+        await git(['reset', '-q', '--hard', 'HEAD'], path);
+        tasks.push({ ...entry, how: 'contained', via: later.taskId });
+        continue;
+      }
       if ('uncovered' in settled) {
         const conflict = await describeConflict(path, base, tasks, next, settled.uncovered);
         return { ...outcomeBase, status: 'conflict', diffStat: '', checks: [], conflict };
@@ -205,6 +216,19 @@ async function mergeAndCheck(
     diffStat,
     checks,
   };
+}
+
+/** The first task after `next` whose commit holds `next`'s. */
+async function laterHolding(
+  path: string,
+  next: BranchToMerge,
+  branches: readonly BranchToMerge[],
+): Promise<BranchToMerge | undefined> {
+  for (const later of branches.slice(branches.indexOf(next) + 1)) {
+    if ((await git(['merge-base', '--is-ancestor', next.commit, later.commit], path)).code === 0)
+      return later;
+  }
+  return undefined;
 }
 
 async function unmergedFiles(path: string): Promise<string[]> {
@@ -257,6 +281,8 @@ async function describeConflict(
   next: BranchToMerge,
   files: string[],
 ): Promise<IntegrationConflict> {
+  const diff = (await git(['diff'], path, undefined, HUNK_CHARS * 4)).stdout;
+  const hunks = diff.length > HUNK_CHARS ? `${diff.slice(0, HUNK_CHARS)}\n[... cut ...]` : diff;
   await git(['merge', '--abort'], path);
   for (const earlier of [...merged].reverse()) {
     const changed = (await git(['diff', '--name-only', '-z', base, earlier.commit], path)).stdout
@@ -269,10 +295,11 @@ async function describeConflict(
         title: next.title,
         withTaskId: earlier.taskId,
         withTitle: earlier.title,
+        hunks,
       };
     }
   }
-  return { files, taskId: next.taskId, title: next.title };
+  return { files, taskId: next.taskId, title: next.title, hunks };
 }
 
 async function runChecks(request: IntegrationRequest, path: string): Promise<IntegrationCheck[]> {
