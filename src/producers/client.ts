@@ -406,6 +406,7 @@ const SESSION_CONFIG_KEYS = [
   'llm',
   'budget',
   'result',
+  'integration',
 ] as const;
 
 /** Refuses a request that sets a session setting outside `allowed`, naming each one. */

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { BudgetConfig, type OrqConfig } from './config/schema.js';
 import { PlanBreakdown, QualityJudgement, ReplanBreakdown } from './domain/plan.js';
 import { Feedback } from './domain/refinement.js';
+import { IntegrationOutcome } from './domain/integration.js';
 import { SessionId } from './domain/session.js';
 import { ReplanningInfo, TaskId, TaskJudgement, TaskResult, TokenUsage } from './domain/task.js';
 import type { RedisConnection } from './redis.js';
@@ -205,6 +206,18 @@ export const ReplanJob = z.object({
 });
 export type ReplanJob = z.infer<typeof ReplanJob>;
 
+/**
+ * Merge a finished session's task branches into its result branch and run its checks there
+ * (workers/integration). On the work queue: worker pods have the repository.
+ */
+export const IntegrateJob = z.object({
+  sessionId: SessionId,
+  traceparent,
+  /** Which integration of the session this is (1 for the first). */
+  round: z.number().int().min(1),
+});
+export type IntegrateJob = z.infer<typeof IntegrateJob>;
+
 // ---- coordinator events ----------------------------------------------------
 
 export const PlanJudgedEvent = z.object({
@@ -286,6 +299,16 @@ export const ResumeEvent = z.object({
 });
 export type ResumeEvent = z.infer<typeof ResumeEvent>;
 
+/** An integration's outcome, from the delivery of the integrate job that holds its fence. */
+export const IntegratedEvent = z.object({
+  sessionId: SessionId,
+  traceparent,
+  round: z.number().int().min(1),
+  outcome: IntegrationOutcome,
+  fence,
+});
+export type IntegratedEvent = z.infer<typeof IntegratedEvent>;
+
 /** A role job failed its last try: the coordinator records why and fails or blocks. */
 export const JobFailedEvent = z.object({
   sessionId: SessionId,
@@ -306,7 +329,7 @@ export type JobFailedEvent = z.infer<typeof JobFailedEvent>;
 export const JobSchemas = {
   plan: { plan: PlanJob },
   judge: { 'judge-plan': JudgePlanJob, 'judge-task': JudgeTaskJob, 'check-task': CheckTaskJob },
-  work: { execute: ExecuteJob },
+  work: { execute: ExecuteJob, integrate: IntegrateJob },
   replan: { 'replan-task': ReplanJob },
   coordinator: {
     'plan-judged': PlanJudgedEvent,
@@ -316,6 +339,7 @@ export const JobSchemas = {
     cancel: CancelEvent,
     resume: ResumeEvent,
     'job-failed': JobFailedEvent,
+    integrated: IntegratedEvent,
   },
 } as const satisfies Record<QueueName, Record<string, z.ZodType>>;
 
@@ -406,6 +430,10 @@ export const jobIds = {
    */
   cancel: (sid: string, requestId: string) => `ev-cancel|${sid}|${requestId}`,
   resume: (sid: string, requestId: string) => `ev-resume|${sid}|${requestId}`,
+  integrate: (sid: string, round: number) => `integrate|${sid}|${round}`,
+  /** Per delivery of the integrate job, like taskJudged: a superseded one's must not hide it. */
+  integrated: (sid: string, round: number, fence?: number) =>
+    `ev-integrated|${sid}|${round}${fenceSuffix(fence)}`,
   /** Per queue: jobs added without an id of ours get BullMQ's per-queue counter ids, 1, 2, ... */
   jobFailed: (queue: QueueName, failedJobId: string) => `ev-failed|${queue}|${failedJobId}`,
 };

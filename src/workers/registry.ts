@@ -59,6 +59,7 @@ import { createJudgeProcessor } from './roles/judge.js';
 import { createPlannerProcessor } from './roles/planner.js';
 import { createReplannerProcessor } from './roles/replanner.js';
 import { createWorkerProcessor } from './roles/worker.js';
+import { createIntegrationProcessor } from './integration/processor.js';
 import { followSessionEnds } from './session-ends.js';
 import type { RoleModels } from '../shared/llm/types.js';
 import { isPermanentCallFailure } from '../shared/llm/chat.js';
@@ -130,6 +131,7 @@ const REPORTED_COORDINATOR_EVENTS: ReadonlySet<string> = new Set([
   'plan-judged',
   'task-judged',
   'task-replanned',
+  'integrated',
 ]);
 
 /**
@@ -169,6 +171,15 @@ function failureEvent(
     ...(malformed ? { malformed: true } : {}),
   });
   return event.success ? event.data : undefined;
+}
+
+/** One queue's jobs to the processor of their kind (jobKind), the rest to `otherwise`. */
+function byJobKind(kinds: Record<string, Processor>, otherwise: Processor): Processor {
+  return (job, token, signal) => {
+    const kind = jobKind(job.name);
+    const processor = Object.hasOwn(kinds, kind) ? (kinds[kind] as Processor) : otherwise;
+    return processor(job, token, signal);
+  };
 }
 
 /**
@@ -527,13 +538,17 @@ export async function launchRoles(
   const processors: Record<Role, Processor> = {
     planner: createPlannerProcessor(ctx),
     judge: createJudgeProcessor(ctx),
-    // Tenant caps hold back work jobs only: planning, judging and replanning are never capped.
-    worker: withTenantCap(
-      createWorkerProcessor(ctx),
-      new TenantSlots(redis, config.redis.prefix),
-      config.tenants,
-      config.queues.lockDurationMs,
-      logger,
+    // Tenant caps hold back task executions only: planning, judging, replanning and a
+    // session's integration (its last step, its tasks' slots free already) are never capped.
+    worker: byJobKind(
+      { integrate: createIntegrationProcessor(ctx) },
+      withTenantCap(
+        createWorkerProcessor(ctx),
+        new TenantSlots(redis, config.redis.prefix),
+        config.tenants,
+        config.queues.lockDurationMs,
+        logger,
+      ),
     ),
     replanner: createReplannerProcessor(ctx),
     coordinator: createCoordinatorProcessor(coordinatorCtx),

@@ -675,7 +675,10 @@ describe('a session whose tasks run through the command executor', () => {
     const branches = git(['branch', '--list', '--format=%(refname:short)', 'orq/*'], repo)
       .split('\n')
       .sort();
-    expect(branches).toEqual(ids.map((id) => taskBranchName(session.id, id)));
+    // The task branches, and the result branch the integration merged them into.
+    expect(branches).toEqual(
+      [...ids.map((id) => taskBranchName(session.id, id)), `orq/${session.id}/result`].sort(),
+    );
     for (const id of ids) {
       expect(
         Number(git(['rev-list', '--count', `main..${taskBranchName(session.id, id)}`], repo)),

@@ -22,6 +22,7 @@ const config = (({
   llm,
   budget,
   result,
+  integration,
   scheduling,
 }) => ({
   refinement,
@@ -32,6 +33,7 @@ const config = (({
   llm,
   budget,
   result,
+  integration,
   scheduling,
 }))(parseConfig({}));
 

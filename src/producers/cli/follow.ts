@@ -181,9 +181,9 @@ export function stopOnSignals(): { signal: AbortSignal; interrupted(): boolean; 
   };
 }
 
-/** PLANNING or RUNNING: the session moves only while roles run, not when a person acts. */
+/** PLANNING, RUNNING or INTEGRATING: the session moves only while roles run, not when a person acts. */
 export const waitsForRoles = (state: SessionState): boolean =>
-  state === 'PLANNING' || state === 'RUNNING';
+  state === 'PLANNING' || state === 'RUNNING' || state === 'INTEGRATING';
 
 /**
  * The exit code of a command that followed a session: 0 only when it COMPLETED; otherwise

@@ -687,6 +687,95 @@ export const ResultConfig = z.strictObject({
 });
 export type ResultConfig = z.infer<typeof ResultConfig>;
 
+/** A command that settles conflicts in files it regenerates (a lockfile, generated code). */
+export const IntegrationResolverConfig = z.strictObject({
+  files: z
+    .array(z.string().min(1))
+    .min(1)
+    .describe(
+      'Paths or globs (* within a folder, ** across folders) of the files this command regenerates; a pattern without / matches the file name in any folder.',
+    ),
+  command: z
+    .array(z.string())
+    .min(1)
+    .describe(
+      'argv, run without a shell at the root of the merged tree after the conflicting files were set to the result so far, e.g. [npm, install, --package-lock-only].',
+    ),
+  timeoutSeconds: z.number().int().min(1).max(86_400).default(600),
+});
+export type IntegrationResolverConfig = z.infer<typeof IntegrationResolverConfig>;
+
+/** A pull request (GitHub) or merge request (GitLab) opened for the result branch. */
+export const PullRequestConfig = z.strictObject({
+  provider: z.enum(['github', 'gitlab']),
+  project: z
+    .string()
+    .min(1)
+    .describe('owner/name on GitHub; the project id or its path (group/name) on GitLab.'),
+  apiUrl: z
+    .url()
+    .optional()
+    .describe(
+      'The REST API root: https://api.github.com or https://gitlab.com/api/v4 when unset (set it for GitHub Enterprise or a GitLab of your own).',
+    ),
+  remote: z
+    .string()
+    .min(1)
+    .default('origin')
+    .describe('The git remote of the repository the result branch is pushed to.'),
+  targetBranch: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('The branch the request merges into: execution.command.baseBranch, else main.'),
+  tokenEnv: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+    .optional()
+    .describe(
+      "The pod's variable holding the API token (or the file its _FILE variable names): GITHUB_TOKEN or GITLAB_TOKEN when unset.",
+    ),
+});
+export type PullRequestConfig = z.infer<typeof PullRequestConfig>;
+
+/**
+ * The integration step (docs/executors.md#integration): once the tasks of a session with git
+ * artifacts are finished, their branches are merged into one result branch and checked there.
+ */
+export const IntegrationConfig = z.strictObject({
+  enabled: z
+    .boolean()
+    .default(true)
+    .describe(
+      'Merge the task branches of a session that ran tasks through the command executor into orq/<session>/result before it completes.',
+    ),
+  strategy: z
+    .enum(['merge', 'squash', 'fast-forward'])
+    .default('merge')
+    .describe(
+      'How each task branch joins the result: merge (a merge commit per task), squash (one commit per task) or fast-forward (where the result has not moved on, else a merge commit).',
+    ),
+  resolvers: z
+    .array(IntegrationResolverConfig)
+    .default([])
+    .describe(
+      'Commands that settle conflicts in the files they regenerate (lockfiles, generated code). A conflict in any other file stops the integration.',
+    ),
+  maxResolutionRounds: z
+    .number()
+    .int()
+    .min(0)
+    .max(10)
+    .default(2)
+    .describe(
+      'Times a conflict no resolver covers becomes a conflict-resolution task (the hunks and both tasks with it) before the integration runs again; past it, the session fails with the conflict. 0: fail at once.',
+    ),
+  pullRequest: PullRequestConfig.optional().describe(
+    "Push the result branch and open a pull request (GitHub) or merge request (GitLab) for it, with the session's summary as its body; once, however often the integration runs.",
+  ),
+});
+export type IntegrationConfig = z.infer<typeof IntegrationConfig>;
+
 /** How a session's ready tasks are released to the workers (docs/fairness.md). */
 export const SchedulingConfig = z.strictObject({
   maxTasksInFlight: z
@@ -722,6 +811,7 @@ export const SessionConfig = z.strictObject({
   llm: LlmConfig.prefault({}),
   budget: BudgetConfig.prefault({}),
   result: ResultConfig.prefault({}),
+  integration: IntegrationConfig.prefault({}),
 
   scheduling: SchedulingConfig.prefault({}),
 });

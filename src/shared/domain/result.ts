@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ResultConfig } from '../config/schema.js';
+import { IntegrationOutcome } from './integration.js';
 import { SessionId, SessionState } from './session.js';
 import { Artifact, TaskId, TaskState } from './task.js';
 
@@ -73,5 +74,11 @@ export const SessionResult = z.object({
   text: z.string(),
   textTruncated: z.boolean(),
   ...BuiltinUse.shape,
+  /**
+   * Where the tasks' git work was merged (sessions whose tasks ran through the command
+   * executor): the result branch, its commit, the diff stat against the base and the checks
+   * run on it; or the conflict that stopped the merge. Absent for other sessions.
+   */
+  integration: IntegrationOutcome.optional(),
 });
 export type SessionResult = z.infer<typeof SessionResult>;

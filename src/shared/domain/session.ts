@@ -3,12 +3,15 @@ import { PlanBreakdown } from './plan.js';
 import { RefinementResult, RequiredTerms } from './refinement.js';
 import { TaskId } from './task.js';
 import { SessionConfig } from '../config/schema.js';
+import { SessionIntegration } from './integration.js';
 
 export const SessionState = z.enum([
   /** Planner/Judge refinement loop in progress. */
   'PLANNING',
   /** Plan accepted; tasks are being executed. */
   'RUNNING',
+  /** Every task is finished; their git branches are being merged into one result branch. */
+  'INTEGRATING',
   /** Nothing can run and at least one task is BLOCKED: waits for `resume`. */
   'BLOCKED',
   'COMPLETED',
@@ -95,6 +98,8 @@ export const Session = z.object({
   /** Every task id the session ever had, in creation order (replaced ones included). */
   taskIds: z.array(TaskId).default([]),
   failure: z.object({ code: z.string(), reason: z.string() }).optional(),
+  /** The integration of the tasks' branches (sessions whose tasks made git commits). */
+  integration: SessionIntegration.optional(),
   idempotencyKey: z.string().optional(),
   /** With an idempotency key: the digest of the submit's config and metadata (submit-digest.ts). */
   requestDigest: z.string().optional(),

@@ -2,11 +2,13 @@ import type { LlmConfig, ResultConfig } from '../config/schema.js';
 import { builtinUse } from '../llm/builtin-roles.js';
 import { OrqError } from '../errors.js';
 import type { ResultGap, ResultOutput, SessionResult } from '../domain/result.js';
+import type { IntegrationOutcome } from '../domain/integration.js';
 import type { Session, SessionState } from '../domain/session.js';
 import { FINISHED_TASK_STATES, type Task } from '../domain/task.js';
 
 export type ResultSession = Pick<Session, 'id' | 'state' | 'failure'> & {
   config: { result: ResultConfig; llm: LlmConfig };
+  integration?: Session['integration'];
 };
 
 type ResultTask = Pick<
@@ -60,6 +62,7 @@ export function deriveSessionResult(
     textTruncated,
     // Who made the outputs: a newcomer must not take the builtin provider's for a model's.
     ...builtinUse(session.config),
+    ...(session.integration?.outcome ? { integration: session.integration.outcome } : {}),
   };
 }
 
@@ -178,6 +181,10 @@ function stateNotes(session: ResultSession, standing: readonly ResultTask[]): st
       ];
     case 'RUNNING':
       return [`Session ${session.id} is still running (${progress}): the result may still change.`];
+    case 'INTEGRATING':
+      return [
+        `Session ${session.id} is merging its task branches into one result branch (${progress}).`,
+      ];
     case 'BLOCKED': {
       const blocked = standing.filter((t) => t.state === 'BLOCKED').map((t) => t.id);
       return [
@@ -211,9 +218,12 @@ function gapNotes(outputs: readonly ResultOutput[], missing: readonly ResultGap[
   ];
 }
 
-/** A session planning or running may still change its result: it is given only when asked for. */
+/**
+ * A session planning, running or integrating may still change its result: it is given only when
+ * asked for.
+ */
 export const resultIsFinal = (state: SessionState): boolean =>
-  state !== 'PLANNING' && state !== 'RUNNING';
+  state !== 'PLANNING' && state !== 'RUNNING' && state !== 'INTEGRATING';
 
 /** The refusal of a result that is not final yet, saying how far the session is. */
 export function resultNotFinal(result: SessionResult): OrqError {
@@ -226,4 +236,31 @@ export function resultNotFinal(result: SessionResult): OrqError {
       details: { sessionId: id, state: result.state },
     },
   );
+}
+
+/**
+ * Where the session's git work ended up, a line each: the result branch and its commit, the
+ * diff stat's summary, each check, or the conflict that stopped the merge. None without one.
+ */
+export function integrationLines(outcome: IntegrationOutcome | undefined): string[] {
+  if (!outcome) return [];
+  if (outcome.status === 'conflict' || !outcome.commit) {
+    const c = outcome.conflict;
+    return [
+      `result branch ${outcome.branch}: not written, ${c ? `${c.taskId} conflicts${c.withTaskId ? ` with ${c.withTaskId}` : ''} in ${c.files.join(', ')}` : 'the merge stopped on a conflict'}`,
+    ];
+  }
+  const stat = outcome.diffStat.split('\n').at(-1)?.trim() || 'no changes';
+  return [
+    `result branch ${outcome.branch} at ${outcome.commit.slice(0, 12)} (${outcome.strategy} of ${outcome.tasks.length} task${outcome.tasks.length === 1 ? '' : 's'}): ${stat}`,
+    ...(outcome.pullRequest
+      ? [
+          `${outcome.pullRequest.provider === 'github' ? 'pull' : 'merge'} request #${outcome.pullRequest.number}: ${outcome.pullRequest.url}`,
+        ]
+      : []),
+    ...outcome.checks.map(
+      (c) =>
+        `check ${c.name} (${c.mode}) on the result: ${c.passed ? 'passed' : `FAILED, exit code ${c.exitCode ?? 'none'}`}`,
+    ),
+  ];
 }

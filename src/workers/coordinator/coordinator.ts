@@ -9,6 +9,7 @@ import { finalizeSession, onCancel, onJobFailed, onResume } from './session-even
 import { onTaskChecked } from './task-checked.js';
 import { onTaskJudged } from './task-judged.js';
 import { onTaskReplanned } from './task-replanned.js';
+import { onIntegrated } from './integration.js';
 import { ValidationError } from '../../shared/errors.js';
 import { SessionId } from '../../shared/domain/session.js';
 import { faultAfterStateWrite } from './fault-injection.js';
@@ -26,6 +27,7 @@ const handlers: Record<CoordinatorEventName, Handler> = {
   cancel: onCancel as Handler,
   resume: onResume as Handler,
   'job-failed': onJobFailed as Handler,
+  integrated: onIntegrated as Handler,
 };
 
 export interface CoordinatorOutcome {
@@ -165,6 +167,10 @@ async function finalize(
     const transition = await finalizeSession(ctx, sessionId, counters);
     if (!transition || 'ignore' in transition) return;
     const applied = await ctx.store.apply(sessionId, transition.changeset);
+    // Only the start of an integration queues a job here (its integrate job).
+    if (applied.status === 'OK' && transition.changeset.outbox?.length) {
+      await flushOutbox(ctx.store, ctx.queues, sessionId, transition.changeset.outbox);
+    }
     if (applied.status !== 'CONFLICT') return;
     counters = applied.counters;
   }

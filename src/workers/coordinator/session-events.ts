@@ -13,6 +13,7 @@ import type { Counters } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
 import { fillSlots, isActive, isOpen, TaskEdits } from './task-edits.js';
+import { integrationFailed, isIntegrationJob, startIntegration } from './integration.js';
 
 const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
 
@@ -154,6 +155,9 @@ export async function onJobFailed(
   if (event.malformed) return recordOnly(eventId, errorEntry, 'malformed job rejected');
   if (event.code === 'BUDGET_EXHAUSTED')
     return stopOnBudget(ctx, session, version, event, eventId, errorEntry);
+  if (isIntegrationJob(event.jobId)) {
+    return integrationFailed(session, version, event, eventId, errorEntry);
+  }
   if (!event.taskId) {
     if (session.state !== 'PLANNING' || session.planning.attempt !== event.attempt) {
       return recordOnly(
@@ -408,6 +412,8 @@ export async function finalizeSession(
   if (session.state !== 'RUNNING') return undefined;
   const eventId = `finalize|${sessionId}|${version}`;
   if (counters.open === 0) {
+    const integrating = await startIntegration(ctx, session, version, eventId);
+    if (integrating) return integrating;
     return {
       changeset: {
         eventId,

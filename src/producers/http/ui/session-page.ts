@@ -1,5 +1,6 @@
 import type { HistoryEntry } from '../../../shared/domain/history.js';
 import type { SessionResult } from '../../../shared/domain/result.js';
+import { integrationLines } from '../../../shared/rules/session-result.js';
 import { FINISHED_SESSION_STATES, type Session } from '../../../shared/domain/session.js';
 import type { Task } from '../../../shared/domain/task.js';
 import { builtinNote, builtinUse } from '../../../shared/llm/builtin-roles.js';
@@ -76,7 +77,16 @@ function actions(session: Session, readOnly: boolean): Html {
 
 function resultView(result: SessionResult | undefined): Html {
   if (!result) return html`<p class="muted">No result yet.</p>`;
+  const merged = result.integration;
   return html`<p>${result.complete ? 'Complete' : 'Not complete'} (${result.selection} tasks).</p>
+    ${
+      merged
+        ? html`<ul class="notes">
+              ${integrationLines(merged).map((line) => html`<li>${line}</li>`)}
+            </ul>
+            ${merged.diffStat ? html`<pre class="output">${merged.diffStat}</pre>` : ''}`
+        : ''
+    }
     ${
       result.notes.length
         ? html`<ul class="notes">

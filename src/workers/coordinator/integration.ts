@@ -1,0 +1,305 @@
+import type { HistoryEntryDraft } from '../../shared/domain/history.js';
+import {
+  INTEGRATION_FENCE_ID,
+  type IntegrationConflict,
+  type IntegrationOutcome,
+} from '../../shared/domain/integration.js';
+import { Task } from '../../shared/domain/task.js';
+import type { Session } from '../../shared/domain/session.js';
+import { inBand } from '../../shared/fair-release.js';
+import {
+  jobIds,
+  outboxJob,
+  type IntegratedEvent,
+  type JobFailedEvent,
+} from '../../shared/queues.js';
+import { branchesToMerge, resultBranchName } from '../../shared/rules/integration-plan.js';
+import type { CoordinatorContext, Transition } from './context.js';
+import { ignore } from './context.js';
+import { fillSlots, TaskEdits } from './task-edits.js';
+
+const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
+
+/** Whether a job id is an integration's: its integrate job or the event it hands on. */
+export const isIntegrationJob = (jobId: string): boolean =>
+  jobId.startsWith('integrate|') || jobId.startsWith('ev-integrated|');
+
+/**
+ * Every task is finished: a session whose tasks committed to git branches goes INTEGRATING
+ * instead of COMPLETED, and the integrate job is queued with that change. Undefined for any
+ * other session (no command executor, integration off, nothing on a branch): it completes as
+ * before, without reading its tasks.
+ */
+export async function startIntegration(
+  ctx: CoordinatorContext,
+  session: Session,
+  version: number,
+  eventId: string,
+): Promise<Transition | undefined> {
+  const { integration, execution } = session.config;
+  // Once per round: a round that has its outcome is over (a resolution task asks for the next).
+  if (!integration.enabled || !execution.command || session.integration?.outcome) return undefined;
+  const tasks = await ctx.store.loadTasksInOrder(session.id, session.taskIds);
+  const branches = branchesToMerge(tasks);
+  if (branches.length === 0) return undefined;
+  const round = session.integration?.round ?? 1;
+  const reason = `every task is finished: merging ${branches.length} task branch${branches.length === 1 ? '' : 'es'} into ${resultBranchName(session.id)}`;
+  return {
+    changeset: {
+      eventId,
+      requireStates: ['RUNNING'],
+      requireCounters: { open: 0 },
+      session: {
+        record: { ...stamp(session), state: 'INTEGRATING', integration: { round } },
+        expectedVersion: version,
+      },
+      outbox: [
+        inBand(
+          session,
+          outboxJob('work', 'integrate', jobIds.integrate(session.id, round), {
+            sessionId: session.id,
+            round,
+          }),
+        ),
+      ],
+      history: [
+        {
+          type: 'decision',
+          decision: 'integration:start',
+          reason,
+          inputs: {
+            round,
+            strategy: integration.strategy,
+            order: branches.map((b) => b.taskId),
+            branch: resultBranchName(session.id),
+          },
+        },
+        { type: 'state_change', entity: 'session', from: 'RUNNING', to: 'INTEGRATING', reason },
+      ],
+    },
+  };
+}
+
+/** What an outcome says in one sentence, for the history and the session's failure. */
+export function describeIntegration(outcome: IntegrationOutcome): string {
+  const short = (commit: string | undefined) => (commit ?? '').slice(0, 12);
+  const stat = outcome.diffStat.split('\n').at(-1)?.trim() || 'no changes';
+  switch (outcome.status) {
+    case 'merged': {
+      const warned = outcome.checks.filter((c) => !c.passed).map((c) => c.name);
+      return `merged ${outcome.tasks.length} task(s) into ${outcome.branch} at ${short(outcome.commit)} (${stat})${
+        outcome.checks.length > 0
+          ? warned.length > 0
+            ? `; checks passed but for ${warned.join(', ')} (warn)`
+            : '; checks passed'
+          : ''
+      }${outcome.pullRequest ? `; opened ${outcome.pullRequest.url}` : ''}`;
+    }
+    case 'checks-failed': {
+      const failed = outcome.checks
+        .filter((c) => !c.passed && c.mode !== 'warn')
+        .map((c) => `${c.name} (${c.mode})`);
+      return `merged ${outcome.tasks.length} task(s) into ${outcome.branch} at ${short(outcome.commit)}, but check(s) failed there: ${failed.join(', ')}`;
+    }
+    case 'conflict': {
+      const c = outcome.conflict;
+      if (!c) return 'the merge stopped on a conflict';
+      const other = c.withTaskId ? ` with ${c.withTaskId} (${c.withTitle ?? ''})` : '';
+      return `${c.taskId} (${c.title}) conflicts${other} in ${c.files.join(', ')}; ${outcome.branch} was not written`;
+    }
+  }
+}
+
+/**
+ * The integrate job's outcome: merged → COMPLETED; a conflict or a failed blocking check →
+ * FAILED with the reason. Applied once, for the round the session waits for, and refused from
+ * a delivery a later one superseded (its fence).
+ */
+export async function onIntegrated(
+  ctx: CoordinatorContext,
+  event: IntegratedEvent,
+  eventId: string,
+): Promise<Transition> {
+  const { session, version } = await ctx.store.requireSession(event.sessionId);
+  if (session.state !== 'INTEGRATING' || session.integration?.round !== event.round) {
+    return ignore(
+      eventId,
+      `session is ${session.state}, not waiting for integration round ${event.round}`,
+    );
+  }
+  const { outcome } = event;
+  if (outcome.conflict && event.round <= session.config.integration.maxResolutionRounds) {
+    return resolveConflict(ctx, session, version, event, eventId, outcome.conflict);
+  }
+  const reason = describeIntegration(outcome);
+  const to = outcome.status === 'merged' ? 'COMPLETED' : 'FAILED';
+  const code = outcome.status === 'conflict' ? 'INTEGRATION_CONFLICT' : 'INTEGRATION_CHECKS_FAILED';
+  const record: Session = {
+    ...stamp(session),
+    state: to,
+    integration: { round: event.round, outcome },
+    ...(to === 'FAILED' ? { failure: { code, reason } } : {}),
+  };
+  const history: HistoryEntryDraft[] = [
+    {
+      type: 'decision',
+      decision: `integration:${outcome.status}`,
+      reason,
+      inputs: {
+        round: event.round,
+        branch: outcome.branch,
+        ...(outcome.commit ? { commit: outcome.commit } : {}),
+        baseCommit: outcome.baseCommit,
+        strategy: outcome.strategy,
+        tasks: outcome.tasks.map((t) => ({ taskId: t.taskId, how: t.how, commit: t.commit })),
+        diffStat: outcome.diffStat,
+        checks: outcome.checks,
+        ...(outcome.resolved.length > 0 ? { resolved: outcome.resolved } : {}),
+        ...(outcome.conflict ? { conflict: outcome.conflict } : {}),
+        ...(outcome.pullRequest ? { pullRequest: outcome.pullRequest } : {}),
+      },
+    },
+    { type: 'state_change', entity: 'session', from: 'INTEGRATING', to, reason },
+  ];
+  return {
+    changeset: {
+      eventId,
+      requireStates: ['INTEGRATING'],
+      session: { record, expectedVersion: version },
+      history,
+      ...(event.fence
+        ? { fence: { taskId: INTEGRATION_FENCE_ID, attempt: event.round, value: event.fence } }
+        : {}),
+    },
+  };
+}
+
+/**
+ * The integrate job (or its hand-off) failed for good (git could not run, the repository is
+ * gone): the session fails with the error instead of waiting for ever.
+ */
+export function integrationFailed(
+  session: Session,
+  version: number,
+  event: JobFailedEvent,
+  eventId: string,
+  errorEntry: HistoryEntryDraft,
+): Transition {
+  if (session.state !== 'INTEGRATING') {
+    return {
+      changeset: {
+        eventId,
+        history: [
+          errorEntry,
+          {
+            type: 'decision',
+            decision: 'event:ignored',
+            reason: `job-failed: the integration failed after the session became ${session.state}`,
+            inputs: {},
+          },
+        ],
+      },
+    };
+  }
+  const reason = `the integration failed: ${event.error}`;
+  return {
+    changeset: {
+      eventId,
+      requireStates: ['INTEGRATING'],
+      session: {
+        record: {
+          ...stamp(session),
+          state: 'FAILED',
+          failure: { code: 'INTEGRATION_FAILED', reason },
+        },
+        expectedVersion: version,
+      },
+      history: [
+        errorEntry,
+        { type: 'state_change', entity: 'session', from: 'INTEGRATING', to: 'FAILED', reason },
+      ],
+    },
+  };
+}
+
+/**
+ * A conflict no resolver covers, with resolution rounds left: a task for a worker, carrying the
+ * hunks and both tasks' titles and acceptance criteria, depending on both (its branch starts
+ * from their work), and judged like any task. The session runs again; once the task is done,
+ * the next round merges its branch, which brings in the task that conflicted.
+ */
+async function resolveConflict(
+  ctx: CoordinatorContext,
+  session: Session,
+  version: number,
+  event: IntegratedEvent,
+  eventId: string,
+  conflict: IntegrationConflict,
+): Promise<Transition> {
+  const ids = [conflict.withTaskId, conflict.taskId].filter((id): id is string => !!id);
+  const both = await ctx.store.loadTasks(session.id, ids);
+  const id = `resolve-conflict-${event.round}`;
+  const branchOf = (taskId: string) =>
+    both.get(taskId)?.task.result?.artifacts.find((a) => a.kind === 'git')?.meta?.branch;
+  const describe = (taskId: string) => {
+    const task = both.get(taskId)?.task;
+    return task
+      ? `${task.id} "${task.title}" (branch ${String(branchOf(task.id) ?? '?')}): ${task.acceptance}`
+      : taskId;
+  };
+  const other = conflict.withTaskId ? `${conflict.withTaskId} and ` : '';
+  const task = Task.parse({
+    id,
+    title: `Resolve the conflict between ${other}${conflict.taskId}`,
+    acceptance: [
+      `The branch holds the work of both tasks, merged, with no conflict left in ${conflict.files.join(', ')}, and each task's acceptance criteria still hold:`,
+      ...ids.map((taskId) => `- ${describe(taskId)}`),
+    ].join('\n'),
+    context: [
+      `Merge the branch ${String(branchOf(conflict.taskId) ?? conflict.taskId)} into yours (git merge) and resolve its conflicts, keeping what both tasks did.`,
+      'The conflicting hunks:',
+      conflict.hunks || '(not recorded)',
+    ].join('\n'),
+    scopePaths: conflict.files,
+    dependencies: ids,
+    state: 'READY',
+    pendingDependencies: 0,
+    criticalPath: 1,
+    replanningInfo: { iteration: 0, maxIterations: session.config.replanning.maxIterations },
+  });
+  const reason = `${describeIntegration(event.outcome)}: resolution round ${event.round} of ${session.config.integration.maxResolutionRounds}, task ${id}`;
+  const edits = new TaskEdits(session, []);
+  edits.put(task, 'resolves an integration conflict');
+  edits.dispatch(id, 'resolves an integration conflict');
+  const record: Session = {
+    ...stamp(session),
+    state: 'RUNNING',
+    taskIds: [...session.taskIds, id],
+    integration: { round: event.round + 1 },
+  };
+  const slots = await fillSlots(ctx.store, edits, record);
+  return {
+    changeset: {
+      eventId,
+      requireStates: ['INTEGRATING'],
+      ...slots,
+      session: { record, expectedVersion: version },
+      tasks: edits.changes(),
+      counters: edits.counterDelta(),
+      outbox: edits.outbox,
+      history: [
+        {
+          type: 'decision',
+          decision: 'integration:resolve',
+          reason,
+          inputs: { round: event.round, conflict, taskId: id },
+        },
+        { type: 'state_change', entity: 'session', from: 'INTEGRATING', to: 'RUNNING', reason },
+        ...edits.history,
+      ],
+      ...(event.fence
+        ? { fence: { taskId: INTEGRATION_FENCE_ID, attempt: event.round, value: event.fence } }
+        : {}),
+    },
+  };
+}

@@ -1,0 +1,361 @@
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Job } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { HistoryEntry } from '../../src/shared/domain/history.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import type { OrqConfigInput } from '../../src/shared/config/schema.js';
+import { jobIds } from '../../src/shared/queues.js';
+import { taskBranchName } from '../../src/workers/executors/git-worktree.js';
+import { createIntegrationProcessor } from '../../src/workers/integration/processor.js';
+import type { RoleContext } from '../../src/workers/roles/context.js';
+import { formatResultSection, resultNotices } from '../../src/producers/cli/result-text.js';
+import { formatSessionTable } from '../../src/producers/cli/format.js';
+import { clusterPerTest } from '../support/cluster.js';
+import { bullQueue } from '../support/pods.js';
+import { bearer, serveApi } from '../support/http.js';
+import { git } from '../support/git.js';
+import { eventually } from '../support/scenarios.js';
+
+const FAKE_AGENT = fileURLToPath(new URL('../fixtures/fake-coding-agent.mjs', import.meta.url));
+
+let tmp: string;
+beforeAll(() => {
+  tmp = realpathSync(mkdtempSync(join(tmpdir(), 'orq-integrate-')));
+});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+let count = 0;
+function makeRepo(): string {
+  const repo = join(tmp, `repo${++count}`);
+  mkdirSync(repo);
+  git(['init', '-q'], repo);
+  // The tasks' executor commits with the repository's identity (its fallback for a machine
+  // with none is issue 45's); the integration's own commits are tested without one in
+  // integration-merge.test.ts.
+  git(['config', 'user.name', 'orq-test'], repo);
+  git(['config', 'user.email', 'orq-test@example.com'], repo);
+  writeFileSync(join(repo, 'README.md'), '# project\n');
+  writeFileSync(join(repo, 'shared.txt'), 'top\n');
+  git(['add', '-A'], repo);
+  git(['commit', '-q', '-m', 'initial'], repo);
+  return repo;
+}
+
+function commandConfig(repo: string, command: Record<string, unknown> = {}): OrqConfigInput {
+  return {
+    execution: {
+      defaultExecutor: 'command',
+      workspaceRoot: join(tmp, `ws${count}`),
+      command: {
+        template: [process.execPath, FAKE_AGENT, '{{prompt}}'],
+        repository: repo,
+        ...command,
+      },
+    },
+  };
+}
+
+const decisions = (history: HistoryEntry[]) =>
+  history.flatMap((e) => (e.type === 'decision' ? [e] : []));
+const sessionStates = (history: HistoryEntry[]) =>
+  history.flatMap((e) => (e.type === 'state_change' && e.entity === 'session' ? [e.to] : []));
+
+/** "Write the parser and write the printer": t1 and t2 side by side, t3 after both. */
+const INSTRUCTION = 'Write the parser and write the printer';
+
+describe('a session whose tasks commit to git branches', () => {
+  const startCluster = clusterPerTest();
+
+  it('ends with one result branch holding every task, checked, named in its result', async () => {
+    const repo = makeRepo();
+    const check = "require('fs').accessSync('t1.txt'); require('fs').accessSync('README.md')";
+    const cluster = await startCluster({
+      config: commandConfig(repo, {
+        checks: [{ name: 'files', command: [process.execPath, '-e', check], mode: 'warn' }],
+      }),
+    });
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
+    expect(view.session.state).toBe('COMPLETED');
+
+    const branch = `orq/${session.id}/result`;
+    const commit = git(['rev-parse', branch], repo);
+    expect(git(['ls-tree', '--name-only', branch], repo).split('\n')).toEqual([
+      'README.md',
+      'shared.txt',
+      't1.txt',
+      't2.txt',
+      't3.txt',
+    ]);
+    // Every task's commit is in the result.
+    for (const id of ['t1', 't2', 't3']) {
+      const tip = git(['rev-parse', taskBranchName(session.id, id)], repo);
+      expect(() => git(['merge-base', '--is-ancestor', tip, branch], repo)).not.toThrow();
+    }
+
+    const result = await cluster.client.result(session.id);
+    expect(result.complete).toBe(true);
+    expect(result.integration).toMatchObject({
+      status: 'merged',
+      branch,
+      commit,
+      strategy: 'merge',
+      baseCommit: git(['rev-parse', 'main'], repo),
+      checks: [{ name: 'files', mode: 'warn', passed: true }],
+    });
+    expect(result.integration?.tasks.map((t) => t.taskId)).toEqual(['t1', 't2', 't3']);
+    expect(result.integration?.diffStat).toMatch(/3 files changed, 3 insertions/);
+    expect(resultNotices(result)).toContain(
+      `orq: result branch ${branch} at ${commit.slice(0, 12)} (merge of 3 tasks): 3 files changed, 3 insertions(+)`,
+    );
+    expect(formatResultSection(result)).toContain('check files (warn) on the result: passed');
+    // `orq status` names it too.
+    expect(formatSessionTable(await cluster.client.get(session.id))).toContain(
+      `\nintegration: result branch ${branch} at ${commit.slice(0, 12)} (merge of 3 tasks)`,
+    );
+    // The HTTP API gives the same.
+    const server = await serveApi(cluster.client, { token: 'test-token-0123456789abcdef' });
+    try {
+      const answer = await fetch(`${server.url}/sessions/${session.id}/result`, {
+        headers: bearer('test-token-0123456789abcdef'),
+      });
+      expect(answer.status).toBe(200);
+      expect(((await answer.json()) as typeof result).integration).toEqual(result.integration);
+    } finally {
+      await server.close();
+    }
+
+    const history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    expect(sessionStates(history).slice(-2)).toEqual(['INTEGRATING', 'COMPLETED']);
+    const start = decisions(history).find((d) => d.decision === 'integration:start');
+    expect(start?.inputs).toMatchObject({ order: ['t1', 't2', 't3'], branch });
+    const merged = decisions(history).find((d) => d.decision === 'integration:merged');
+    expect(merged?.reason).toMatch(/^merged 3 task\(s\) into .* at [0-9a-f]{12} \(3 files/);
+    expect(merged?.inputs).toMatchObject({ commit, checks: [{ name: 'files', passed: true }] });
+  });
+
+  it('fails with the files and the two tasks when two tasks edit the same lines', async () => {
+    const repo = makeRepo();
+    // Every task adds its id at the end of shared.txt: t1 and t2, side by side, collide.
+    const append = "require('fs').appendFileSync('shared.txt', process.argv[1] + '\\n')";
+    const cluster = await startCluster({
+      config: {
+        ...commandConfig(repo, { template: [process.execPath, '-e', append, '{{taskId}}'] }),
+        integration: { maxResolutionRounds: 0 },
+      },
+    });
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
+
+    expect(view.session.state).toBe('FAILED');
+    expect(view.session.failure).toEqual({
+      code: 'INTEGRATION_CONFLICT',
+      reason: `t2 (write the printer) conflicts with t1 (Write the parser) in shared.txt; orq/${session.id}/result was not written`,
+    });
+    const history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    const conflict = decisions(history).find((d) => d.decision === 'integration:conflict');
+    expect(conflict?.inputs.conflict).toEqual({
+      files: ['shared.txt'],
+      taskId: 't2',
+      title: 'write the printer',
+      withTaskId: 't1',
+      withTitle: 'Write the parser',
+      hunks: expect.stringContaining('<<<<<<<'),
+    });
+    expect(git(['branch', '--list', `orq/${session.id}/result`], repo)).toBe('');
+    const result = await cluster.client.result(session.id);
+    expect(result.integration?.status).toBe('conflict');
+  });
+
+  it('turns a conflict into a resolution task, then merges its branch cleanly', async () => {
+    const repo = makeRepo();
+    // t1 and t2 collide in shared.txt; the resolution task merges t2's branch, keeping both.
+    const agent = [
+      "const { execFileSync } = require('child_process');",
+      "const fs = require('fs');",
+      'const [taskId, prompt] = process.argv.slice(1);',
+      "if (taskId === 't1' || taskId === 't2') fs.appendFileSync('shared.txt', taskId + '\\n');",
+      "else if (taskId.startsWith('resolve')) {",
+      '  const branch = /Merge the branch (\\S+) into yours/.exec(prompt)[1];',
+      "  try { execFileSync('git', ['merge', '--no-edit', branch], { stdio: 'ignore' }); } catch {",
+      "    const kept = fs.readFileSync('shared.txt', 'utf8').split('\\n').filter((l) => !/^(<<<<<<<|=======|>>>>>>>)/.test(l));",
+      "    fs.writeFileSync('shared.txt', kept.join('\\n'));",
+      "    execFileSync('git', ['add', '-A']);",
+      "    execFileSync('git', ['commit', '-q', '--no-edit']);",
+      '  }',
+      "} else fs.writeFileSync(taskId + '.txt', taskId + '\\n');",
+    ].join('\n');
+    const cluster = await startCluster({
+      config: commandConfig(repo, {
+        template: [process.execPath, '-e', agent, '{{taskId}}', '{{prompt}}'],
+      }),
+    });
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 90_000 });
+    expect(view.session.state).toBe('COMPLETED');
+
+    const resolver = view.tasks.find((t) => t.id === 'resolve-conflict-1');
+    expect(resolver).toMatchObject({
+      state: 'DONE',
+      title: 'Resolve the conflict between t1 and t2',
+      dependencies: ['t1', 't2'],
+      scopePaths: ['shared.txt'],
+    });
+    expect(resolver?.acceptance).toContain('t1 "Write the parser"');
+    expect(resolver?.acceptance).toContain('t2 "write the printer"');
+    expect(resolver?.context).toContain('<<<<<<<');
+
+    const branch = `orq/${session.id}/result`;
+    expect(git(['show', `${branch}:shared.txt`], repo)).toBe('top\nt1\nt2');
+    const result = await cluster.client.result(session.id);
+    expect(result.integration?.tasks.map((t) => [t.taskId, t.how, t.via])).toEqual([
+      ['t1', 'merged', undefined],
+      ['t2', 'contained', 'resolve-conflict-1'],
+      ['t3', 'merged', undefined],
+      ['resolve-conflict-1', 'merged', undefined],
+    ]);
+    const history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    expect(decisions(history).map((d) => d.decision)).toEqual(
+      expect.arrayContaining(['integration:resolve', 'integration:merged']),
+    );
+    expect(sessionStates(history).slice(-4)).toEqual([
+      'INTEGRATING',
+      'RUNNING',
+      'INTEGRATING',
+      'COMPLETED',
+    ]);
+  });
+
+  it('applies the outcome of the latest delivery once when the integrate job runs twice', async () => {
+    const repo = makeRepo();
+    const gate = join(tmp, 'gate');
+    // Holds the first delivery in its check on the result branch until the gate file appears.
+    const held = [
+      "const fs = require('fs');",
+      "if (process.env.ORQ_BRANCH.endsWith('/result')) {",
+      `  const wait = () => (fs.existsSync(${JSON.stringify(gate)}) ? null : setTimeout(wait, 50));`,
+      '  wait();',
+      '}',
+    ].join('\n');
+    const cluster = await startCluster({
+      config: commandConfig(repo, {
+        checks: [{ name: 'held', command: [process.execPath, '-e', held], mode: 'block' }],
+      }),
+    });
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    const integrating = await eventually(
+      async () => {
+        const v = await cluster.client.get(session.id);
+        return v.session.state === 'INTEGRATING' ? v : undefined;
+      },
+      'the session integrating',
+      60_000,
+    );
+    expect(formatSessionTable(integrating)).toContain(
+      `\nintegrating: merging the task branches into orq/${session.id}/result`,
+    );
+    // A second delivery of the same job (a redelivery while the first still runs): it takes a
+    // later fence, waits for the first's lock, then reads the round the first recorded.
+    const pod = cluster.pods[0];
+    if (!pod) throw new Error('no pod');
+    const ctx = {
+      store: pod.store,
+      queues: pod.queues,
+      logger: silentLogger,
+      lockDurationMs: 30_000,
+      // No model calls: only the session's end would stop it, and it does not end here.
+      models: {
+        forExecution: () => ({
+          signal: new AbortController().signal,
+          sessionFinished: () => false,
+          release: () => undefined,
+        }),
+      },
+    } as unknown as RoleContext;
+    const jobId = jobIds.integrate(session.id, 1);
+    const second = createIntegrationProcessor(ctx)({
+      id: jobId,
+      name: 'integrate',
+      queueName: 'work',
+      attemptsStarted: 1,
+      data: { sessionId: session.id, round: 1 },
+    } as unknown as Job);
+    await eventually(
+      async () => (await pod.store.currentFence(session.id, '@integration', 1)) === 2 || undefined,
+      'the second delivery holding fence 2',
+    );
+    writeFileSync(gate, '');
+    expect(await second).toBe('merged');
+    const view = await cluster.client.wait(session.id, { timeoutMs: 30_000 });
+    expect(view.session.state).toBe('COMPLETED');
+
+    const history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    expect(decisions(history).filter((d) => d.decision === 'integration:merged')).toHaveLength(1);
+    await eventually(async () => {
+      const all = (await cluster.client.history(session.id)).map((h) => h.entry);
+      return decisions(all).find((d) => /superseded delivery/.test(d.reason));
+    }, "the first delivery's outcome refused");
+    const branch = `orq/${session.id}/result`;
+    expect((await cluster.client.result(session.id)).integration?.commit).toBe(
+      git(['rev-parse', branch], repo),
+    );
+    // One merge per task on the branch's own line: the first delivery's merges are nowhere.
+    expect(
+      git(['rev-list', '--merges', '--first-parent', '--count', `main..${branch}`], repo),
+    ).toBe('3');
+  });
+
+  it('can be cancelled while it integrates: the job stops and writes nothing', async () => {
+    const repo = makeRepo();
+    const gate = join(tmp, 'cancel-gate');
+    const held = [
+      "const fs = require('fs');",
+      "if (process.env.ORQ_BRANCH.endsWith('/result')) {",
+      `  const wait = () => (fs.existsSync(${JSON.stringify(gate)}) ? null : setTimeout(wait, 50));`,
+      '  wait();',
+      '}',
+    ].join('\n');
+    const cluster = await startCluster({
+      config: commandConfig(repo, {
+        checks: [{ name: 'held', command: [process.execPath, '-e', held], mode: 'block' }],
+      }),
+    });
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    await eventually(
+      async () =>
+        (await cluster.client.get(session.id)).session.state === 'INTEGRATING' || undefined,
+      'the session integrating',
+      60_000,
+    );
+    await cluster.client.cancel(session.id, 'not needed any more');
+    const view = await cluster.client.wait(session.id, { timeoutMs: 30_000 });
+    expect(view.session.state).toBe('CANCELLED');
+    // The integrate job stops with the session: its check is killed, nothing is written.
+    const work = bullQueue(cluster.client.store.redis, cluster.prefix, 'work');
+    try {
+      const ended = await eventually(async () => {
+        const job = await work.getJob(jobIds.integrate(session.id, 1));
+        return job && (await job.isCompleted()) ? job : undefined;
+      }, 'the job ended');
+      expect(ended.returnvalue).toBe('session ended');
+    } finally {
+      await work.close();
+    }
+    expect(git(['branch', '--list', `orq/${session.id}/result`], repo)).toBe('');
+    expect((await cluster.client.get(session.id)).session.state).toBe('CANCELLED');
+  });
+
+  it('leaves a session without git work as it was: it completes with no integration', async () => {
+    const cluster = await startCluster();
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 30_000 });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.session.integration).toBeUndefined();
+    const history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    expect(sessionStates(history)).not.toContain('INTEGRATING');
+    expect((await cluster.client.result(session.id)).integration).toBeUndefined();
+  });
+});
