@@ -1,4 +1,4 @@
-import { CRITICAL_PATH_ROOM, criticalPathBoost } from './fair-release.js';
+import { CRITICAL_PATH_ROOM, criticalPathBoost } from './critical-path-boost.js';
 
 export { tenantWeight } from './tenant-weight.js';
 
@@ -119,3 +119,12 @@ export function summarizeLine(entries: readonly LineEntry[], now: number): Tenan
   });
   return [...tenants.values()].map(({ bySession: _, ...tenant }) => tenant);
 }
+
+/** A call of no job (a test, a script): its own session, the default tenant, task work. */
+export const ANONYMOUS_CALLER = {
+  sessionId: '',
+  tenant: 'default',
+  lineClass: lineClass({ priority: 5, step: false }),
+  pathLead: 0,
+  weight: 1,
+} as const;

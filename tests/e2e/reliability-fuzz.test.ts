@@ -54,8 +54,9 @@ function validPayloads(sessionId: string): Record<QueueName, Record<string, unkn
     judge: {
       'judge-plan': { sessionId, attempt: 0, plan },
       'judge-task': { sessionId, taskId: 'A', attempt: 1, result },
+      'check-task': { sessionId, taskId: 'A' },
     },
-    work: { execute: { sessionId, taskId: 'A', attempt: 1 } },
+    work: { execute: { sessionId, taskId: 'A', attempt: 1 }, integrate: { sessionId, round: 1 } },
     replan: { 'replan-task': { sessionId, taskId: 'A', attempt: 1 } },
     coordinator: {
       'plan-judged': {
@@ -65,6 +66,19 @@ function validPayloads(sessionId: string): Record<QueueName, Record<string, unkn
         judgement: { score: 90, isAcceptable: true, issues: [], suggestions: [] },
       },
       'task-judged': { sessionId, taskId: 'A', attempt: 1, result, judgement: verdict },
+      'task-checked': { sessionId, taskId: 'A', judgement: verdict },
+      integrated: {
+        sessionId,
+        round: 1,
+        outcome: {
+          status: 'merged',
+          repository: '/repo',
+          branch: `orq/${sessionId}/result`,
+          baseCommit: 'abc',
+          strategy: 'merge',
+          tasks: [],
+        },
+      },
       'task-replanned': { sessionId, taskId: 'A', attempt: 1, breakdown: { reason: 'r', tasks } },
       cancel: { sessionId, reason: 'stop' },
       resume: { sessionId, mode: 'retry', requestId: 'r1' },

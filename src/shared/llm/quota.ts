@@ -2,13 +2,8 @@ import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LlmRoleConfig, RateLimitConfig } from '../config/schema.js';
 import { MustWaitError } from '../errors.js';
-import {
-  ANONYMOUS_CALLER,
-  type LineCaller,
-  type QuotaRefusal,
-  type QuotaStore,
-} from '../store/quota-store.js';
-import { lineClass, pathLead, tenantWeight } from '../quota-line.js';
+import type { LineCaller, QuotaRefusal, QuotaStore } from '../store/quota-store.js';
+import { ANONYMOUS_CALLER, lineClass, pathLead, tenantWeight } from '../quota-line.js';
 import { currentQuotaCaller, laneIds, takeLane, type QuotaCaller } from './quota-caller.js';
 import {
   observeRateLimits,

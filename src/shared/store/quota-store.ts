@@ -2,7 +2,7 @@ import type { Result } from 'ioredis';
 import { RateLimitConfig } from '../config/schema.js';
 import type { QuotaView } from '../domain/quota.js';
 import { defineScripts, type RedisConnection } from '../redis.js';
-import { CLASS_SPAN, lineClass, summarizeLine, type LineEntry } from '../quota-line.js';
+import { ANONYMOUS_CALLER, CLASS_SPAN, summarizeLine, type LineEntry } from '../quota-line.js';
 
 /**
  * Provider quotas (issue 33) in Redis: one hash and one sorted set per limit, both inside the
@@ -79,15 +79,6 @@ export interface QuotaStoreOptions {
 }
 /** A session counts for its tenant at a line this long after its last call joined it. */
 const LINE_IDLE_MS = 60_000;
-
-/** A call of no job (a test, a script): its own session, the default tenant, task work. */
-export const ANONYMOUS_CALLER = {
-  sessionId: '',
-  tenant: 'default',
-  lineClass: lineClass({ priority: 5, step: false }),
-  pathLead: 0,
-  weight: 1,
-} as const;
 
 /** A limit as `orq status`, the HTTP API and /metrics show it. */
 export interface QuotaState {
