@@ -2,19 +2,23 @@ import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
- * Seconds each of the slowest files took alone on 2 cores (2026-11-27). Used only when Vitest
+ * Seconds each of the slowest files took alone on 2 cores (2026-11-27; 2026-11-28 for the
+ * integration, quota-line and executors-command files). Used only when Vitest
  * knows no duration of its own (a fresh checkout, as in CI, where `npm ci` empties
  * node_modules/.vite): it would start the files by size, and reliability-load, a small file,
  * last. An estimate that goes stale only orders the files less well.
  */
 const ESTIMATED_SECONDS: Record<string, number> = {
+  'tests/integration/executors-command.test.ts': 38,
+  'tests/integration/integration-merge.test.ts': 35,
   'tests/e2e/cli-sessions.test.ts': 30,
   'tests/e2e/interrupt.test.ts': 30,
   'tests/unit/compose.test.ts': 30,
   'tests/e2e/reliability-load.test.ts': 25,
   'tests/e2e/cli-errors.test.ts': 20,
   'tests/e2e/cli-private-redis-sessions.test.ts': 20,
-  'tests/integration/executors-command.test.ts': 20,
+  'tests/integration/integration-session.test.ts': 20,
+  'tests/integration/quota-line.test.ts': 15,
   'tests/e2e/reliability-redis.test.ts': 18,
   'tests/e2e/processes.test.ts': 17,
   'tests/e2e/reliability-kill.test.ts': 15,
