@@ -1,6 +1,7 @@
 import type { Logger } from '../../shared/logger.js';
 import type { RoleMetrics } from '../metrics.js';
 import type { Changeset, SessionStore } from '../../shared/store/session-store.js';
+import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 
 export interface CoordinatorContext {
   store: SessionStore;
@@ -20,3 +21,28 @@ export const ignore = (eventId: string, reason: string): Transition => ({
   ignore: reason,
   eventId,
 });
+
+/**
+ * A failure that changes no state is still written down: the error with its reason, and why
+ * nothing else happened (DESIGN.md: every failure is visible in the session history).
+ */
+export function recordOnly(
+  eventId: string,
+  errorEntry: HistoryEntryDraft,
+  reason: string,
+): Transition {
+  return {
+    changeset: {
+      eventId,
+      history: [
+        errorEntry,
+        {
+          type: 'decision',
+          decision: 'event:ignored',
+          reason: `job-failed: ${reason}`,
+          inputs: {},
+        },
+      ],
+    },
+  };
+}

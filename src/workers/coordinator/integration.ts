@@ -15,7 +15,7 @@ import {
 } from '../../shared/queues.js';
 import { branchesToMerge, resultBranchName } from '../../shared/rules/integration-plan.js';
 import type { CoordinatorContext, Transition } from './context.js';
-import { ignore } from './context.js';
+import { ignore, recordOnly } from './context.js';
 import { fillSlots, TaskEdits } from './task-edits.js';
 
 const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
@@ -186,20 +186,11 @@ export function integrationFailed(
   errorEntry: HistoryEntryDraft,
 ): Transition {
   if (session.state !== 'INTEGRATING') {
-    return {
-      changeset: {
-        eventId,
-        history: [
-          errorEntry,
-          {
-            type: 'decision',
-            decision: 'event:ignored',
-            reason: `job-failed: the integration failed after the session became ${session.state}`,
-            inputs: {},
-          },
-        ],
-      },
-    };
+    return recordOnly(
+      eventId,
+      errorEntry,
+      `the integration failed after the session became ${session.state}`,
+    );
   }
   const reason = `the integration failed: ${event.error}`;
   return {

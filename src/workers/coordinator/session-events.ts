@@ -11,7 +11,7 @@ import {
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { Counters } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
-import { ignore } from './context.js';
+import { ignore, recordOnly } from './context.js';
 import { fillSlots, isActive, isOpen, TaskEdits } from './task-edits.js';
 import { integrationFailed, isIntegrationJob, startIntegration } from './integration.js';
 
@@ -321,27 +321,6 @@ function planAgain(session: Session): {
       }),
     ),
     inputs: { interruptedPlanAttempt: interrupted, planAttempt: attempt },
-  };
-}
-
-/**
- * A failure that changes no state is still written down: the error with its reason, and why
- * nothing else happened (DESIGN.md: every failure is visible in the session history).
- */
-function recordOnly(eventId: string, errorEntry: HistoryEntryDraft, reason: string): Transition {
-  return {
-    changeset: {
-      eventId,
-      history: [
-        errorEntry,
-        {
-          type: 'decision',
-          decision: 'event:ignored',
-          reason: `job-failed: ${reason}`,
-          inputs: {},
-        },
-      ],
-    },
   };
 }
 
