@@ -101,6 +101,8 @@ function registerEventRoute(
         FINISHED_SESSION_STATES.includes(atStart.state) && !(await ctx.client.requestPending(id));
       // Each stream holds a Redis connection: one caller may hold only so many (a 429 here).
       const release = ctx.streamSlots.take(callerOf(request));
+      // Given back however the stream ends, a failure before its loop included (idempotent).
+      reply.raw.once('close', release);
 
       reply.hijack();
       const res = reply.raw;
