@@ -255,15 +255,7 @@ async function settleConflicts(
     if (mine.length === 0) continue;
     await gitOk(['checkout', '--ours', '--', ...mine], path);
     await request.confirmCurrent?.();
-    const timeoutMs = resolver.timeoutSeconds * 1000;
-    const outcome = await runProcess(resolver.command, {
-      cwd: path,
-      timeoutMs,
-      maxOutputBytes: request.maxOutputBytes,
-      env: request.env,
-      ...(request.signal ? { signal: request.signal } : {}),
-    });
-    request.signal?.throwIfAborted();
+    const outcome = await runInTree(request, path, resolver.command, resolver.timeoutSeconds);
     if (outcome.exitCode !== 0) return { uncovered: mine };
     ran.push({ files: mine, command: resolver.command });
   }
@@ -305,15 +297,8 @@ async function runChecks(request: IntegrationRequest, path: string): Promise<Int
   const checks: IntegrationCheck[] = [];
   for (const check of request.checks) {
     await request.confirmCurrent?.();
-    const timeoutMs = (check.timeoutSeconds ?? request.timeoutSeconds) * 1000;
-    const outcome = await runProcess(check.command, {
-      cwd: path,
-      timeoutMs,
-      maxOutputBytes: request.maxOutputBytes,
-      env: request.env,
-      ...(request.signal ? { signal: request.signal } : {}),
-    });
-    request.signal?.throwIfAborted();
+    const timeoutSeconds = check.timeoutSeconds ?? request.timeoutSeconds;
+    const outcome = await runInTree(request, path, check.command, timeoutSeconds);
     const passed = outcome.exitCode === 0;
     const output = outcome.output.slice(-CHECK_OUTPUT_CHARS);
     checks.push({
@@ -321,7 +306,9 @@ async function runChecks(request: IntegrationRequest, path: string): Promise<Int
       mode: check.mode,
       passed,
       exitCode: outcome.exitCode,
-      ...(passed ? {} : { output: `${describeOutcome(outcome, timeoutMs)}\n${output}`.trim() }),
+      ...(passed
+        ? {}
+        : { output: `${describeOutcome(outcome, timeoutSeconds * 1000)}\n${output}`.trim() }),
     });
   }
   return checks;
@@ -387,4 +374,25 @@ function gitInput(args: readonly string[], cwd: string, input: string): Promise<
     });
     child.stdin.end(input);
   });
+}
+
+/**
+ * Runs a resolver or a check in the merged tree, with the request's output bound, environment
+ * and signal; a cancel of the session ends it and throws.
+ */
+async function runInTree(
+  request: IntegrationRequest,
+  path: string,
+  command: readonly string[],
+  timeoutSeconds: number,
+) {
+  const outcome = await runProcess(command, {
+    cwd: path,
+    timeoutMs: timeoutSeconds * 1000,
+    maxOutputBytes: request.maxOutputBytes,
+    env: request.env,
+    ...(request.signal ? { signal: request.signal } : {}),
+  });
+  request.signal?.throwIfAborted();
+  return outcome;
 }
