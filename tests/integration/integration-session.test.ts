@@ -66,6 +66,20 @@ const sessionStates = (history: HistoryEntry[]) =>
 /** "Write the parser and write the printer": t1 and t2 side by side, t3 after both. */
 const INSTRUCTION = 'Write the parser and write the printer';
 
+/** A blocking check that, on the result branch only, waits until the file `gate` exists. */
+function heldAt(gate: string) {
+  const held = [
+    "const fs = require('fs');",
+    "if (process.env.ORQ_BRANCH.endsWith('/result')) {",
+    `  const wait = () => (fs.existsSync(${JSON.stringify(gate)}) ? null : setTimeout(wait, 50));`,
+    '  wait();',
+    '}',
+  ].join('\n');
+  return {
+    checks: [{ name: 'held', command: [process.execPath, '-e', held], mode: 'block' as const }],
+  };
+}
+
 describe('a session whose tasks commit to git branches', () => {
   const startCluster = clusterPerTest();
 
@@ -233,18 +247,7 @@ describe('a session whose tasks commit to git branches', () => {
     const repo = makeRepo();
     const gate = join(tmp, 'gate');
     // Holds the first delivery in its check on the result branch until the gate file appears.
-    const held = [
-      "const fs = require('fs');",
-      "if (process.env.ORQ_BRANCH.endsWith('/result')) {",
-      `  const wait = () => (fs.existsSync(${JSON.stringify(gate)}) ? null : setTimeout(wait, 50));`,
-      '  wait();',
-      '}',
-    ].join('\n');
-    const cluster = await startCluster({
-      config: commandConfig(repo, {
-        checks: [{ name: 'held', command: [process.execPath, '-e', held], mode: 'block' }],
-      }),
-    });
+    const cluster = await startCluster({ config: commandConfig(repo, heldAt(gate)) });
     const session = await cluster.client.submit({ instruction: INSTRUCTION });
     const integrating = await eventually(
       async () => {
@@ -311,18 +314,7 @@ describe('a session whose tasks commit to git branches', () => {
   it('can be cancelled while it integrates: the job stops and writes nothing', async () => {
     const repo = makeRepo();
     const gate = join(tmp, 'cancel-gate');
-    const held = [
-      "const fs = require('fs');",
-      "if (process.env.ORQ_BRANCH.endsWith('/result')) {",
-      `  const wait = () => (fs.existsSync(${JSON.stringify(gate)}) ? null : setTimeout(wait, 50));`,
-      '  wait();',
-      '}',
-    ].join('\n');
-    const cluster = await startCluster({
-      config: commandConfig(repo, {
-        checks: [{ name: 'held', command: [process.execPath, '-e', held], mode: 'block' }],
-      }),
-    });
+    const cluster = await startCluster({ config: commandConfig(repo, heldAt(gate)) });
     const session = await cluster.client.submit({ instruction: INSTRUCTION });
     await eventually(
       async () =>
