@@ -398,16 +398,9 @@ const LIST_ROUNDS = 8;
 const TASK_CACHE_SESSIONS = 4;
 const TASK_CACHE_TASKS = 20_000;
 
-const SESSION_CONFIG_KEYS = [
-  'refinement',
-  'replanning',
-  'execution',
-  'planning',
-  'llm',
-  'budget',
-  'result',
-  'integration',
-] as const;
+// Every part of SessionConfig, read off the schema: a hand-kept list once missed judging and
+// scheduling, so the config file's values for them never reached a session.
+const SESSION_CONFIG_KEYS = Object.keys(SessionConfig.shape) as (keyof SessionConfig)[];
 
 /** Refuses a request that sets a session setting outside `allowed`, naming each one. */
 function assertOverridesAllowed(overrides: unknown, allowed: readonly string[]): void {

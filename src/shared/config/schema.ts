@@ -790,7 +790,6 @@ export const SchedulingConfig = z.strictObject({
 });
 export type SchedulingConfig = z.infer<typeof SchedulingConfig>;
 
-/** The part of the configuration that travels with a session, so every pod decides alike. */
 /** What the task judge is asked besides its verdicts (issue 50). */
 export const JudgingConfig = z.strictObject({
   checkAlreadySatisfied: z
@@ -802,6 +801,7 @@ export const JudgingConfig = z.strictObject({
 });
 export type JudgingConfig = z.infer<typeof JudgingConfig>;
 
+/** The part of the configuration that travels with a session, so every pod decides alike. */
 export const SessionConfig = z.strictObject({
   refinement: RefinementConfig.prefault({}),
   judging: JudgingConfig.prefault({}),
@@ -812,7 +812,6 @@ export const SessionConfig = z.strictObject({
   budget: BudgetConfig.prefault({}),
   result: ResultConfig.prefault({}),
   integration: IntegrationConfig.prefault({}),
-
   scheduling: SchedulingConfig.prefault({}),
 });
 export type SessionConfig = z.infer<typeof SessionConfig>;
