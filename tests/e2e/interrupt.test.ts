@@ -2,17 +2,14 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  redisAnswers,
-  startPrivateRedis,
-  type PrivateRedis,
-} from '../../src/shared/redis-server.js';
+import { redisAnswers } from '../../src/shared/redis-server.js';
 import { orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
+import { startTestRedis, type TestRedis } from '../support/test-redis.js';
 
 const temp = tempFilesPerFile('orq-interrupt-');
 const children: ChildProcess[] = [];
-const servers: PrivateRedis[] = [];
+const servers: TestRedis[] = [];
 afterEach(async () => {
   await Promise.all(children.splice(0).map((c) => stopProcess(c, 'SIGKILL')));
   await Promise.all(servers.splice(0).map((s) => s.stop()));
@@ -37,8 +34,8 @@ function collect(child: ChildProcess): { text: () => string } {
 }
 
 /** A Redis of the test's own, which the test can take away. */
-async function ownRedis(): Promise<PrivateRedis> {
-  const server = await startPrivateRedis({
+async function ownRedis(): Promise<TestRedis> {
+  const server = await startTestRedis({
     dir: join(temp.dir, `redis-${servers.length}`),
     appendonly: false,
   });
