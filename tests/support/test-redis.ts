@@ -90,6 +90,19 @@ function runtimeClient(): Promise<ContainerRuntimeClient> {
   return client;
 }
 
+/** Why no container engine answers, or undefined when one does. */
+export async function noContainerEngine(): Promise<string | undefined> {
+  return runtimeClient().then(
+    () => undefined,
+    (error: unknown) => (error as Error).message,
+  );
+}
+
+/** Whether the engine has `image` already (built here, or pulled before). */
+export async function hasImage(image: string): Promise<boolean> {
+  return imageExists(await runtimeClient(), image);
+}
+
 async function imageExists(runtime: ContainerRuntimeClient, image: string): Promise<boolean> {
   return runtime.image.exists(ImageName.fromString(image)).catch(() => false);
 }
@@ -339,4 +352,65 @@ export async function removeRunContainers(runId: string): Promise<number> {
   });
   await Promise.all(mine.map((c) => dockerode.getContainer(c.Id).remove({ force: true, v: true })));
   return mine.length;
+}
+
+/** What a one-shot container printed (stdout and stderr together) and its exit code. */
+export interface OneShot {
+  code: number;
+  output: string;
+}
+
+export interface OneShotOptions {
+  image: string;
+  command: string[];
+  workdir: string;
+  user: string;
+  env: Record<string, string>;
+  /** Empty, writable folders of the container's own. */
+  tmpfs: string[];
+  mounts: { source: string; target: string; mode: 'ro' | 'rw' }[];
+}
+
+/**
+ * Runs `command` in a new container of `image` on this machine's network (the test's Redis is on
+ * its loopback) until it exits, then removes the container.
+ */
+export async function runOnce(options: OneShotOptions): Promise<OneShot> {
+  const runtime = await runtimeClient();
+  const { dockerode } = runtime.container;
+  if (!(await imageExists(runtime, options.image))) {
+    await runtime.image.pull(ImageName.fromString(options.image));
+  }
+  const container = await dockerode.createContainer({
+    Image: options.image,
+    Cmd: options.command,
+    WorkingDir: options.workdir,
+    User: options.user,
+    Env: Object.entries(options.env).map(([k, v]) => `${k}=${v}`),
+    Labels: { [RUN_LABEL]: 'one-shot' },
+    HostConfig: {
+      NetworkMode: 'host',
+      Binds: options.mounts.map((m) => `${m.source}:${m.target}:${m.mode}`),
+      Tmpfs: Object.fromEntries(options.tmpfs.map((path) => [path, 'rw,mode=1777'])),
+    },
+  });
+  try {
+    await container.start();
+    const { StatusCode } = (await container.wait()) as { StatusCode: number };
+    const logs = await container.logs({ stdout: true, stderr: true });
+    return { code: StatusCode, output: demux(logs) };
+  } finally {
+    await container.remove({ force: true });
+  }
+}
+
+/** Docker's multiplexed log stream (8-byte frame headers) as text. */
+function demux(buffer: Buffer): string {
+  let text = '';
+  for (let at = 0; at + 8 <= buffer.length;) {
+    const size = buffer.readUInt32BE(at + 4);
+    text += buffer.subarray(at + 8, at + 8 + size).toString();
+    at += 8 + size;
+  }
+  return text;
 }
