@@ -57,10 +57,11 @@ function inPod(workdir: string, command: string[]): Promise<OneShot> {
 
 describe('the command executor in a container with no git identity anywhere', () => {
   it("orq run commits each task's work, the run records and the result as orq <orq@localhost>", async (ctx) => {
-    ctx.skip(
-      engine !== undefined,
-      `no container engine answers (${engine}): this test needs one (Docker)`,
-    );
+    if (engine !== undefined) {
+      const why = `needs a container engine (Docker), and none answers: ${engine}`;
+      console.warn(`command-in-container: skipped, ${why}`);
+      ctx.skip(why);
+    }
     const work = join(temp.dir, randomUUID().slice(0, 8));
     const repo = join(work, 'repo');
     mkdirSync(repo, { recursive: true });

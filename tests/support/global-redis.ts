@@ -5,6 +5,7 @@ import type { TestProject } from 'vitest/node';
 import {
   chooseRedisServers,
   describeRedisServers,
+  noContainerEngine,
   removeRunContainers,
   startTestRedis,
   useRedisServers,
@@ -46,7 +47,8 @@ export async function setup(project: TestProject): Promise<void> {
 
 export async function teardown(): Promise<void> {
   await redis?.stop();
-  // The test files' own containers too, stopped ones included: Ryuk is off.
-  if (servers?.way === 'container') await removeRunContainers(servers.runId);
+  // The test files' containers too, stopped ones included (Ryuk is off); a run of binaries
+  // may have started one-shot ones.
+  if (servers && !(await noContainerEngine())) await removeRunContainers(servers.runId);
   if (dir) rmSync(dir, { recursive: true, force: true });
 }

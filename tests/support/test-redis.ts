@@ -32,8 +32,10 @@ const OFFICIAL_IMAGE = 'redis:7';
 /** The label of every container a test run starts, with the run's id as its value. */
 export const RUN_LABEL = 'orq.test.run';
 
+/** `runId` is the value of RUN_LABEL on every container the run starts, one-shot ones too. */
 export type RedisServers =
-  { way: 'container'; image: string; runId: string } | { way: 'binary'; why: string };
+  | { way: 'container'; image: string; runId: string }
+  | { way: 'binary'; why: string; runId: string };
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -55,7 +57,8 @@ export async function chooseRedisServers(env = process.env): Promise<RedisServer
       `ORQ_TEST_REDIS_SERVERS=${asked}: say container or binary, or leave it unset`,
     );
   }
-  if (asked === 'binary') return { way: 'binary', why: 'ORQ_TEST_REDIS_SERVERS=binary' };
+  const runId = env.ORQ_TEST_RUN_ID ?? `${process.pid}-${Date.now()}`;
+  if (asked === 'binary') return { way: 'binary', why: 'ORQ_TEST_REDIS_SERVERS=binary', runId };
   const client = await runtimeClient().catch((error: unknown) => error as Error);
   if (client instanceof Error) {
     if (asked === 'container') {
@@ -69,12 +72,11 @@ export async function chooseRedisServers(env = process.env): Promise<RedisServer
           `or start a container engine (Docker). No engine answers: ${client.message}`,
       );
     }
-    return { way: 'binary', why: 'no container engine answers' };
+    return { way: 'binary', why: 'no container engine answers', runId };
   }
   const image =
     env.ORQ_TEST_REDIS_IMAGE ??
     ((await imageExists(client, LOCAL_IMAGE)) ? LOCAL_IMAGE : OFFICIAL_IMAGE);
-  const runId = env.ORQ_TEST_RUN_ID ?? `${process.pid}-${Date.now()}`;
   return { way: 'container', image, runId };
 }
 
@@ -387,7 +389,7 @@ export async function runOnce(options: OneShotOptions): Promise<OneShot> {
     WorkingDir: options.workdir,
     User: options.user,
     Env: Object.entries(options.env).map(([k, v]) => `${k}=${v}`),
-    Labels: { [RUN_LABEL]: 'one-shot' },
+    Labels: { [RUN_LABEL]: (await redisServers()).runId },
     HostConfig: {
       NetworkMode: 'host',
       Binds: options.mounts.map((m) => `${m.source}:${m.target}:${m.mode}`),
