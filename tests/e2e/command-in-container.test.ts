@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { root } from '../support/cli.js';
 import { git } from '../support/git.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
-import { hasImage, noContainerEngine, runOnce, type OneShot } from '../support/test-redis.js';
+import { hasImage, noContainerEngine, runOnce, type OneShot } from '../support/containers.js';
 
 // The command executor as a pod runs it (issue 45): `orq run` inside a container of a base
 // image with node and git, as its user, with an empty HOME and no git config anywhere (no
@@ -40,6 +40,7 @@ function inPod(workdir: string, command: string[]): Promise<OneShot> {
   const modules = realpathSync(join(root, 'node_modules'));
   return runOnce({
     image,
+    runId: inject('redisServers').runId,
     command,
     workdir,
     user: `${process.getuid?.() ?? 1000}:${process.getgid?.() ?? 1000}`,

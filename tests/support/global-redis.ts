@@ -5,13 +5,12 @@ import type { TestProject } from 'vitest/node';
 import {
   chooseRedisServers,
   describeRedisServers,
-  noContainerEngine,
-  removeRunContainers,
   startTestRedis,
   useRedisServers,
   type RedisServers,
   type TestRedis,
 } from './test-redis.js';
+import { noContainerEngine, removeRunContainers } from './containers.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

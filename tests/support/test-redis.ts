@@ -1,12 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import {
-  GenericContainer,
-  ImageName,
-  Wait,
-  getContainerRuntimeClient,
-  type ContainerRuntimeClient,
-  type StartedTestContainer,
-} from 'testcontainers';
+import { GenericContainer, Wait, type StartedTestContainer } from 'testcontainers';
 import { inject } from 'vitest';
 import {
   findRedisServer,
@@ -15,23 +8,15 @@ import {
   startPrivateRedis,
   type PrivateRedis,
 } from '../../src/shared/redis-server.js';
+import { RUN_LABEL, imageExists, runtimeClient } from './containers.js';
 
 // Every Redis the tests need comes from here: a container (testcontainers) when a container
 // engine is reachable, else the redis-server binary as before. The global setup decides once per
 // run (chooseRedisServers) and says which; the test files read the decision through inject.
 
-// Ryuk (testcontainers' reaper) is an image to pull, which CI cannot: the run removes its own
-// containers by label instead (removeRunContainers). With a /.dockerenv, testcontainers would
-// pull another image to find the host; the containers publish on this machine's ports.
-process.env.TESTCONTAINERS_RYUK_DISABLED ??= 'true';
-process.env.TESTCONTAINERS_HOST_OVERRIDE ??= 'localhost';
-
 /** The image CI builds (scripts/test-images.sh); official `redis:7` elsewhere. */
 export const LOCAL_IMAGE = 'orq-test-redis:local';
 const OFFICIAL_IMAGE = 'redis:7';
-/** The label of every container a test run starts, with the run's id as its value. */
-export const RUN_LABEL = 'orq.test.run';
-
 /** `runId` is the value of RUN_LABEL on every container the run starts, one-shot ones too. */
 export type RedisServers =
   | { way: 'container'; image: string; runId: string }
@@ -84,29 +69,6 @@ export function describeRedisServers(servers: RedisServers): string {
   return servers.way === 'container'
     ? `tests: Redis servers are containers of ${servers.image} (testcontainers, run ${servers.runId})`
     : `tests: Redis servers are redis-server processes (${servers.why})`;
-}
-
-let client: Promise<ContainerRuntimeClient> | undefined;
-function runtimeClient(): Promise<ContainerRuntimeClient> {
-  client ??= getContainerRuntimeClient();
-  return client;
-}
-
-/** Why no container engine answers, or undefined when one does. */
-export async function noContainerEngine(): Promise<string | undefined> {
-  return runtimeClient().then(
-    () => undefined,
-    (error: unknown) => (error as Error).message,
-  );
-}
-
-/** Whether the engine has `image` already (built here, or pulled before). */
-export async function hasImage(image: string): Promise<boolean> {
-  return imageExists(await runtimeClient(), image);
-}
-
-async function imageExists(runtime: ContainerRuntimeClient, image: string): Promise<boolean> {
-  return runtime.image.exists(ImageName.fromString(image)).catch(() => false);
 }
 
 /** A Redis of the test's own: stop() takes it away, start() brings it back with its data. */
@@ -343,76 +305,4 @@ export async function startClusterNodes(size: number, dir: string): Promise<Clus
     .start();
   // sh, PID 1, passes no SIGTERM on: nothing to flush in a cluster the tests throw away.
   return { ports, busPorts, stop: async () => void (await container.stop({ timeout: 0 })) };
-}
-
-/** Removes every container of the run (stopped ones too: a test may have stopped its Redis). */
-export async function removeRunContainers(runId: string): Promise<number> {
-  const { dockerode } = (await runtimeClient()).container;
-  const mine = await dockerode.listContainers({
-    all: true,
-    filters: { label: [`${RUN_LABEL}=${runId}`] },
-  });
-  await Promise.all(mine.map((c) => dockerode.getContainer(c.Id).remove({ force: true, v: true })));
-  return mine.length;
-}
-
-/** What a one-shot container printed (stdout and stderr together) and its exit code. */
-export interface OneShot {
-  code: number;
-  output: string;
-}
-
-export interface OneShotOptions {
-  image: string;
-  command: string[];
-  workdir: string;
-  user: string;
-  env: Record<string, string>;
-  /** Empty, writable folders of the container's own. */
-  tmpfs: string[];
-  mounts: { source: string; target: string; mode: 'ro' | 'rw' }[];
-}
-
-/**
- * Runs `command` in a new container of `image` on this machine's network (the test's Redis is on
- * its loopback) until it exits, then removes the container.
- */
-export async function runOnce(options: OneShotOptions): Promise<OneShot> {
-  const runtime = await runtimeClient();
-  const { dockerode } = runtime.container;
-  if (!(await imageExists(runtime, options.image))) {
-    await runtime.image.pull(ImageName.fromString(options.image));
-  }
-  const container = await dockerode.createContainer({
-    Image: options.image,
-    Cmd: options.command,
-    WorkingDir: options.workdir,
-    User: options.user,
-    Env: Object.entries(options.env).map(([k, v]) => `${k}=${v}`),
-    Labels: { [RUN_LABEL]: (await redisServers()).runId },
-    HostConfig: {
-      NetworkMode: 'host',
-      Binds: options.mounts.map((m) => `${m.source}:${m.target}:${m.mode}`),
-      Tmpfs: Object.fromEntries(options.tmpfs.map((path) => [path, 'rw,mode=1777'])),
-    },
-  });
-  try {
-    await container.start();
-    const { StatusCode } = (await container.wait()) as { StatusCode: number };
-    const logs = await container.logs({ stdout: true, stderr: true });
-    return { code: StatusCode, output: demux(logs) };
-  } finally {
-    await container.remove({ force: true });
-  }
-}
-
-/** Docker's multiplexed log stream (8-byte frame headers) as text. */
-function demux(buffer: Buffer): string {
-  let text = '';
-  for (let at = 0; at + 8 <= buffer.length;) {
-    const size = buffer.readUInt32BE(at + 4);
-    text += buffer.subarray(at + 8, at + 8 + size).toString();
-    at += 8 + size;
-  }
-  return text;
 }
