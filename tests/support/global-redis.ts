@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
+import { findRedisServer } from '../../src/shared/redis-server.js';
 import {
   chooseRedisServers,
   describeRedisServers,
@@ -32,6 +33,12 @@ export async function setup(project: TestProject): Promise<void> {
   useRedisServers(servers);
   project.provide('redisServers', servers);
   process.stderr.write(`${describeRedisServers(servers)}\n`);
+  if (!findRedisServer()) {
+    process.stderr.write(
+      "tests: no redis-server on PATH: the tests of orq's own private Redis (orq run without " +
+        'REDIS_URL starts one) are skipped\n',
+    );
+  }
   const external = process.env.ORQ_TEST_REDIS_URL;
   if (external) {
     project.provide('redisUrl', external);
