@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, inject, it, vi } from 'vitest';
 import { freePort } from '../../src/shared/redis-server.js';
+import { needsRedisServer } from '../support/redis-binary.js';
 import { startTestRedis } from '../support/test-redis.js';
 import { orq, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 
@@ -63,7 +64,8 @@ describe('orq dashboard', () => {
     expect(await stopProcess(child)).toBe(0);
   });
 
-  it('without REDIS_URL says it serves the private Redis of its directory, which it started', async () => {
+  it('without REDIS_URL says it serves the private Redis of its directory, which it started', async (context) => {
+    needsRedisServer(context);
     const cwd = mkdtempSync(join(tmpdir(), 'orq-dashboard-private-'));
     try {
       const child = spawnOrq(['dashboard', '--port', '0'], { cwd });
