@@ -46,9 +46,11 @@ new_root() {
 import() {
   local root=$1 tag=$2
   shift 2
-  tar -C "$root" -c . | docker import \
+  tar -C "$root" -c . | docker import --change 'LABEL orq.test.image=1' \
     --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' "$@" - "$tag" >/dev/null
   echo "built $tag"
+  # The image this tag named before, now untagged: gone, so that each CI run leaves none.
+  docker image prune -f --filter label=orq.test.image=1 >/dev/null
 }
 
 build_redis() {
