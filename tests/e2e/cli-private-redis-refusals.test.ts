@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { orq } from '../support/cli.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
+import { needsRedisServer } from '../support/redis-binary.js';
 
 // `orq run` without REDIS_URL starts a private redis-server under .orq/redis: what it refuses
 // must be refused before that, and leave nothing behind.
@@ -71,7 +72,8 @@ describe('orq run refusals before its private Redis', () => {
     expect(existsSync(join(cwd, '.orq'))).toBe(false);
   });
 
-  it('says in one line that ORQ_DATA_DIR cannot be made, with exit 3 and no stack trace', async () => {
+  it('says in one line that ORQ_DATA_DIR cannot be made, with exit 3 and no stack trace', async (context) => {
+    needsRedisServer(context);
     const cwd = mkdtempSync(join(temp.dir, 'data-dir-'));
     writeFileSync(join(cwd, 'afile'), '');
     const run = await orq(['run', 'a then b'], { cwd, env: { ORQ_DATA_DIR: 'afile/sub' } });

@@ -6,6 +6,7 @@ import { createClient } from '../../src/producers/client.js';
 import { SessionView } from '../../src/producers/http/schemas.js';
 import { orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
+import { allNeedRedisServer } from '../support/redis-binary.js';
 
 // The session commands without REDIS_URL: each CLI process starts (or finds) the private
 // redis-server of its working directory, as on a machine where only `orq run` was ever used.
@@ -18,6 +19,7 @@ const blockedScenario = resolve(root, 'examples/scenarios/blocked-task.yaml');
 const temp = tempFilesPerFile('orq-cli-private-sessions-');
 
 describe('session commands without REDIS_URL', () => {
+  allNeedRedisServer();
   // Nine CLI processes, four of them starting a private redis-server one after another: on two
   // cores busy with other test files that took over 30 s once.
   it(

@@ -4,7 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, inject, it, vi } from 'vitest';
-import { freePort, startPrivateRedis } from '../../src/shared/redis-server.js';
+import { freePort } from '../../src/shared/redis-server.js';
+import { needsRedisServer } from '../support/redis-binary.js';
+import { startTestRedis } from '../support/test-redis.js';
 import { orq, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 
 const children: ChildProcess[] = [];
@@ -62,7 +64,8 @@ describe('orq dashboard', () => {
     expect(await stopProcess(child)).toBe(0);
   });
 
-  it('without REDIS_URL says it serves the private Redis of its directory, which it started', async () => {
+  it('without REDIS_URL says it serves the private Redis of its directory, which it started', async (context) => {
+    needsRedisServer(context);
     const cwd = mkdtempSync(join(tmpdir(), 'orq-dashboard-private-'));
     try {
       const child = spawnOrq(['dashboard', '--port', '0'], { cwd });
@@ -82,7 +85,7 @@ describe('orq dashboard', () => {
 
   it('logs a Redis outage once when it starts and once when Redis is back, not per reconnect', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'orq-dashboard-outage-'));
-    let redis = await startPrivateRedis({ dir, appendonly: false });
+    const redis = await startTestRedis({ dir, appendonly: false });
     try {
       const child = spawnOrq(['dashboard', '--port', '0'], {
         env: { REDIS_URL: redis.url, ORQ_PREFIX: `d${randomUUID().slice(0, 8)}` },
@@ -92,14 +95,13 @@ describe('orq dashboard', () => {
       child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
       await waitForOutput(child, 'OpenAPI at', 30_000);
 
-      const port = Number(new URL(redis.url).port);
       await redis.stop();
       const logged = (text: string) =>
         vi.waitFor(() => expect(stderr).toContain(text), { timeout: 20_000, interval: 100 });
       await logged('redis unreachable; reconnecting');
       // A few failed reconnects (every 200, 400 ... 2000 ms), none of them logged.
       await new Promise((r) => setTimeout(r, 3_000));
-      redis = await startPrivateRedis({ dir, port, appendonly: false });
+      await redis.start();
       await logged('redis connection restored');
 
       const lines = stderr.trim().split('\n');

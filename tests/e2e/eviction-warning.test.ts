@@ -2,22 +2,22 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
+import { startTestRedis, type TestRedis } from '../support/test-redis.js';
 import { orq, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 
 // A Redis that may evict keys (and so lose jobs): orq says so once, BullMQ's own console
 // warning (once per connection it opens) does not reach the output.
 
-let redis: PrivateRedis;
+let redis: TestRedis;
 /** The same policy on a server that refuses CONFIG, as managed services (ElastiCache) do. */
-let noConfig: PrivateRedis;
+let noConfig: TestRedis;
 let dir: string;
 let env: Record<string, string>;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'orq-evicting-redis-'));
   const lru = ['--maxmemory-policy', 'allkeys-lru'];
-  redis = await startPrivateRedis({ dir: join(dir, 'a'), args: lru });
-  noConfig = await startPrivateRedis({
+  redis = await startTestRedis({ dir: join(dir, 'a'), args: lru });
+  noConfig = await startTestRedis({
     dir: join(dir, 'b'),
     args: [...lru, '--rename-command', 'CONFIG', 'CONFIG-HIDDEN-FROM-ORQ'],
   });

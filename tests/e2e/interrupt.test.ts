@@ -2,17 +2,15 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  redisAnswers,
-  startPrivateRedis,
-  type PrivateRedis,
-} from '../../src/shared/redis-server.js';
+import { redisAnswers } from '../../src/shared/redis-server.js';
 import { orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
+import { startTestRedis, type TestRedis } from '../support/test-redis.js';
+import { allNeedRedisServer, needsRedisServer } from '../support/redis-binary.js';
 
 const temp = tempFilesPerFile('orq-interrupt-');
 const children: ChildProcess[] = [];
-const servers: PrivateRedis[] = [];
+const servers: TestRedis[] = [];
 afterEach(async () => {
   await Promise.all(children.splice(0).map((c) => stopProcess(c, 'SIGKILL')));
   await Promise.all(servers.splice(0).map((s) => s.stop()));
@@ -37,8 +35,8 @@ function collect(child: ChildProcess): { text: () => string } {
 }
 
 /** A Redis of the test's own, which the test can take away. */
-async function ownRedis(): Promise<PrivateRedis> {
-  const server = await startPrivateRedis({
+async function ownRedis(): Promise<TestRedis> {
+  const server = await startTestRedis({
     dir: join(temp.dir, `redis-${servers.length}`),
     appendonly: false,
   });
@@ -118,7 +116,8 @@ describe('a reader that goes away (orq run … | head -1)', () => {
     );
     expect(stderr).not.toContain('did not finish in time');
   }, 60_000);
-  it('stops orq run whose reader is gone before the roles start, and its private Redis', async () => {
+  it('stops orq run whose reader is gone before the roles start, and its private Redis', async (context) => {
+    needsRedisServer(context);
     const dir = mkdtempSync(join(temp.dir, 'gone-early-'));
     const run = spawnOrq(['run', '--latency', '500', 'a then b'], { cwd: dir });
     children.push(run);
@@ -132,7 +131,8 @@ describe('a reader that goes away (orq run … | head -1)', () => {
     expect(existsSync(join(dir, '.orq/redis/server.json')), stderr).toBe(false);
   }, 60_000);
 
-  it('keeps the exit code of orq run --json whose last write finds its reader gone', async () => {
+  it('keeps the exit code of orq run --json whose last write finds its reader gone', async (context) => {
+    needsRedisServer(context);
     const dir = mkdtempSync(join(temp.dir, 'gone-late-'));
     const scenario = join(root, 'examples/scenarios/blocked-task.yaml');
     const run = spawnOrq(['run', '--json', '--scenario', scenario, 'Deploy the service'], {
@@ -151,6 +151,7 @@ describe('a reader that goes away (orq run … | head -1)', () => {
 });
 
 describe('orq run with its private Redis (no REDIS_URL)', () => {
+  allNeedRedisServer();
   it('takes a Ctrl-C to the whole terminal job itself: shuts down with Redis there, then stops it', async () => {
     const dir = mkdtempSync(join(temp.dir, 'ctrl-c-'));
     const run = spawnOrq(['run', '--latency', '1500', 'a then b'], { cwd: dir, detached: true });

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createClient, type OrqClient, type SessionView } from '../../src/producers/client.js';
 import { orq, root, spawnOrq, stopProcess, waitForOutput } from '../support/cli.js';
 import { startCluster } from '../support/cluster.js';
+import { needsRedisServer } from '../support/redis-binary.js';
 
 const diamond = resolve(root, 'examples/scenarios/diamond.yaml');
 
@@ -119,7 +120,8 @@ describe('orq as separate processes', () => {
     expect(result.stderr).toMatch(/REDIS_URL/);
   });
 
-  it('orq run on a machine without REDIS_URL starts its own Redis, completes, and keeps the history', async () => {
+  it('orq run on a machine without REDIS_URL starts its own Redis, completes, and keeps the history', async (context) => {
+    needsRedisServer(context);
     const cwd = mkdtempSync(join(tmpdir(), 'orq-run-'));
     try {
       const run = await orq(['run', '認証機能とバリデーションを実装して', '--json'], { cwd });
@@ -145,7 +147,8 @@ describe('orq as separate processes', () => {
     }
   });
 
-  it('orq resume --run goes on, in one process, with a session orq run left blocked or out of budget', async () => {
+  it('orq resume --run goes on, in one process, with a session orq run left blocked or out of budget', async (context) => {
+    needsRedisServer(context);
     const cwd = mkdtempSync(join(tmpdir(), 'orq-run-'));
     const env = { ORQ_DATA_DIR: join(cwd, 'data') };
     const idOf = (run: { stdout: string }) => /session (\S+) submitted/.exec(run.stdout)?.[1];
@@ -209,7 +212,8 @@ describe('orq as separate processes', () => {
     }
   }, 90_000);
 
-  it('orq watch --run goes on with a session an interrupted orq run left', async () => {
+  it('orq watch --run goes on with a session an interrupted orq run left', async (context) => {
+    needsRedisServer(context);
     const cwd = mkdtempSync(join(tmpdir(), 'orq-run-'));
     const env = { ORQ_DATA_DIR: join(cwd, 'data') };
     try {
@@ -244,7 +248,8 @@ describe('orq as separate processes', () => {
     }
   });
 
-  it('orq run exits 1 when the plan is rejected, with the reason', async () => {
+  it('orq run exits 1 when the plan is rejected, with the reason', async (context) => {
+    needsRedisServer(context);
     const cwd = mkdtempSync(join(tmpdir(), 'orq-run-'));
     try {
       const run = await orq(

@@ -8,7 +8,7 @@ import { parseConfig } from '../../src/shared/config/load.js';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { ALL_QUEUES, bullPrefix } from '../../src/shared/queues.js';
-import { startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
+import { startTestRedis, type TestRedis } from '../support/test-redis.js';
 import { startRoles, type RunningRoles } from '../../src/workers/registry.js';
 import { Pods, queueEnv } from '../support/pods.js';
 import { executionsOf, scenarioDir } from '../support/scenarios.js';
@@ -25,7 +25,7 @@ const RETENTION = {
   removeOnFailAgeSeconds: 3600,
 };
 
-let redis: PrivateRedis | undefined;
+let redis: TestRedis | undefined;
 let pods: Pods | undefined;
 let pod: RunningRoles | undefined;
 let client: OrqClient | undefined;
@@ -97,7 +97,7 @@ async function bytesOf(r: Redis, pattern: string): Promise<number> {
 
 describe('load', () => {
   it(`runs ${SESSIONS} concurrent sessions of ${TASKS_PER_SESSION} tasks over ${WORKER_PROCESSES} worker processes, twice; nothing lost or run twice, queues bounded by retention`, async () => {
-    redis = await startPrivateRedis({ dir, appendonly: false });
+    redis = await startTestRedis({ dir, appendonly: false });
     const prefix = `l${randomUUID().slice(0, 8)}`;
     const config = parseConfig({
       redis: { prefix },

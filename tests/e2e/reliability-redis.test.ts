@@ -7,7 +7,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
 import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import { OrqError } from '../../src/shared/errors.js';
-import { freePort, startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
+import { freePort } from '../../src/shared/redis-server.js';
+import { startTestRedis, type TestRedis } from '../support/test-redis.js';
 import { root, stopProcess, waitForOutput } from '../support/cli.js';
 import { followSession } from '../../src/producers/cli/follow.js';
 import { bullQueue, Pods } from '../support/pods.js';
@@ -16,7 +17,7 @@ import { serveApi } from '../support/http.js';
 
 const diamond = resolve(root, 'examples/scenarios/diamond.yaml');
 
-let redis: PrivateRedis | undefined;
+let redis: TestRedis | undefined;
 let pods: Pods | undefined;
 let client: OrqClient | undefined;
 let server: RunningHttpServer | undefined;
@@ -45,14 +46,15 @@ describe('Redis gone while a pod is idle', () => {
   it('the pod still stops on one SIGTERM with exit code 0, long before its shutdown timeout', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'orq-gone-'));
     dirs.push(dir);
-    redis = await startPrivateRedis({ dir, port: await freePort() });
+    redis = await startTestRedis({ dir, port: await freePort() });
     pods = new Pods({ REDIS_URL: redis.url, ORQ_PREFIX: `g${randomUUID().slice(0, 8)}` });
     const pod = await pods.start('planner,judge,worker,replanner,coordinator');
     let output = '';
     pod.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    // Watched from before the stop: a container's stop returns after the pod has seen it.
+    const unreachable = waitForOutput(pod, 'redis unreachable');
     await redis.stop();
-    redis = undefined;
-    await waitForOutput(pod, 'redis unreachable');
+    await unreachable;
     // The default --shutdown-timeout is 30 s; stopProcess sends SIGKILL after 15 s, so a pod
     // that sat out the timeout would exit with null.
     expect(await stopProcess(pod)).toBe(0);
@@ -68,7 +70,7 @@ describe('following a session while Redis goes away', () => {
     const dir = mkdtempSync(join(tmpdir(), 'orq-follow-'));
     dirs.push(dir);
     const port = await freePort();
-    redis = await startPrivateRedis({ dir, port, appendonly: true });
+    redis = await startTestRedis({ dir, port, appendonly: true });
     client = await createClient({ connection: redis.url });
     // No roles: the session waits in PLANNING, and the watch with it.
     const { id } = await client.submit({ instruction: 'wait here' });
@@ -92,7 +94,6 @@ describe('following a session while Redis goes away', () => {
     await eventually(() => (printed().includes('PLANNING') ? true : undefined), 'the history');
 
     await redis.stop();
-    redis = undefined;
     await eventually(
       () => (told().includes('orq: lost Redis (') ? true : undefined),
       'the notice that Redis is lost',
@@ -102,7 +103,7 @@ describe('following a session while Redis goes away', () => {
       () => (drawn().includes('lost Redis (') ? true : undefined),
       'the live frame to say that Redis is lost',
     );
-    redis = await startPrivateRedis({ dir, port, appendonly: true });
+    await redis.start();
     await eventually(
       () => (told().includes('orq: Redis is back') ? true : undefined),
       'the notice that Redis is back',
@@ -130,7 +131,7 @@ describe('Redis restarted mid-session with AOF on', () => {
     dirs.push(dir);
     // A port of our own, so the restarted server comes back where every process expects it.
     const port = await freePort();
-    redis = await startPrivateRedis({ dir, port, appendonly: true });
+    redis = await startTestRedis({ dir, port, appendonly: true });
     const prefix = `r${randomUUID().slice(0, 8)}`;
     pods = new Pods({ REDIS_URL: redis.url, ORQ_PREFIX: prefix });
     await pods.start('planner,judge,replanner,coordinator');
@@ -173,7 +174,7 @@ describe('Redis restarted mid-session with AOF on', () => {
     // Stay down past the consumers' first reconnect attempts (they back off and retry).
     await new Promise((r) => setTimeout(r, 2_000));
 
-    redis = await startPrivateRedis({ dir, port, appendonly: true });
+    await redis.start();
     await eventually(
       async () => ((await fetch(`${server!.url}/readyz`)).status === 200 ? true : undefined),
       'the API to be ready again',

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createClient } from '../../src/producers/client.js';
 import { HistoryEntry } from '../../src/shared/domain/history.js';
 import { OrqError } from '../../src/shared/errors.js';
-import { startPrivateRedis } from '../../src/shared/redis-server.js';
+import { startTestRedis } from '../support/test-redis.js';
 import { startHttpServer, type RunningHttpServer } from '../../src/producers/http/server.js';
 import { parseSseStream, type SseEvent } from '../../src/producers/http/sse.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
@@ -884,7 +884,7 @@ describe('documents and metrics', () => {
 describe('with Redis down', () => {
   it('answers 503 on /readyz and the session routes, and keeps /healthz at 200', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'orq-http-redis-'));
-    const redis = await startPrivateRedis({ dir, appendonly: false });
+    const redis = await startTestRedis({ dir, appendonly: false });
     const client = await createClient({ connection: redis.url });
     const down = await serveApi(client, { token: TOKEN });
     try {

@@ -9,7 +9,7 @@ import { createClient, type OrqClient } from '../../src/producers/client.js';
 import { scanSessions } from '../../src/producers/http/metrics.js';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { startPrivateRedis } from '../../src/shared/redis-server.js';
+import { startTestRedis } from '../support/test-redis.js';
 import { createRoleMetrics } from '../../src/workers/metrics.js';
 import { PodHealth } from '../../src/workers/pod-health.js';
 import { startPodServer, type PodServer } from '../../src/workers/pod-server.js';
@@ -237,7 +237,7 @@ describe('pod probes (orq start --metrics-port: /healthz, /readyz)', () => {
   it('readiness follows the pod: starting, ready, Redis down and back, stopping', async () => {
     // A Redis of this test's own, to stop and start again under the running pod.
     const dir = mkdtempSync(join(tmpdir(), 'orq-pod-probes-'));
-    let redis = await startPrivateRedis({ dir, appendonly: false });
+    const redis = await startTestRedis({ dir, appendonly: false });
     try {
       server = await startPodServer({ host: '127.0.0.1', port: 0, metrics: createRoleMetrics() });
       expect(await probe('/readyz')).toEqual({ status: 503, body: { status: 'starting' } });
@@ -258,7 +258,6 @@ describe('pod probes (orq start --metrics-port: /healthz, /readyz)', () => {
         body: { status: 'ok', redis: 'up', roles },
       });
 
-      const port = Number(new URL(redis.url).port);
       await redis.stop();
       expect(await probe('/readyz')).toEqual({
         status: 503,
@@ -267,7 +266,7 @@ describe('pod probes (orq start --metrics-port: /healthz, /readyz)', () => {
       // Liveness does not follow Redis: restarting the pod would not bring Redis back.
       expect((await probe('/healthz')).status).toBe(200);
 
-      redis = await startPrivateRedis({ dir, port, appendonly: false });
+      await redis.start();
       await eventually(
         async () => ((await probe('/readyz')).status === 200 ? true : undefined),
         'the pod to be ready again',

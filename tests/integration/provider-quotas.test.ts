@@ -16,7 +16,7 @@ import { runAsQuotaCaller, type QuotaCaller } from '../../src/shared/llm/quota-c
 import { TaskOutput } from '../../src/shared/llm/llm-models.js';
 import { QuotaStore, type QuotaSettings } from '../../src/shared/store/quota-store.js';
 import { parseConfig } from '../../src/shared/config/load.js';
-import { startPrivateRedis } from '../../src/shared/redis-server.js';
+import { startTestRedis } from '../support/test-redis.js';
 import { createClient } from '../../src/producers/client.js';
 import { createRoleMetrics } from '../../src/workers/metrics.js';
 import { clusterPerTest } from '../support/cluster.js';
@@ -165,7 +165,7 @@ describe('a pod killed with kill -9 while it holds a slot', () => {
 describe('a limit through a Redis restart (AOF)', () => {
   it('keeps its pause, its slots in flight and its counts, and its scripts load again', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'orq-quota-restart-'));
-    let redis = await startPrivateRedis({ dir, appendonly: true });
+    const redis = await startTestRedis({ dir, appendonly: true });
     const connection = new Redis(redis.url);
     try {
       const store = new QuotaStore(connection, 'r');
@@ -174,7 +174,7 @@ describe('a limit through a Redis restart (AOF)', () => {
       expect((await store.acquire(id, settings, 0, 'before', 600_000)).granted).toBe(true);
       await store.pause(id, 60_000);
       await redis.stop();
-      redis = await startPrivateRedis({ dir, port: redis.port, appendonly: true });
+      await redis.start();
       // The restarted server has none of the scripts: ioredis loads them again on NOSCRIPT.
       const state = await eventually(
         () => store.read(id).catch(() => undefined),

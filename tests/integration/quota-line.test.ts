@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, inject } from 'vitest';
-import { startPrivateRedis } from '../../src/shared/redis-server.js';
+import { startTestRedis } from '../support/test-redis.js';
 import { stopProcess, waitForOutput } from '../support/cli.js';
 import { providerLimit } from '../../src/shared/llm/quota.js';
 import { FairRelease } from '../../src/shared/fair-release.js';
@@ -344,7 +344,7 @@ describe('a pod killed with kill -9 while its call waits in the line', () => {
 describe('the line through a Redis restart (AOF)', () => {
   it('keeps every waiter and its place', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'orq-line-restart-'));
-    let redis = await startPrivateRedis({ dir, appendonly: true });
+    const redis = await startTestRedis({ dir, appendonly: true });
     const connection = new Redis(redis.url);
     try {
       const store = new QuotaStore(connection, 'r');
@@ -355,7 +355,7 @@ describe('the line through a Redis restart (AOF)', () => {
       const before = (await store.line(id)).entries.map((e) => e.callId);
       expect(before).toEqual([calls[1]?.callId, calls[0]?.callId, calls[2]?.callId]);
       await redis.stop();
-      redis = await startPrivateRedis({ dir, port: redis.port, appendonly: true });
+      await redis.start();
       const after = await eventually(
         () => store.line(id).catch(() => undefined),
         'the store to reach the restarted Redis',

@@ -1,10 +1,11 @@
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createClient, openClient } from '../../src/producers/client.js';
-import { freePort, redisAnswers } from '../../src/shared/redis-server.js';
-import { eventually } from '../support/scenarios.js';
+import { startTestRedis } from '../support/test-redis.js';
 
 /** A server that answers but refuses orq's credentials is not "unreachable": say what is wrong. */
 describe('credentials Redis refuses', () => {
@@ -44,24 +45,13 @@ describe('credentials Redis refuses', () => {
   });
 
   it('a missing password is CONFIG_INVALID saying the server requires one', async () => {
-    const port = await freePort();
-    const server = spawn('redis-server', [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--requirepass',
-      'needed',
-    ]);
+    // A server of its own: a password on the shared one would lock every other test out.
+    const dir = mkdtempSync(join(tmpdir(), 'orq-redis-auth-'));
+    const server = await startTestRedis({ dir });
+    const port = server.port;
+    const setup = new Redis(server.url);
     try {
-      await eventually(
-        async () => ((await redisAnswers(`redis://:needed@127.0.0.1:${port}`)) ? true : undefined),
-        'the password-protected redis-server',
-      );
+      await setup.config('SET', 'requirepass', 'needed');
       await expect(createClient({ connection: `redis://127.0.0.1:${port}` })).rejects.toMatchObject(
         {
           code: 'CONFIG_INVALID',
@@ -71,7 +61,9 @@ describe('credentials Redis refuses', () => {
         },
       );
     } finally {
-      server.kill('SIGKILL');
+      setup.disconnect();
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

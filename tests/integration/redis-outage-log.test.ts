@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { createClient } from '../../src/producers/client.js';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { createLogger } from '../../src/shared/logger.js';
-import { startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
+import { startTestRedis, type TestRedis } from '../support/test-redis.js';
 import { startRoles } from '../../src/workers/registry.js';
 import { eventually } from '../support/scenarios.js';
 
@@ -32,17 +32,16 @@ function keptLogger() {
  * Stops `redis` for 3 s, long enough for many failed reconnects, and starts it again on its
  * port: the server the connections find when they get through.
  */
-async function outage(redis: PrivateRedis, dir: string): Promise<PrivateRedis> {
-  const port = Number(new URL(redis.url).port);
+async function outage(redis: TestRedis): Promise<void> {
   await redis.stop();
   await new Promise((r) => setTimeout(r, 3_000));
-  return startPrivateRedis({ dir, port, appendonly: false });
+  await redis.start();
 }
 
 describe('a pod through a Redis outage', () => {
   it('logs the outage once per connection, not once per failed reconnect, and its end', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'orq-outage-log-'));
-    let redis = await startPrivateRedis({ dir, appendonly: false });
+    const redis = await startTestRedis({ dir, appendonly: false });
     const { lines, logger } = keptLogger();
     const pod = await startRoles({
       roles: ['worker', 'judge'],
@@ -52,7 +51,7 @@ describe('a pod through a Redis outage', () => {
     });
     try {
       // ioredis retries after 50, 100, 150 ... ms: a few seconds are many failed reconnects.
-      redis = await outage(redis, dir);
+      await outage(redis);
       // One log per connection: the pod's shared one and each role's (with BullMQ's own).
       const restored = await eventually(
         () => {
@@ -83,12 +82,12 @@ describe('a pod through a Redis outage', () => {
 describe('a client through a Redis outage', () => {
   it('logs the outage once through the logger it was given, not once per failed reconnect, and its end', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'orq-client-outage-'));
-    let redis = await startPrivateRedis({ dir, appendonly: false });
+    const redis = await startTestRedis({ dir, appendonly: false });
     const { lines, logger } = keptLogger();
     const client = await createClient({ connection: redis.url, logger });
     try {
       // The producer connection retries every 200, 400 ... 2000 ms: a few failed reconnects.
-      redis = await outage(redis, dir);
+      await outage(redis);
       const restored = await eventually(
         () => {
           const done = lines.filter((l) => l.msg === 'redis connection restored');

@@ -14,8 +14,8 @@ import { basename, join, posix } from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
 
-// No Docker engine runs where the tests run. This replays a Dockerfile's stages on the local
-// disk instead: each stage's filesystem root is a temporary directory, COPY and WORKDIR do what
+// No registry is reachable where CI runs, so orq's image (FROM node:24-slim) cannot be built
+// there. This replays a Dockerfile's stages on the local disk instead: each stage's filesystem root is a temporary directory, COPY and WORKDIR do what
 // they do in Docker, and the few RUN steps orq's Dockerfile uses are mapped to local actions.
 // It catches what a real build would: a file the build needs but the Dockerfile does not copy,
 // a source the .dockerignore leaves out of the context, an ENTRYPOINT that is not built.

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort, startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
+import { startClusterNodes } from './test-redis.js';
 
 const SLOTS = 16_384;
 
@@ -25,38 +25,20 @@ export interface LocalRedisCluster {
 }
 
 /**
- * A real Redis Cluster of `size` private redis-servers on free loopback ports: the hash slots
+ * A real Redis Cluster of `size` nodes on free ports (tests/support/test-redis.ts): the hash slots
  * split evenly, every node met, started only once every node reports cluster_state:ok.
  */
 export async function startLocalRedisCluster(size = 3): Promise<LocalRedisCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'orq-test-cluster-'));
-  const servers: PrivateRedis[] = [];
-  const busPorts: number[] = [];
-  for (let i = 0; i < size; i += 1) {
-    const busPort = await freePort();
-    busPorts.push(busPort);
-    servers.push(
-      await startPrivateRedis({
-        dir: join(dir, `node${i}`),
-        appendonly: false,
-        // The bus port is chosen too: the default (port + 10000) may be taken or out of range.
-        args: [
-          '--cluster-enabled',
-          'yes',
-          '--cluster-config-file',
-          'nodes.conf',
-          '--cluster-port',
-          String(busPort),
-          '--cluster-node-timeout',
-          '5000',
-        ],
-      }),
-    );
-  }
-  const nodes = servers.map((s) => new Redis(s.url, { maxRetriesPerRequest: null }));
+  const servers = await startClusterNodes(size, dir).catch((error: unknown) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  });
+  const urls = servers.ports.map((port) => `redis://127.0.0.1:${port}`);
+  const nodes = urls.map((url) => new Redis(url, { maxRetriesPerRequest: null }));
   const stop = async () => {
     for (const node of nodes) node.disconnect();
-    await Promise.all(servers.map((s) => s.stop()));
+    await servers.stop();
     rmSync(dir, { recursive: true, force: true });
   };
   try {
@@ -67,7 +49,7 @@ export async function startLocalRedisCluster(size = 3): Promise<LocalRedisCluste
       ),
     );
     for (let i = 1; i < size; i += 1) {
-      await nodes[0]!.call('CLUSTER', 'MEET', '127.0.0.1', servers[i]!.port, busPorts[i]!);
+      await nodes[0]!.call('CLUSTER', 'MEET', '127.0.0.1', servers.ports[i]!, servers.busPorts[i]!);
     }
     const deadline = Date.now() + 20_000;
     for (;;) {
@@ -85,5 +67,5 @@ export async function startLocalRedisCluster(size = 3): Promise<LocalRedisCluste
     await stop();
     throw error;
   }
-  return { urls: servers.map((s) => s.url), nodes, stop };
+  return { urls, nodes, stop };
 }

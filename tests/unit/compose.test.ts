@@ -15,8 +15,8 @@ import { cleanEnv, root, stopProcess, waitForOutput } from '../support/cli.js';
 import { dryBuild, parseDockerfile, writableBy, type ImageStage } from '../support/dockerfile.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
 
-// No Docker engine runs where the tests run: the compose file is checked against the parts of
-// the Compose format orq relies on, the Dockerfile is replayed on the local disk
+// No registry is reachable where CI runs (no node:24-slim to build on): the compose file is
+// checked against the parts of the Compose format orq relies on, the Dockerfile is replayed on the local disk
 // (tests/support/dockerfile.ts), and each service's command runs as a plain process with the
 // replayed image's ENTRYPOINT, against the test Redis.
 
