@@ -13,11 +13,12 @@ import { createIntegrationProcessor } from '../../src/workers/integration/proces
 import type { RoleContext } from '../../src/workers/roles/context.js';
 import { formatResultSection, resultNotices } from '../../src/producers/cli/result-text.js';
 import { formatSessionTable } from '../../src/producers/cli/format.js';
+import { scanSessions } from '../../src/producers/http/metrics.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { bullQueue } from '../support/pods.js';
 import { bearer, serveApi } from '../support/http.js';
 import { git } from '../support/git.js';
-import { eventually } from '../support/scenarios.js';
+import { eventually, recordingModels } from '../support/scenarios.js';
 
 const FAKE_AGENT = fileURLToPath(new URL('../fixtures/fake-coding-agent.mjs', import.meta.url));
 
@@ -258,8 +259,12 @@ describe('a session whose tasks commit to git branches', () => {
       60_000,
     );
     expect(formatSessionTable(integrating)).toContain(
-      `\nintegrating: merging the task branches into orq/${session.id}/result`,
+      `\nintegrating (round 1): merging the task branches into orq/${session.id}/result`,
     );
+    // /metrics counts it by its phase.
+    expect(
+      (await scanSessions(cluster.client.store.redis, cluster.prefix)).byIntegrationPhase,
+    ).toMatchObject({ merging: 1, judging: 0 });
     // A second delivery of the same job (a redelivery while the first still runs): it takes a
     // later fence, waits for the first's lock, then reads the round the first recorded.
     const pod = cluster.pods[0];
@@ -338,6 +343,148 @@ describe('a session whose tasks commit to git branches', () => {
     }
     expect(git(['branch', '--list', `orq/${session.id}/result`], repo)).toBe('');
     expect((await cluster.client.get(session.id)).session.state).toBe('CANCELLED');
+  });
+
+  it('has the final judge add a fix task for a check failing on the merged tree, then moves the branch', async () => {
+    const repo = makeRepo();
+    // Each task writes <id>.txt; the tasks the final judgement adds write fixed.txt, which the
+    // check on the result branch wants.
+    const agent = [
+      "const fs = require('fs');",
+      'const taskId = process.argv[1];',
+      "fs.writeFileSync(taskId.startsWith('final-judgement') ? 'fixed.txt' : taskId + '.txt', taskId + '\\n');",
+    ].join('\n');
+    const check = [
+      "if (process.env.ORQ_BRANCH.endsWith('/result') && !require('fs').existsSync('fixed.txt')) {",
+      "  console.log('fixed.txt is missing'); process.exit(1);",
+      '}',
+    ].join('\n');
+    const cluster = await startCluster({
+      config: commandConfig(repo, {
+        template: [process.execPath, '-e', agent, '{{taskId}}'],
+        checks: [{ name: 'fixed', command: [process.execPath, '-e', check], mode: 'block' }],
+      }),
+    });
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 90_000 });
+    expect(view.session.state).toBe('COMPLETED');
+
+    const history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    const byName = (name: string) => decisions(history).filter((d) => d.decision === name);
+    // Round 1: merged, the check failed, the final judge named it, the Replanner split it.
+    const [failed] = byName('integration:checks-failed');
+    expect(failed?.reason).toMatch(
+      /check\(s\) failed there: fixed \(block\); the final judge reviews it$/,
+    );
+    const [missing] = byName('integration:missing');
+    expect(missing?.inputs).toMatchObject({
+      round: 1,
+      requiredTerms: view.session.requiredTerms.terms,
+      diffStat: expect.stringContaining('3 files changed'),
+      checks: [{ name: 'fixed', mode: 'block', passed: false }],
+      missing: [expect.stringContaining('Make the check fixed pass on the merged tree')],
+    });
+    expect(byName('integration:fix')[0]?.inputs).toMatchObject({ taskId: 'final-judgement-1' });
+    const fix = view.tasks.find((t) => t.id === 'final-judgement-1');
+    expect(fix?.state).toBe('REPLACED_BY_REPLAN');
+    const subtasks = view.tasks.filter((t) => t.id.startsWith('final-judgement-1.'));
+    expect(subtasks.length).toBeGreaterThan(0);
+    expect(subtasks.every((t) => t.state === 'DONE')).toBe(true);
+    // Round 2 merged the subtasks on top of round 1's result and the judge found it done.
+    expect(byName('integration:done')[0]?.inputs).toMatchObject({ round: 2 });
+    expect(sessionStates(history).slice(-4)).toEqual([
+      'INTEGRATING',
+      'RUNNING',
+      'INTEGRATING',
+      'COMPLETED',
+    ]);
+    const branch = `orq/${session.id}/result`;
+    const result = await cluster.client.result(session.id);
+    const first = failed?.inputs.commit as string;
+    expect(result.integration).toMatchObject({
+      status: 'merged',
+      commit: git(['rev-parse', branch], repo),
+      previousCommit: first,
+    });
+    // The branch moved forward: round 1's commit is in it, and so is the fix.
+    expect(() => git(['merge-base', '--is-ancestor', first, branch], repo)).not.toThrow();
+    expect(git(['show', `${branch}:fixed.txt`], repo)).toMatch(/^final-judgement-1\./);
+    expect(view.session.integration).toMatchObject({
+      round: 2,
+      fixes: 1,
+      verdict: { round: 2, done: true },
+    });
+  });
+
+  it('fails with what is missing once integration.maxRounds is used up; a resume runs it again', async () => {
+    const repo = makeRepo();
+    const gate = join(tmp, 'fix-gate');
+    const check = `if (process.env.ORQ_BRANCH.endsWith('/result') && !require('fs').existsSync(${JSON.stringify(gate)})) process.exit(2)`;
+    const cluster = await startCluster({
+      config: {
+        ...commandConfig(repo, {
+          checks: [{ name: 'gate', command: [process.execPath, '-e', check], mode: 'block' }],
+        }),
+        integration: { maxRounds: 0 },
+      },
+    });
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    const failed = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
+    expect(failed.session.state).toBe('FAILED');
+    expect(failed.session.failure?.code).toBe('INTEGRATION_CHECKS_FAILED');
+    expect(failed.session.failure?.reason).toMatch(
+      /still lacks, after 0 fix round\(s\) of 0 \(integration\.maxRounds\): Make the check gate pass/,
+    );
+    expect(failed.tasks.map((t) => t.id)).toEqual(['t1', 't2', 't3']);
+    const branch = `orq/${session.id}/result`;
+    const first = git(['rev-parse', branch], repo);
+
+    // The person fixes what the check wanted, then resumes: the integration runs again.
+    writeFileSync(gate, '');
+    await cluster.client.resume(session.id, { note: 'gate opened' }, { waitMs: 10_000 });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
+    expect(view.session.state).toBe('COMPLETED');
+    expect(view.session.failure).toBeUndefined();
+    const history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    expect(sessionStates(history).slice(-3)).toEqual(['FAILED', 'INTEGRATING', 'COMPLETED']);
+    expect(
+      decisions(history).find((d) => d.decision === 'resume:integration')?.inputs,
+    ).toMatchObject({
+      round: 2,
+      failure: { code: 'INTEGRATION_CHECKS_FAILED' },
+    });
+    // Round 2 started from round 1's result, which held every task already.
+    const result = await cluster.client.result(session.id);
+    expect(result.integration).toMatchObject({ previousCommit: first, commit: first });
+    expect(result.integration?.tasks.every((t) => t.how === 'contained')).toBe(true);
+  });
+
+  it('gives a task named result a branch of its own, apart from the result branch', async () => {
+    const repo = makeRepo();
+    const plan = {
+      summary: 'two tasks, one named result',
+      tasks: [
+        { id: 'result', title: 'Write the parser', acceptance: 'parser written', context: 'c' },
+        { id: 'printer', title: 'Write the printer', acceptance: 'printer written', context: 'c' },
+      ],
+    };
+    const cluster = await startCluster({
+      config: commandConfig(repo),
+      models: recordingModels({ plans: [plan] }).models,
+    });
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
+    expect(view.session.state).toBe('COMPLETED');
+    const task = taskBranchName(session.id, 'result');
+    expect(task).toMatch(new RegExp(`^orq/${session.id}/result-task-[0-9a-f]{8}$`));
+    const branch = `orq/${session.id}/result`;
+    expect(git(['ls-tree', '--name-only', branch], repo).split('\n')).toEqual([
+      'README.md',
+      'printer.txt',
+      'result.txt',
+      'shared.txt',
+    ]);
+    expect(() => git(['merge-base', '--is-ancestor', task, branch], repo)).not.toThrow();
   });
 
   it('leaves a session without git work as it was: it completes with no integration', async () => {

@@ -239,6 +239,44 @@ export function resultNotFinal(result: SessionResult): OrqError {
 }
 
 /**
+ * Where a session's integration stands, in one line, while it is under way (orq status, the
+ * session view); undefined when none is.
+ */
+export function integrationPhaseLine(session: {
+  id: string;
+  state: string;
+  integration?:
+    | {
+        round: number;
+        phase: string;
+        outcome?: { commit?: string | undefined } | undefined;
+        verdict?: { missing: string[] } | undefined;
+      }
+    | undefined;
+}): string | undefined {
+  const integration = session.integration;
+  if (!integration || (session.state !== 'INTEGRATING' && session.state !== 'RUNNING')) {
+    return undefined;
+  }
+  const branch = `orq/${session.id}/result`;
+  const round = `round ${integration.round}`;
+  switch (integration.phase) {
+    case 'merging':
+      return session.state === 'INTEGRATING'
+        ? `integrating (${round}): merging the task branches into ${branch} and running the checks there`
+        : undefined;
+    case 'judging':
+      return `final judgement (${round}): the judge reviews ${branch} at ${(integration.outcome?.commit ?? '').slice(0, 12)}`;
+    case 'resolving':
+      return `resolving conflicts: a resolution task runs; then integration ${round}`;
+    case 'fixing':
+      return `fixing: tasks for what the final judge found missing (${integration.verdict?.missing.length ?? 0} item(s)) run; then integration ${round}`;
+    default:
+      return undefined;
+  }
+}
+
+/**
  * Where the session's git work ended up, a line each: the result branch and its commit, the
  * diff stat's summary, each check, or the conflict that stopped the merge. None without one.
  */

@@ -5,6 +5,7 @@ import type { ProgressUpdate } from '../../shared/domain/progress.js';
 import type { TaskResult } from '../../shared/domain/task.js';
 import { OrqError, ValidationError } from '../../shared/errors.js';
 import { providerKey } from '../../shared/llm/provider-keys.js';
+import { resultBranchName } from '../../shared/rules/integration-plan.js';
 import {
   commitAll,
   commitEmpty,
@@ -180,7 +181,12 @@ async function runCommandTask(
     branch,
     path,
     ...(cfg.baseBranch ? { baseRef: cfg.baseBranch } : {}),
-    mergeBranches: task.dependencies.map((id) => taskBranchName(session.id, id)),
+    // Once an integration round wrote the result branch, later tasks (a conflict's resolution,
+    // the final judge's fixes) build on it: what they change is what the next round merges.
+    mergeBranches: [
+      ...(session.integration?.outcome?.commit ? [resultBranchName(session.id)] : []),
+      ...task.dependencies.map((id) => taskBranchName(session.id, id)),
+    ],
     attempt: ctx.attempt,
     signal: ctx.signal,
     // Holding the task's lock, before the worktree is opened again: an agent a killed pod left

@@ -1,6 +1,6 @@
 import type { HistoryEntry } from '../../../shared/domain/history.js';
 import type { SessionResult } from '../../../shared/domain/result.js';
-import { integrationLines } from '../../../shared/rules/session-result.js';
+import { integrationLines, integrationPhaseLine } from '../../../shared/rules/session-result.js';
 import { FINISHED_SESSION_STATES, type Session } from '../../../shared/domain/session.js';
 import type { Task } from '../../../shared/domain/task.js';
 import { builtinNote, builtinUse } from '../../../shared/llm/builtin-roles.js';
@@ -153,6 +153,10 @@ export function sessionBody(data: SessionPageData): Html {
       tokens: usage.total.inputTokens + usage.total.outputTokens,
       cost: usd(usage.total.usd),
       age: age(session.createdAt, data.now),
+      integration: integrationPhaseLine(session),
+      'final judgement': session.integration?.verdict
+        ? `round ${session.integration.verdict.round}: ${session.integration.verdict.done ? 'done' : `missing ${session.integration.verdict.missing.join('; ')}`}`
+        : undefined,
       failure: session.failure ? `${session.failure.code}: ${session.failure.reason}` : undefined,
     })}
     ${actions(session, data.readOnly)}
