@@ -459,6 +459,137 @@ describe('a session whose tasks commit to git branches', () => {
     expect(result.integration?.tasks.every((t) => t.how === 'contained')).toBe(true);
   });
 
+  it("holds what the final judge finds missing to the Replanner's term rules", async () => {
+    const repo = makeRepo();
+    const missing = {
+      success: false,
+      shouldContinue: false,
+      shouldReplan: true,
+      reason: 'the printer is not documented',
+      missingRequirements: ['Document the printer in README.md'],
+    };
+    const done = { ...missing, success: true, shouldReplan: false, reason: 'documented' };
+    const { models, calls } = recordingModels({
+      tasks: {
+        // The final judge of round 1 finds something missing; the task standing for it is
+        // judged done once it ran itself (after the resume below).
+        'final-judgement-1': {
+          judgements: [missing, done],
+          // Subtasks that drop "printer", a required term the missing item carries.
+          replan: {
+            reason: 'one step',
+            tasks: [{ id: 'a', title: 'Write docs', acceptance: 'README has docs', context: 'c' }],
+          },
+        },
+      },
+    });
+    const cluster = await startCluster({
+      config: {
+        ...commandConfig(repo),
+        refinement: { treatTermLossAsStructureBreak: true },
+      },
+      models,
+    });
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    const blocked = await cluster.client.wait(session.id, { timeoutMs: 60_000, until: 'settled' });
+    expect(blocked.session.state).toBe('BLOCKED');
+
+    // The final judge saw the instruction, its required terms and the merged diff stat.
+    const final = calls.judgeTask.find((r) => r.finalJudgement);
+    expect(final?.instruction).toBe(INSTRUCTION);
+    expect(final?.finalJudgement).toMatchObject({
+      round: 1,
+      requiredTerms: ['parser', 'printer'],
+      branch: `orq/${session.id}/result`,
+      diffStat: expect.stringMatching(/3 files changed/),
+      tasks: [{ taskId: 't1' }, { taskId: 't2' }, { taskId: 't3' }],
+    });
+    // The Replanner's subtasks lost "printer": refused, and the task waits for a person.
+    expect(calls.replan.map((r) => r.task.id)).toEqual(['final-judgement-1']);
+    const fix = blocked.tasks.find((t) => t.id === 'final-judgement-1');
+    expect(fix?.state).toBe('BLOCKED');
+    expect(fix?.acceptance).toBe('- Document the printer in README.md');
+    let history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    expect(decisions(history).find((d) => d.decision === 'replan:invalid')?.reason).toMatch(
+      /Required terms missing after replan: .*printer/,
+    );
+    expect(formatSessionTable(blocked)).toContain(
+      '\nfixing: tasks for what the final judge found missing (1 item(s)) wait for a resume; then integration round 2',
+    );
+
+    // Resumed, the task runs as it is, from the result branch; round 2 merges it.
+    await cluster.client.resume(session.id, {}, { waitMs: 10_000 });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
+    expect(view.session.state).toBe('COMPLETED');
+    history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    expect(
+      decisions(history)
+        .filter((d) => d.decision.startsWith('integration:'))
+        .map((d) => d.decision),
+    ).toEqual([
+      'integration:start',
+      'integration:merged',
+      'integration:missing',
+      'integration:fix',
+      'integration:start',
+      'integration:merged',
+      'integration:done',
+    ]);
+    const result = await cluster.client.result(session.id);
+    expect(result.integration?.tasks.at(-1)).toMatchObject({
+      taskId: 'final-judgement-1',
+      how: 'merged',
+    });
+  });
+
+  it('can be cancelled during the final judgement, which then changes nothing', async () => {
+    const repo = makeRepo();
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let judging = false;
+    const { models } = recordingModels(
+      {},
+      {
+        async beforeJudgeTask(request) {
+          if (!request.finalJudgement) return;
+          judging = true;
+          await held;
+        },
+      },
+    );
+    const cluster = await startCluster({ config: commandConfig(repo), models });
+    try {
+      const session = await cluster.client.submit({ instruction: INSTRUCTION });
+      await eventually(async () => judging || undefined, 'the final judge asked', 60_000);
+      const view = await cluster.client.get(session.id);
+      expect(view.session.integration?.phase).toBe('judging');
+      expect(formatSessionTable(view)).toContain(
+        `\nfinal judgement (round 1): the judge reviews orq/${session.id}/result at `,
+      );
+      expect(
+        (await scanSessions(cluster.client.store.redis, cluster.prefix)).byIntegrationPhase,
+      ).toMatchObject({ merging: 0, judging: 1 });
+
+      await cluster.client.cancel(session.id, 'not needed');
+      expect((await cluster.client.wait(session.id, { timeoutMs: 30_000 })).session.state).toBe(
+        'CANCELLED',
+      );
+      release();
+      await eventually(async () => {
+        const all = (await cluster.client.history(session.id)).map((h) => h.entry);
+        return decisions(all).find(
+          (d) => d.decision === 'event:ignored' && /result-judged/.test(d.reason),
+        );
+      }, 'the late verdict ignored');
+      expect((await cluster.client.get(session.id)).session.state).toBe('CANCELLED');
+      expect(
+        (await scanSessions(cluster.client.store.redis, cluster.prefix)).byIntegrationPhase,
+      ).toMatchObject({ judging: 0 });
+    } finally {
+      release();
+    }
+  });
+
   it('gives a task named result a branch of its own, apart from the result branch', async () => {
     const repo = makeRepo();
     const plan = {

@@ -240,7 +240,7 @@ export function resultNotFinal(result: SessionResult): OrqError {
 
 /**
  * Where a session's integration stands, in one line, while it is under way (orq status, the
- * session view); undefined when none is.
+ * session view), a resolution or fix task blocked included; undefined when none is.
  */
 export function integrationPhaseLine(session: {
   id: string;
@@ -255,9 +255,8 @@ export function integrationPhaseLine(session: {
     | undefined;
 }): string | undefined {
   const integration = session.integration;
-  if (!integration || (session.state !== 'INTEGRATING' && session.state !== 'RUNNING')) {
-    return undefined;
-  }
+  const underWay = ['INTEGRATING', 'RUNNING', 'BLOCKED'].includes(session.state);
+  if (!integration || !underWay) return undefined;
   const branch = `orq/${session.id}/result`;
   const round = `round ${integration.round}`;
   switch (integration.phase) {
@@ -268,9 +267,9 @@ export function integrationPhaseLine(session: {
     case 'judging':
       return `final judgement (${round}): the judge reviews ${branch} at ${(integration.outcome?.commit ?? '').slice(0, 12)}`;
     case 'resolving':
-      return `resolving conflicts: a resolution task runs; then integration ${round}`;
+      return `resolving conflicts: a resolution task ${session.state === 'BLOCKED' ? 'waits for a resume' : 'runs'}; then integration ${round}`;
     case 'fixing':
-      return `fixing: tasks for what the final judge found missing (${integration.verdict?.missing.length ?? 0} item(s)) run; then integration ${round}`;
+      return `fixing: tasks for what the final judge found missing (${integration.verdict?.missing.length ?? 0} item(s)) ${session.state === 'BLOCKED' ? 'wait for a resume' : 'run'}; then integration ${round}`;
     default:
       return undefined;
   }
