@@ -127,6 +127,10 @@ describe('a session whose tasks commit to git branches', () => {
       `orq: result branch ${branch} at ${commit.slice(0, 12)} (merge of 3 tasks): 3 files changed, 3 insertions(+)`,
     );
     expect(formatResultSection(result)).toContain('check files (warn) on the result: passed');
+    expect(result.finalJudgement).toMatchObject({ round: 1, done: true, missing: [] });
+    expect(resultNotices(result)).toContain(
+      `orq: final judgement (round 1): done, ${branch} holds 3 task(s) and no blocking check failed\n`,
+    );
     // `orq status` names it too.
     expect(formatSessionTable(await cluster.client.get(session.id))).toContain(
       `\nintegration: result branch ${branch} at ${commit.slice(0, 12)} (merge of 3 tasks)`,
@@ -138,13 +142,18 @@ describe('a session whose tasks commit to git branches', () => {
         headers: bearer('test-token-0123456789abcdef'),
       });
       expect(answer.status).toBe(200);
-      expect(((await answer.json()) as typeof result).integration).toEqual(result.integration);
+      const body = (await answer.json()) as typeof result;
+      expect(body.integration).toEqual(result.integration);
+      expect(body.finalJudgement).toEqual(result.finalJudgement);
     } finally {
       await server.close();
     }
 
     const history = (await cluster.client.history(session.id)).map((h) => h.entry);
     expect(sessionStates(history).slice(-2)).toEqual(['INTEGRATING', 'COMPLETED']);
+    expect(decisions(history).find((d) => d.decision === 'integration:done')?.reason).toBe(
+      `the final judge found ${branch} done: ${branch} holds 3 task(s) and no blocking check failed`,
+    );
     const start = decisions(history).find((d) => d.decision === 'integration:start');
     expect(start?.inputs).toMatchObject({ order: ['t1', 't2', 't3'], branch });
     const merged = decisions(history).find((d) => d.decision === 'integration:merged');

@@ -211,7 +211,11 @@ function sessionHeader(session: Session): string[] {
   const phase = integrationPhaseLine(session);
   if (phase) lines.push(phase);
   if (session.integration?.outcome) {
-    lines.push(...integrationLines(session.integration.outcome).map((l) => `integration: ${l}`));
+    lines.push(
+      ...integrationLines(session.integration.outcome, session.integration.verdict).map(
+        (l) => `integration: ${l}`,
+      ),
+    );
   }
   if (session.failure) lines.push(`failure: ${session.failure.code}: ${session.failure.reason}`);
   return lines;

@@ -2,7 +2,7 @@ import type { LlmConfig, ResultConfig } from '../config/schema.js';
 import { builtinUse } from '../llm/builtin-roles.js';
 import { OrqError } from '../errors.js';
 import type { ResultGap, ResultOutput, SessionResult } from '../domain/result.js';
-import type { IntegrationOutcome } from '../domain/integration.js';
+import type { FinalVerdict, IntegrationOutcome } from '../domain/integration.js';
 import type { Session, SessionState } from '../domain/session.js';
 import { FINISHED_TASK_STATES, type Task } from '../domain/task.js';
 
@@ -63,6 +63,7 @@ export function deriveSessionResult(
     // Who made the outputs: a newcomer must not take the builtin provider's for a model's.
     ...builtinUse(session.config),
     ...(session.integration?.outcome ? { integration: session.integration.outcome } : {}),
+    ...(session.integration?.verdict ? { finalJudgement: session.integration.verdict } : {}),
   };
 }
 
@@ -279,8 +280,16 @@ export function integrationPhaseLine(session: {
  * Where the session's git work ended up, a line each: the result branch and its commit, the
  * diff stat's summary, each check, or the conflict that stopped the merge. None without one.
  */
-export function integrationLines(outcome: IntegrationOutcome | undefined): string[] {
+export function integrationLines(
+  outcome: IntegrationOutcome | undefined,
+  verdict?: FinalVerdict,
+): string[] {
   if (!outcome) return [];
+  const judged = verdict
+    ? [
+        `final judgement (round ${verdict.round}): ${verdict.done ? `done, ${verdict.reason}` : `missing ${verdict.missing.join('; ')}`}`,
+      ]
+    : [];
   if (outcome.status === 'conflict' || !outcome.commit) {
     const c = outcome.conflict;
     return [
@@ -299,5 +308,6 @@ export function integrationLines(outcome: IntegrationOutcome | undefined): strin
       (c) =>
         `check ${c.name} (${c.mode}) on the result: ${c.passed ? 'passed' : `FAILED, exit code ${c.exitCode ?? 'none'}`}`,
     ),
+    ...judged,
   ];
 }

@@ -82,7 +82,7 @@ function resultView(result: SessionResult | undefined): Html {
     ${
       merged
         ? html`<ul class="notes">
-              ${integrationLines(merged).map((line) => html`<li>${line}</li>`)}
+              ${integrationLines(merged, result.finalJudgement).map((line) => html`<li>${line}</li>`)}
             </ul>
             ${merged.diffStat ? html`<pre class="output">${merged.diffStat}</pre>` : ''}`
         : ''
@@ -154,9 +154,6 @@ export function sessionBody(data: SessionPageData): Html {
       cost: usd(usage.total.usd),
       age: age(session.createdAt, data.now),
       integration: integrationPhaseLine(session),
-      'final judgement': session.integration?.verdict
-        ? `round ${session.integration.verdict.round}: ${session.integration.verdict.done ? 'done' : `missing ${session.integration.verdict.missing.join('; ')}`}`
-        : undefined,
       failure: session.failure ? `${session.failure.code}: ${session.failure.reason}` : undefined,
     })}
     ${actions(session, data.readOnly)}
