@@ -399,6 +399,12 @@ describe('a session whose tasks commit to git branches', () => {
     const subtasks = view.tasks.filter((t) => t.id.startsWith('final-judgement-1.'));
     expect(subtasks.length).toBeGreaterThan(0);
     expect(subtasks.every((t) => t.state === 'DONE')).toBe(true);
+    // They started from round 1's result branch.
+    const roundOne = failed?.inputs.commit as string;
+    for (const sub of subtasks) {
+      const tip = git(['rev-parse', taskBranchName(session.id, sub.id)], repo);
+      expect(() => git(['merge-base', '--is-ancestor', roundOne, tip], repo)).not.toThrow();
+    }
     // Round 2 merged the subtasks on top of round 1's result and the judge found it done.
     expect(byName('integration:done')[0]?.inputs).toMatchObject({ round: 2 });
     expect(sessionStates(history).slice(-4)).toEqual([

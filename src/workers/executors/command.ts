@@ -5,7 +5,6 @@ import type { ProgressUpdate } from '../../shared/domain/progress.js';
 import type { TaskResult } from '../../shared/domain/task.js';
 import { OrqError, ValidationError } from '../../shared/errors.js';
 import { providerKey } from '../../shared/llm/provider-keys.js';
-import { resultBranchName } from '../../shared/rules/integration-plan.js';
 import {
   commitAll,
   commitEmpty,
@@ -15,6 +14,7 @@ import {
   taskBranchName,
   type Worktree,
 } from './git-worktree.js';
+import { writtenResultBranch } from '../integration/merge.js';
 import { agentRecordPath, forgetAgent, recordAgent, stopLeftoverAgent } from './agent-record.js';
 import { finishedAgentRun, recordAgentRun, restoreAgentRun } from './agent-runs.js';
 import { describeOutcome, runProcess, withoutPodSecrets, type ProcessOutcome } from './process.js';
@@ -175,6 +175,7 @@ async function runCommandTask(
   const confirmCurrent = () => ctx.confirmCurrent?.() ?? Promise.resolve();
   await confirmCurrent();
   const agentRecord = agentRecordPath(path);
+  const buildOn = await writtenResultBranch(repository, session.id);
   let stopped: string | undefined;
   const worktree = await openWorktree({
     repository,
@@ -183,8 +184,9 @@ async function runCommandTask(
     ...(cfg.baseBranch ? { baseRef: cfg.baseBranch } : {}),
     // Once an integration round wrote the result branch, later tasks (a conflict's resolution,
     // the final judge's fixes) build on it: what they change is what the next round merges.
+    // Asked of the repository: a pod's copy of the session record may predate the round.
     mergeBranches: [
-      ...(session.integration?.outcome?.commit ? [resultBranchName(session.id)] : []),
+      ...(buildOn ? [buildOn] : []),
       ...task.dependencies.map((id) => taskBranchName(session.id, id)),
     ],
     attempt: ctx.attempt,

@@ -346,6 +346,28 @@ async function previousResult(
   );
 }
 
+/**
+ * The session's result branch when one of its integration rounds wrote it (a recorded outcome
+ * with a commit), else undefined: what a task that runs after that round builds on.
+ */
+export async function writtenResultBranch(
+  repository: string,
+  sessionId: string,
+): Promise<string | undefined> {
+  const branch = resultBranchName(sessionId);
+  const tip = await git(['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`], repository);
+  if (tip.code !== 0) return undefined;
+  const listed = await git(
+    ['for-each-ref', '--format=%(refname)', `refs/orq/${branch}/`],
+    repository,
+  );
+  for (const ref of listed.stdout.split('\n')) {
+    const round = /\/round-(\d+)$/.exec(ref.trim())?.[1];
+    if (round && (await readOutcome(repository, sessionId, Number(round)))?.commit) return branch;
+  }
+  return undefined;
+}
+
 /** The round's recorded outcome, if a delivery recorded one. */
 async function readOutcome(
   repository: string,
