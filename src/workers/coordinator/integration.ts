@@ -233,14 +233,17 @@ export function resumeIntegration(
   version: number,
   event: ResumeEvent,
   eventId: string,
+  /** A BUDGET_EXHAUSTED session's, stopped in its final judgement: with the raised budget. */
+  budgetRaised?: Session,
 ): Transition {
   const round = (session.integration?.round ?? 0) + 1;
   const reason = `resume: the integration runs again as round ${round}${event.note ? ` (${event.note})` : ''}, after ${session.failure?.code ?? 'a failure'}`;
-  const { failure: _failure, ...rest } = stamp(session);
+  const { failure: _failure, ...rest } = stamp(budgetRaised ?? session);
   return {
     changeset: {
       eventId,
-      requireStates: ['FAILED'],
+      requireStates: [session.state],
+      ...(budgetRaised ? { budgetRaised: true } : {}),
       session: {
         record: {
           ...rest,
@@ -265,7 +268,13 @@ export function resumeIntegration(
           reason,
           inputs: { round, phase: 'merging', failure: session.failure, requestId: event.requestId },
         },
-        { type: 'state_change', entity: 'session', from: 'FAILED', to: 'INTEGRATING', reason },
+        {
+          type: 'state_change',
+          entity: 'session',
+          from: session.state,
+          to: 'INTEGRATING',
+          reason,
+        },
       ],
     },
   };

@@ -269,6 +269,10 @@ async function resumeWithBudget(
 
   const all = await ctx.store.loadTasks(session.id, session.taskIds);
   const targets = [...all.values()].filter((s) => s.task.state === 'CANCELLED');
+  // Stopped in its integration (the final judge's call): the integration runs again.
+  if (targets.length === 0 && session.integration) {
+    return resumeIntegration(session, version, event, eventId, raisedSession);
+  }
   if (targets.length === 0) {
     return ignore(eventId, 'the budget stopped the session with no task left to go on with');
   }
