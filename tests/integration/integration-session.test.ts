@@ -405,6 +405,20 @@ describe('a session whose tasks commit to git branches', () => {
       const tip = git(['rev-parse', taskBranchName(session.id, sub.id)], repo);
       expect(() => git(['merge-base', '--is-ancestor', roundOne, tip], repo)).not.toThrow();
     }
+    // Each step says the phase it leads into (the events carry it as they carry the history).
+    expect(
+      decisions(history)
+        .filter((d) => d.decision.startsWith('integration:'))
+        .map((d) => [d.decision, d.inputs.phase]),
+    ).toEqual([
+      ['integration:start', 'merging'],
+      ['integration:checks-failed', 'judging'],
+      ['integration:missing', 'judging'],
+      ['integration:fix', 'fixing'],
+      ['integration:start', 'merging'],
+      ['integration:merged', 'judging'],
+      ['integration:done', 'judging'],
+    ]);
     // Round 2 merged the subtasks on top of round 1's result and the judge found it done.
     expect(byName('integration:done')[0]?.inputs).toMatchObject({ round: 2 });
     expect(sessionStates(history).slice(-4)).toEqual([
