@@ -17,6 +17,7 @@ import { scanSessions } from '../../src/producers/http/metrics.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { bullQueue } from '../support/pods.js';
 import { bearer, serveApi } from '../support/http.js';
+import { startFakeLlmServer } from '../support/fake-llm-server.js';
 import { git } from '../support/git.js';
 import { eventually, recordingModels } from '../support/scenarios.js';
 
@@ -616,6 +617,74 @@ describe('a session whose tasks commit to git branches', () => {
       ).toMatchObject({ judging: 0 });
     } finally {
       release();
+    }
+  });
+
+  it('asks a judge over the OpenAI protocol for the final judgement, and runs what it finds missing', async () => {
+    const repo = makeRepo();
+    process.env.ORQ_TEST_FINAL_JUDGE_KEY = 'sk-final-judge';
+    const finals: string[] = [];
+    const server = await startFakeLlmServer('openai', (request) => {
+      if (request.schemaName === 'QualityJudgement') {
+        return { json: { score: 95, isAcceptable: true, issues: [], suggestions: [] } };
+      }
+      const verdict = {
+        success: true,
+        shouldContinue: false,
+        shouldReplan: false,
+        reason: 'fine',
+        missingRequirements: [] as string[],
+      };
+      if (!request.system.includes('You are the final judge')) return { json: verdict };
+      finals.push(request.text);
+      return finals.length === 1
+        ? {
+            json: {
+              ...verdict,
+              success: false,
+              shouldReplan: true,
+              reason: 'the printer has no test',
+              missingRequirements: ['Add a test for the printer'],
+            },
+          }
+        : { json: verdict };
+    });
+    try {
+      const cluster = await startCluster({
+        config: {
+          ...commandConfig(repo),
+          llm: {
+            judge: {
+              provider: 'openai',
+              model: 'final-judge',
+              baseUrl: server.baseUrl,
+              apiKeyEnv: 'ORQ_TEST_FINAL_JUDGE_KEY',
+            },
+          },
+        },
+      });
+      const session = await cluster.client.submit({ instruction: INSTRUCTION });
+      const view = await cluster.client.wait(session.id, { timeoutMs: 90_000 });
+      expect(view.session.state).toBe('COMPLETED');
+      // Two final judgements: round 1 found the test missing, round 2 found it done.
+      expect(finals).toHaveLength(2);
+      expect(finals[0]).toContain(INSTRUCTION);
+      expect(finals[0]).toContain('Required terms (from the instruction): 「parser」, 「printer」');
+      expect(finals[0]).toMatch(/3 files changed, 3 insertions\(\+\)/);
+      expect(finals[0]).toContain(`Result branch \`orq/${session.id}/result\``);
+      const added = view.tasks.filter((t) => t.id.startsWith('final-judgement-1'));
+      expect(added.map((t) => t.state)).toEqual(['REPLACED_BY_REPLAN', 'DONE', 'DONE']);
+      expect(added[0]?.acceptance).toBe('- Add a test for the printer');
+      expect(view.session.integration).toMatchObject({
+        round: 2,
+        fixes: 1,
+        verdict: { round: 2, done: true },
+      });
+      const files = git(['ls-tree', '--name-only', `orq/${session.id}/result`], repo).split('\n');
+      expect(files).toEqual(expect.arrayContaining(added.slice(1).map((t) => `${t.id}.txt`)));
+    } finally {
+      await server.close();
+      delete process.env.ORQ_TEST_FINAL_JUDGE_KEY;
     }
   });
 
