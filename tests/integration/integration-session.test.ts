@@ -246,6 +246,10 @@ describe('a session whose tasks commit to git branches', () => {
     expect(decisions(history).map((d) => d.decision)).toEqual(
       expect.arrayContaining(['integration:resolve', 'integration:merged']),
     );
+    expect(decisions(history).find((d) => d.decision === 'integration:resolve')?.inputs.phase).toBe(
+      'resolving',
+    );
+    expect(view.session.integration).toMatchObject({ round: 2, resolutions: 1, fixes: 0 });
     expect(sessionStates(history).slice(-4)).toEqual([
       'INTEGRATING',
       'RUNNING',
