@@ -65,6 +65,14 @@ const decisions = (history: HistoryEntry[]) =>
 const sessionStates = (history: HistoryEntry[]) =>
   history.flatMap((e) => (e.type === 'state_change' && e.entity === 'session' ? [e.to] : []));
 
+/**
+ * A budget the calls of INSTRUCTION's session fit until its final judgement: each call reserves
+ * `reserve` tokens first, and the tasks' calls leave less room than that for the final judge.
+ * Measured: the session stops there with maxTokens from about 2,350 to 2,800 (below, earlier;
+ * above, not at all); the builtin provider's counts vary only with the paths in the tasks' logs.
+ */
+const BUDGET_PROBE = { maxTokens: 2550, reserve: 1000 };
+
 /** "Write the parser and write the printer": t1 and t2 side by side, t3 after both. */
 const INSTRUCTION = 'Write the parser and write the printer';
 
@@ -690,6 +698,40 @@ describe('a session whose tasks commit to git branches', () => {
       await server.close();
       delete process.env.ORQ_TEST_FINAL_JUDGE_KEY;
     }
+  });
+
+  it('resumes with a higher budget when the budget stopped it in its final judgement', async () => {
+    const repo = makeRepo();
+    // Every call before the final judge fits; the final judge's reservation does not. What the
+    // builtin provider's calls cost is fixed by their prompts (no ids in them): measured.
+    const { models, calls } = recordingModels({});
+    const cluster = await startCluster({
+      config: {
+        ...commandConfig(repo),
+        budget: { maxTokens: BUDGET_PROBE.maxTokens, reserveTokensPerCall: BUDGET_PROBE.reserve },
+      },
+      models,
+    });
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    const stopped = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
+    expect(stopped.session.state).toBe('BUDGET_EXHAUSTED');
+    expect(stopped.session.integration?.phase).toBe('judging');
+    expect(calls.judgeTask.some((r) => r.finalJudgement)).toBe(false);
+
+    await cluster.client.resume(
+      session.id,
+      { budget: { maxTokens: BUDGET_PROBE.maxTokens * 10 } },
+      { waitMs: 10_000 },
+    );
+    const view = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
+    expect(view.session.state).toBe('COMPLETED');
+    const history = (await cluster.client.history(session.id)).map((h) => h.entry);
+    expect(sessionStates(history).slice(-3)).toEqual([
+      'BUDGET_EXHAUSTED',
+      'INTEGRATING',
+      'COMPLETED',
+    ]);
+    expect(view.session.integration).toMatchObject({ round: 2, verdict: { done: true } });
   });
 
   it('gives a task named result a branch of its own, apart from the result branch', async () => {
