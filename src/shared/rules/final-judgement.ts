@@ -67,8 +67,14 @@ export function finalVerdict(
       (c) => `Make the check ${c.name} pass on the merged tree (exit code ${c.exitCode ?? 'none'})`,
     );
   const done = judgement.success && failed.length === 0;
-  const missing = done ? [] : [...judgement.missingRequirements, ...unnamed];
   const said = judgement.reason.trim() || 'no reason given';
+  const listed = [...judgement.missingRequirements, ...unnamed];
+  // Not done with nothing listed: the reason is all there is to work from.
+  const missing = done
+    ? []
+    : listed.length > 0
+      ? listed
+      : [`What the final judge found wanting: ${said}`];
   return {
     round,
     done,
@@ -76,7 +82,7 @@ export function finalVerdict(
       judgement.success && failed.length > 0
         ? `the judge found it done, but check(s) ${failed.map((c) => c.name).join(', ')} fail on the result branch (judge: ${said})`
         : said,
-    missing: missing.length > 0 || done ? missing : ['What the final judge found wanting: ' + said],
+    missing,
   };
 }
 
