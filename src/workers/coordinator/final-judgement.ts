@@ -5,8 +5,8 @@ import { jobIds, outboxJob, type ResultJudgedEvent } from '../../shared/queues.j
 import { blockingFailures, finalVerdict, fixTask } from '../../shared/rules/final-judgement.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
-import { inPhase } from './integration.js';
-import { fillSlots, TaskEdits } from './task-edits.js';
+import { backToWork, inPhase } from './integration.js';
+import { TaskEdits } from './task-edits.js';
 
 const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
 
@@ -119,32 +119,20 @@ export async function onResultJudged(
       verdict,
     }),
   };
-  const slots = await fillSlots(ctx.store, edits, record);
   return {
-    changeset: {
+    changeset: await backToWork(
+      ctx,
+      version,
       eventId,
-      requireStates: ['INTEGRATING'],
-      ...slots,
-      session: { record, expectedVersion: version },
-      tasks: edits.changes(),
-      counters: edits.counterDelta(),
-      outbox: edits.outbox,
-      history: [
-        judged,
-        {
-          type: 'decision',
-          decision: 'integration:fix',
-          reason,
-          inputs: {
-            round: event.round,
-            phase: 'fixing',
-            taskId: task.id,
-            missing: verdict.missing,
-          },
-        },
-        { type: 'state_change', entity: 'session', from: 'INTEGRATING', to: 'RUNNING', reason },
-        ...edits.history,
-      ],
-    },
+      edits,
+      record,
+      {
+        type: 'decision',
+        decision: 'integration:fix',
+        reason,
+        inputs: { round: event.round, phase: 'fixing', taskId: task.id, missing: verdict.missing },
+      },
+      [judged],
+    ),
   };
 }

@@ -17,6 +17,7 @@ import {
   type ResumeEvent,
 } from '../../shared/queues.js';
 import { branchesToMerge, resultBranchName } from '../../shared/rules/integration-plan.js';
+import type { Changeset } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore, recordOnly } from './context.js';
 import { fillSlots, TaskEdits } from './task-edits.js';
@@ -39,6 +40,54 @@ export const inPhase = (
   ...changes,
   phase,
 });
+
+/** The integrate job of `round` (on the work queue: worker pods have the repository). */
+const integrateJob = (session: Session, round: number) =>
+  inBand(
+    session,
+    outboxJob('work', 'integrate', jobIds.integrate(session.id, round), {
+      sessionId: session.id,
+      round,
+    }),
+  );
+
+/**
+ * An integration sends the session back to work (a conflict's resolution, the final judge's
+ * fixes): INTEGRATING → RUNNING with the tasks `edits` added, dispatched as its slots allow,
+ * the decision that says why first in the history.
+ */
+export async function backToWork(
+  ctx: CoordinatorContext,
+  version: number,
+  eventId: string,
+  edits: TaskEdits,
+  record: Session,
+  decision: HistoryEntryDraft & { type: 'decision' },
+  history: HistoryEntryDraft[] = [],
+): Promise<Changeset> {
+  const slots = await fillSlots(ctx.store, edits, record);
+  return {
+    eventId,
+    requireStates: ['INTEGRATING'],
+    ...slots,
+    session: { record, expectedVersion: version },
+    tasks: edits.changes(),
+    counters: edits.counterDelta(),
+    outbox: edits.outbox,
+    history: [
+      ...history,
+      decision,
+      {
+        type: 'state_change',
+        entity: 'session',
+        from: 'INTEGRATING',
+        to: 'RUNNING',
+        reason: decision.reason,
+      },
+      ...edits.history,
+    ],
+  };
+}
 
 /**
  * Every task is finished: a session whose tasks committed to git branches goes INTEGRATING
@@ -72,15 +121,7 @@ export async function startIntegration(
         },
         expectedVersion: version,
       },
-      outbox: [
-        inBand(
-          session,
-          outboxJob('work', 'integrate', jobIds.integrate(session.id, round), {
-            sessionId: session.id,
-            round,
-          }),
-        ),
-      ],
+      outbox: [integrateJob(session, round)],
       history: [
         {
           type: 'decision',
@@ -252,15 +293,7 @@ export function resumeIntegration(
         },
         expectedVersion: version,
       },
-      outbox: [
-        inBand(
-          session,
-          outboxJob('work', 'integrate', jobIds.integrate(session.id, round), {
-            sessionId: session.id,
-            round,
-          }),
-        ),
-      ],
+      outbox: [integrateJob(session, round)],
       history: [
         {
           type: 'decision',
@@ -379,26 +412,15 @@ async function resolveConflict(
       outcome: event.outcome,
     }),
   };
-  const slots = await fillSlots(ctx.store, edits, record);
+  const changeset = await backToWork(ctx, version, eventId, edits, record, {
+    type: 'decision',
+    decision: 'integration:resolve',
+    reason,
+    inputs: { round: event.round, phase: 'resolving', conflict, taskId: id },
+  });
   return {
     changeset: {
-      eventId,
-      requireStates: ['INTEGRATING'],
-      ...slots,
-      session: { record, expectedVersion: version },
-      tasks: edits.changes(),
-      counters: edits.counterDelta(),
-      outbox: edits.outbox,
-      history: [
-        {
-          type: 'decision',
-          decision: 'integration:resolve',
-          reason,
-          inputs: { round: event.round, phase: 'resolving', conflict, taskId: id },
-        },
-        { type: 'state_change', entity: 'session', from: 'INTEGRATING', to: 'RUNNING', reason },
-        ...edits.history,
-      ],
+      ...changeset,
       ...(event.fence
         ? { fence: { taskId: INTEGRATION_FENCE_ID, attempt: event.round, value: event.fence } }
         : {}),
