@@ -64,6 +64,7 @@ import {
 } from '../shared/rules/session-result.js';
 import { extractRequiredTerms } from '../shared/rules/terms.js';
 import { watchEnds, type WatchUntil } from '../shared/rules/watch-end.js';
+import { integrationResumable } from '../shared/rules/integration-plan.js';
 import {
   dropPendingRequests,
   markRequestPending,
@@ -1162,9 +1163,18 @@ export async function openClient(
         const { session } = await store.requireSession(sessionId);
         if (session.state === 'BUDGET_EXHAUSTED') {
           await checkBudgetRaise(session, parsed.budget);
+        } else if (integrationResumable(session)) {
+          // Its integration runs again (a budget or task ids have nothing to act on).
+          if (parsed.budget || parsed.taskIds) {
+            throw new OrqError(
+              'INVALID_STATE',
+              `session ${sessionId} failed in its integration (${session.failure?.code ?? ''}): a resume runs the integration again, with no budget or task ids`,
+              { hint: 'Resume without them.', details: { sessionId, state: session.state } },
+            );
+          }
         } else if (!RESUMABLE_SESSION_STATES.includes(session.state)) {
           throw new OrqError('INVALID_STATE', `session ${sessionId} is ${session.state}`, {
-            hint: 'Only BLOCKED (or RUNNING with blocked tasks) and BUDGET_EXHAUSTED sessions can be resumed.',
+            hint: 'Only BLOCKED (or RUNNING with blocked tasks) and BUDGET_EXHAUSTED sessions, and sessions whose integration failed, can be resumed.',
             details: { sessionId, state: session.state },
           });
         } else if (parsed.budget) {

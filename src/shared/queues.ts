@@ -218,6 +218,18 @@ export const IntegrateJob = z.object({
 });
 export type IntegrateJob = z.infer<typeof IntegrateJob>;
 
+/**
+ * The final judgement of an integration round (issue 47): the judge reviews the result branch
+ * (the instruction, the required terms, the diff stat, the checks) and says done or what is
+ * missing.
+ */
+export const JudgeResultJob = z.object({
+  sessionId: SessionId,
+  traceparent,
+  round: z.number().int().min(1),
+});
+export type JudgeResultJob = z.infer<typeof JudgeResultJob>;
+
 // ---- coordinator events ----------------------------------------------------
 
 export const PlanJudgedEvent = z.object({
@@ -309,6 +321,17 @@ export const IntegratedEvent = z.object({
 });
 export type IntegratedEvent = z.infer<typeof IntegratedEvent>;
 
+/** The final judge's verdict on an integration round's result branch. */
+export const ResultJudgedEvent = z.object({
+  sessionId: SessionId,
+  traceparent,
+  round: z.number().int().min(1),
+  judgement: TaskJudgement,
+  /** The judge's calls, counted by the coordinator's write of this event (applied or ignored). */
+  unsettledUsage: z.array(UnsettledUsage).optional(),
+});
+export type ResultJudgedEvent = z.infer<typeof ResultJudgedEvent>;
+
 /** A role job failed its last try: the coordinator records why and fails or blocks. */
 export const JobFailedEvent = z.object({
   sessionId: SessionId,
@@ -328,7 +351,12 @@ export type JobFailedEvent = z.infer<typeof JobFailedEvent>;
 /** Job names with their payload schemas, per queue: producers and consumers import these. */
 export const JobSchemas = {
   plan: { plan: PlanJob },
-  judge: { 'judge-plan': JudgePlanJob, 'judge-task': JudgeTaskJob, 'check-task': CheckTaskJob },
+  judge: {
+    'judge-plan': JudgePlanJob,
+    'judge-task': JudgeTaskJob,
+    'check-task': CheckTaskJob,
+    'judge-result': JudgeResultJob,
+  },
   work: { execute: ExecuteJob, integrate: IntegrateJob },
   replan: { 'replan-task': ReplanJob },
   coordinator: {
@@ -340,6 +368,7 @@ export const JobSchemas = {
     resume: ResumeEvent,
     'job-failed': JobFailedEvent,
     integrated: IntegratedEvent,
+    'result-judged': ResultJudgedEvent,
   },
 } as const satisfies Record<QueueName, Record<string, z.ZodType>>;
 
@@ -434,6 +463,8 @@ export const jobIds = {
   /** Per delivery of the integrate job, like taskJudged: a superseded one's must not hide it. */
   integrated: (sid: string, round: number, fence?: number) =>
     `ev-integrated|${sid}|${round}${fenceSuffix(fence)}`,
+  judgeResult: (sid: string, round: number) => `judge-result|${sid}|${round}`,
+  resultJudged: (sid: string, round: number) => `ev-result-judged|${sid}|${round}`,
   /** Per queue: jobs added without an id of ours get BullMQ's per-queue counter ids, 1, 2, ... */
   jobFailed: (queue: QueueName, failedJobId: string) => `ev-failed|${queue}|${failedJobId}`,
 };

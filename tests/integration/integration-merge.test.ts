@@ -369,4 +369,53 @@ describe('the integration of task branches', () => {
     // A third delivery, later, reads the recorded round back.
     expect(await integrateBranches(request(repo, [t1, t2]))).toEqual(first);
   });
+
+  it("moves the result branch in a later round from the earlier round's commit", async () => {
+    const repo = makeRepo();
+    const t1 = taskBranch(repo, 't1', { 'a.txt': 'a\n' });
+    const first = await integrateBranches(request(repo, [t1]));
+    // A fix task starts from the result branch, as the command executor starts it.
+    const fix = taskBranch(repo, 'fix', { 'fixed.txt': 'f\n' }, 'orq/s1/result');
+    const second = await integrateBranches(request(repo, [t1, fix], { round: 2 }));
+    expect(second).toMatchObject({ status: 'merged', previousCommit: first.commit });
+    expect(second.tasks.map((t) => [t.taskId, t.how])).toEqual([
+      ['t1', 'contained'],
+      ['fix', 'merged'],
+    ]);
+    expect(git(['rev-parse', 'orq/s1/result'], repo)).toBe(second.commit);
+    expect(git(['rev-parse', `${second.commit}^1`], repo)).toBe(first.commit);
+    // The diff stat stays against the base, not against round 1.
+    expect(second.diffStat).toMatch(/2 files changed/);
+  });
+
+  it('fails a round whose branch was moved under it, and the retry builds on the moved branch', async () => {
+    const repo = makeRepo();
+    const t1 = taskBranch(repo, 't1', { 'a.txt': 'a\n' });
+    await integrateBranches(request(repo, [t1]));
+    const fix = taskBranch(repo, 'fix', { 'fixed.txt': 'f\n' }, 'orq/s1/result');
+    // A person commits to the result branch while round 2 runs its check.
+    const meanwhile = taskBranch(repo, 'person', { 'person.txt': 'p\n' }, 'orq/s1/result');
+    const move = `require('child_process').execFileSync('git', ['update-ref', 'refs/heads/orq/s1/result', '${meanwhile.commit}'], { cwd: ${JSON.stringify(repo)} })`;
+    const round2 = request(repo, [t1, fix], {
+      round: 2,
+      checks: [{ name: 'meanwhile', command: [process.execPath, '-e', move], mode: 'warn' }],
+    });
+    await expect(integrateBranches(round2)).rejects.toThrow(/update-ref --stdin failed/);
+    // Nothing of the round was written: the person's commit stands, no outcome is recorded.
+    expect(git(['rev-parse', 'orq/s1/result'], repo)).toBe(meanwhile.commit);
+    expect(() => git(['rev-parse', '--verify', outcomeRef('s1', 2)], repo)).toThrow();
+    const retry = await integrateBranches({ ...round2, checks: [] });
+    expect(retry.previousCommit).toBe(meanwhile.commit);
+    expect(files(repo, 'orq/s1/result')).toEqual(['README.md', 'a.txt', 'fixed.txt', 'person.txt']);
+  });
+
+  it('does not take over a result branch no earlier round wrote', async () => {
+    const repo = makeRepo();
+    const t1 = taskBranch(repo, 't1', { 'a.txt': 'a\n' });
+    git(['branch', 'orq/s1/result', 'main'], repo);
+    await expect(integrateBranches(request(repo, [t1], { round: 2 }))).rejects.toThrow(
+      /the result branch orq\/s1\/result exists already, but no integration round of session s1 wrote it/,
+    );
+    expect(git(['rev-parse', 'orq/s1/result'], repo)).toBe(git(['rev-parse', 'main'], repo));
+  });
 });

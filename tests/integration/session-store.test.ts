@@ -476,15 +476,15 @@ describe('applyArgs', () => {
     });
     expect(args.slice(24, 30)).toEqual(['judge', 'a', 7, 2, 0, '0']);
     // No slot limit; task a (READY, nothing to wait for) joins the ready set, path length 1.
-    // No fence to check.
-    expect(args.slice(30)).toEqual(['', -1, '', '']);
-    expect(args).toHaveLength(34);
+    // No fence to check; no session record, so no integration phase.
+    expect(args.slice(30)).toEqual(['', -1, '', '', '']);
+    expect(args).toHaveLength(35);
     expect(applyArgs({ eventId: 'r', budgetRaised: true }, stampOf)[10]).toBe('1');
     const fenced = applyArgs(
       { eventId: 'f', fence: { taskId: 'a', attempt: 2, value: 3 } },
       stampOf,
     );
-    expect(fenced.slice(-2)).toEqual(['a|2', 3]);
+    expect(fenced.slice(-3, -1)).toEqual(['a|2', 3]);
   });
 
   it('stamps every history entry as one object with the stamp over its own keys', () => {

@@ -3,7 +3,8 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
  * Seconds each of the slowest files took alone on 2 cores (2026-11-27; 2026-11-28 for the
- * integration, quota-line and executors-command files). Used only when Vitest
+ * integration, quota-line and executors-command files; integration-session and
+ * integration-kill estimated from a run at load 7-11, with the final judgement's tests). Used only when Vitest
  * knows no duration of its own (a fresh checkout, as in CI, where `npm ci` empties
  * node_modules/.vite): it would start the files by size, and reliability-load, a small file,
  * last. An estimate that goes stale only orders the files less well.
@@ -17,11 +18,12 @@ const ESTIMATED_SECONDS: Record<string, number> = {
   'tests/e2e/reliability-load.test.ts': 25,
   'tests/e2e/cli-errors.test.ts': 20,
   'tests/e2e/cli-private-redis-sessions.test.ts': 20,
-  'tests/integration/integration-session.test.ts': 20,
+  'tests/integration/integration-session.test.ts': 35,
   'tests/integration/quota-line.test.ts': 15,
   'tests/e2e/reliability-redis.test.ts': 18,
   'tests/e2e/processes.test.ts': 17,
   'tests/e2e/reliability-kill.test.ts': 15,
+  'tests/e2e/integration-kill.test.ts': 15,
 };
 
 /**

@@ -124,6 +124,23 @@ describe('prompt templates', () => {
         },
         format,
       ),
+      // Issue 47: the final judgement of a result branch.
+      taskJudgePrompt(
+        {
+          ...base,
+          task: task(),
+          attempt: 1,
+          result: {
+            output: '',
+            log: '',
+            artifacts: [],
+            tokenUsage: { inputTokens: 0, outputTokens: 0 },
+            durationMs: 0,
+          },
+          finalJudgement: finalInput,
+        },
+        format,
+      ),
     ];
     for (const prompt of prompts) {
       expect(prompt.system).not.toMatch(/\{\{|\}\}|<!--/);
@@ -144,6 +161,43 @@ describe('prompt templates', () => {
     const shown = outputFormat('PlanBreakdown', { type: 'object', required: ['tasks'] });
     expect(shown).toContain('JSON Schema');
     expect(shown).toContain('"required": [\n    "tasks"\n  ]');
+  });
+});
+
+/** What a final judge sees of a result branch with one failing check. */
+const finalInput = {
+  round: 1,
+  requiredTerms: ['認証', 'バリデーション'],
+  branch: 'orq/s1/result',
+  commit: '0123456789abcdef',
+  diffStat: ' src/auth.ts | 12 ++++\n 1 file changed, 12 insertions(+)',
+  tasks: [{ taskId: 't1', title: 'Login' }],
+  checks: [
+    { name: 'test', mode: 'block', passed: false, output: '2 tests failed' },
+    { name: 'lint', mode: 'warn', passed: true },
+  ],
+};
+
+describe('final judgement prompt (issue 47)', () => {
+  it('shows the instruction, the required terms, the diff stat and the checks, not the task', () => {
+    const prompt = taskJudgePrompt(
+      {
+        ...base,
+        task: task(),
+        attempt: 1,
+        result: Task.shape.result.unwrap().parse({ output: '' }),
+        finalJudgement: finalInput,
+      },
+      format,
+    );
+    expect(prompt.system).toMatch(/final judge/);
+    expect(prompt.user).toContain(base.instruction);
+    expect(prompt.user).toContain('「認証」, 「バリデーション」');
+    expect(prompt.user).toContain('1 file changed, 12 insertions(+)');
+    expect(prompt.user).toContain('Result branch `orq/s1/result` at 0123456789ab');
+    expect(prompt.user).toContain('- test (block): FAILED\n2 tests failed');
+    expect(prompt.user).toContain('- lint (warn): passed');
+    expect(prompt.user).not.toContain('Implement the login API');
   });
 });
 

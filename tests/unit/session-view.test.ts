@@ -198,3 +198,42 @@ describe('the session page says who made what it shows', () => {
     );
   });
 });
+
+describe('the session page of a session integrating', () => {
+  it('names the phase its integration is in', () => {
+    const text = sessionBody({
+      session: Session.parse({
+        id: 's1',
+        instruction: 'Implement login',
+        state: 'INTEGRATING',
+        createdAt: '2026-01-01T00:00:00.000Z',
+        updatedAt: '2026-01-01T00:00:00.000Z',
+        requiredTerms: { terms: [], source: 'user-input' },
+        config: {},
+        planning: {},
+        integration: {
+          round: 1,
+          phase: 'judging',
+          outcome: {
+            status: 'merged',
+            repository: '/repo',
+            branch: 'orq/s1/result',
+            commit: 'c0ffee0123456789',
+            baseCommit: 'b',
+            strategy: 'merge',
+            tasks: [],
+          },
+        },
+      }),
+      tasks: [],
+      usage: usageFromHash({}),
+      history: [],
+      result: undefined,
+      readOnly: true,
+      now: Date.parse('2026-01-01T00:01:00.000Z'),
+    }).text;
+    expect(text).toContain(
+      '<dd data-field="integration">final judgement (round 1): the judge reviews orq/s1/result at c0ffee012345</dd>',
+    );
+  });
+});

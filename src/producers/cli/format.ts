@@ -1,5 +1,5 @@
 import type { QuotaView } from '../../shared/domain/quota.js';
-import { integrationLines } from '../../shared/rules/session-result.js';
+import { integrationLines, integrationPhaseLine } from '../../shared/rules/session-result.js';
 import type { TenantLoad } from '../../shared/store/tenant-load.js';
 import type { HistoryEntry } from '../../shared/domain/history.js';
 import type { Session } from '../../shared/domain/session.js';
@@ -208,13 +208,14 @@ function sessionHeader(session: Session): string[] {
     `instruction: ${clip(oneLine(session.instruction), 200)}`,
   ];
   if (session.state === 'PLANNING') lines.push(planningLine(session));
-  if (session.state === 'INTEGRATING') {
-    lines.push(
-      `integrating: merging the task branches into orq/${session.id}/result and running the checks there`,
-    );
-  }
+  const phase = integrationPhaseLine(session);
+  if (phase) lines.push(phase);
   if (session.integration?.outcome) {
-    lines.push(...integrationLines(session.integration.outcome).map((l) => `integration: ${l}`));
+    lines.push(
+      ...integrationLines(session.integration.outcome, session.integration.verdict).map(
+        (l) => `integration: ${l}`,
+      ),
+    );
   }
   if (session.failure) lines.push(`failure: ${session.failure.code}: ${session.failure.reason}`);
   return lines;

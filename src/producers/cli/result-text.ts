@@ -15,7 +15,7 @@ function notesOf(result: SessionResult): string[] {
  * be redirected.
  */
 export function resultNotices(result: SessionResult): string {
-  return [...integrationLines(result.integration), ...notesOf(result)]
+  return [...integrationLines(result.integration, result.finalJudgement), ...notesOf(result)]
     .map((line) => `orq: ${line}\n`)
     .join('');
 }
@@ -24,7 +24,7 @@ export function resultNotices(result: SessionResult): string {
 export function formatResultSection(result: SessionResult): string {
   const head = result.complete ? 'result:' : 'result (partial):';
   const notes = [
-    ...integrationLines(result.integration),
+    ...integrationLines(result.integration, result.finalJudgement),
     ...notesOf(result).map((note) => `note: ${note}`),
   ];
   const body = result.text === '' ? '(no output)' : result.text.trimEnd();

@@ -1,6 +1,7 @@
 import { pingRedis, pipelineEach, type RedisConnection } from '../../shared/redis.js';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { SessionState } from '../../shared/domain/session.js';
+import { IntegrationPhase } from '../../shared/domain/integration.js';
 import type { Logger } from '../../shared/logger.js';
 import type { QueueSet } from '../../shared/queue-set.js';
 import { sessionIndexKey, sessionKeys } from '../../shared/store/keys.js';
@@ -33,6 +34,8 @@ export const USAGE_ROLES = ['planner', 'judge', 'worker', 'replanner'] as const;
 
 export interface SessionTotals {
   byState: Record<string, number>;
+  /** Sessions whose integration is under way, by its phase (merging, judging, resolving, fixing). */
+  byIntegrationPhase: Record<string, number>;
   /** Tokens by role and direction (in/out), summed over the scanned sessions. */
   tokens: { role: string; direction: 'in' | 'out'; count: number }[];
   /** Logical model calls by role (a call's SDK retries are inside it), and their HTTP requests. */
@@ -59,15 +62,22 @@ export async function scanSessions(
   const sums = new Array<number>(usageFields.length).fill(0);
   let usdMicros = 0;
   let httpFailed = 0;
+  const byIntegrationPhase: Record<string, number> = Object.fromEntries(
+    IntegrationPhase.options.map((p) => [p, 0]),
+  );
   const ids = await redis.zrevrange(sessionIndexKey(prefix), 0, limit - 1);
   const replies = await pipelineEach(redis, ids, (pipeline, id) => {
     const keys = sessionKeys(prefix, id);
-    pipeline.hget(keys.meta, 'state');
+    pipeline.hmget(keys.meta, 'state', 'phase');
     pipeline.hmget(keys.usage, 'usd_micros', 'http_failed', ...usageFields);
   });
   for (let i = 0; i + 1 < replies.length; i += 2) {
-    const [stateError, state] = replies[i]!;
+    const [stateError, meta] = replies[i]!;
+    const [state, phase] = Array.isArray(meta) ? (meta as (string | null)[]) : [];
     if (!stateError && typeof state === 'string') byState[state] = (byState[state] ?? 0) + 1;
+    if (!stateError && typeof phase === 'string') {
+      byIntegrationPhase[phase] = (byIntegrationPhase[phase] ?? 0) + 1;
+    }
     const [usageError, usage] = replies[i + 1]!;
     if (usageError || !Array.isArray(usage)) continue;
     const [usd, failed, ...counts] = usage as (string | null)[];
@@ -86,7 +96,7 @@ export async function scanSessions(
     calls: at(r, 'calls'),
     httpRequests: at(r, 'http_requests'),
   }));
-  return { byState, tokens, calls, httpFailed, usdMicros };
+  return { byState, byIntegrationPhase, tokens, calls, httpFailed, usdMicros };
 }
 
 /** One scan shared by the gauges of a scrape (prom-client collects them concurrently). */
@@ -160,6 +170,23 @@ export function createApiMetrics(sources: MetricsSources): ApiMetrics {
           { err: (error as Error).message },
           'metrics: session counts unavailable',
         );
+      }
+    },
+  });
+
+  new Gauge({
+    name: 'orq_sessions_integrating',
+    help: `Sessions whose integration is under way, by phase (merging, judging: the final judgement, resolving: conflicts, fixing: what the final judge found missing), read at scrape time (the newest ${SESSION_SCAN_LIMIT}).`,
+    labelNames: ['phase'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      try {
+        for (const [phase, count] of Object.entries((await totals()).byIntegrationPhase)) {
+          this.set({ phase }, count);
+        }
+      } catch {
+        // Logged by orq_sessions, which reads the same scan.
       }
     },
   });

@@ -770,6 +770,15 @@ export const IntegrationConfig = z.strictObject({
     .describe(
       'Times a conflict no resolver covers becomes a conflict-resolution task (the hunks and both tasks with it) before the integration runs again; past it, the session fails with the conflict. 0: fail at once.',
     ),
+  maxRounds: z
+    .number()
+    .int()
+    .min(0)
+    .max(10)
+    .default(2)
+    .describe(
+      'Times the final judge may send the session back for what it finds missing on the result branch (a failing check counts): its findings become tasks through the Replanner, held to the required terms, and the integration runs again on the moved branch. Past it, the session fails with what is missing. 0: fail at once.',
+    ),
   pullRequest: PullRequestConfig.optional().describe(
     "Push the result branch and open a pull request (GitHub) or merge request (GitLab) for it, with the session's summary as its body; once, however often the integration runs.",
   ),

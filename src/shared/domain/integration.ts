@@ -62,6 +62,11 @@ export const IntegrationOutcome = z.object({
   commit: z.string().optional(),
   /** Where the result starts: baseBranch (HEAD when unset) when the integration ran. */
   baseCommit: z.string(),
+  /**
+   * The result branch's commit this round built on and moved (compare-and-swap): the earlier
+   * round's result. Absent when the round created the branch.
+   */
+  previousCommit: z.string().optional(),
   strategy: IntegrationConfig.shape.strategy.unwrap(),
   tasks: z.array(IntegratedTask),
   /** `git diff --stat` of the result against its base. */
@@ -79,10 +84,39 @@ export const IntegrationOutcome = z.object({
 });
 export type IntegrationOutcome = z.infer<typeof IntegrationOutcome>;
 
-/** A session's integration: asked for in `round`, with its outcome once it came. */
+/**
+ * Where a session's integration stands (orq status, the events, the UI, /metrics):
+ * merging: the integrate job merges and checks (INTEGRATING); judging: the final judge reviews
+ * the result branch (INTEGRATING); resolving: a conflict-resolution task runs (RUNNING);
+ * fixing: the tasks the final judge asked for run (RUNNING). Each phase of RUNNING ends in the
+ * next round's merging.
+ */
+export const IntegrationPhase = z.enum(['merging', 'judging', 'resolving', 'fixing']);
+export type IntegrationPhase = z.infer<typeof IntegrationPhase>;
+
+/** The final judge's word on the integrated result (issue 47, item 3). */
+export const FinalVerdict = z.object({
+  round: z.number().int().min(1),
+  done: z.boolean(),
+  reason: z.string(),
+  /** What the result still lacks, a line each: the judge's, and each blocking check failing. */
+  missing: z.array(z.string()).default([]),
+});
+export type FinalVerdict = z.infer<typeof FinalVerdict>;
+
+/**
+ * A session's integration: asked for in `round`, with the outcome of the last round that came
+ * back (kept while later rounds run, so the branch stays named) and the final judge's verdict.
+ */
 export const SessionIntegration = z.object({
   round: z.number().int().min(1),
+  phase: IntegrationPhase.default('merging'),
   outcome: IntegrationOutcome.optional(),
+  verdict: FinalVerdict.optional(),
+  /** Conflict-resolution rounds so far (bounded by integration.maxResolutionRounds). */
+  resolutions: z.number().int().min(0).default(0),
+  /** Rounds the final judge sent back for more work (bounded by integration.maxRounds). */
+  fixes: z.number().int().min(0).default(0),
 });
 export type SessionIntegration = z.infer<typeof SessionIntegration>;
 
@@ -91,3 +125,6 @@ export type SessionIntegration = z.infer<typeof SessionIntegration>;
  * hold `@`, so it meets no task's field.
  */
 export const INTEGRATION_FENCE_ID = '@integration';
+
+/** The id of the task standing for what round `round`'s final judge found missing. */
+export const finalJudgementTaskId = (round: number) => `final-judgement-${round}`;

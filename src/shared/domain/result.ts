@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ResultConfig } from '../config/schema.js';
-import { IntegrationOutcome } from './integration.js';
+import { FinalVerdict, IntegrationOutcome } from './integration.js';
 import { SessionId, SessionState } from './session.js';
 import { Artifact, TaskId, TaskState } from './task.js';
 
@@ -80,5 +80,7 @@ export const SessionResult = z.object({
    * run on it; or the conflict that stopped the merge. Absent for other sessions.
    */
   integration: IntegrationOutcome.optional(),
+  /** The final judge's last word on the result branch: done, or what is still missing. */
+  finalJudgement: FinalVerdict.optional(),
 });
 export type SessionResult = z.infer<typeof SessionResult>;

@@ -17,6 +17,7 @@ import {
 import type {
   CallContext,
   ExecuteRequest,
+  FinalJudgementInput,
   ModelReply,
   PlanJudgeRequest,
   PlanRequest,
@@ -129,7 +130,9 @@ export function createBuiltinModels(options: BuiltinModelsOptions = {}): RoleMod
         : perAttempt;
       const value = scripted
         ? unlessFailure(scripted, 'judge', call)
-        : defaultTaskJudgement(request.task, request.result);
+        : request.finalJudgement
+          ? defaultFinalJudgement(request.finalJudgement)
+          : defaultTaskJudgement(request.task, request.result);
       const prompt = [request.instruction, taskText(request.task), JSON.stringify(request.result)];
       return { value, usage: usageOf(prompt.join('\n'), JSON.stringify(value)) };
     },
@@ -533,6 +536,32 @@ function defaultTaskJudgement(task: Task, result: TaskResult): TaskJudgement {
         ? `Task ${task.id} reported an error: ${result.error}`
         : `Task ${task.id} produced no output`,
     missingRequirements: task.acceptance ? [task.acceptance] : [],
+  };
+}
+
+/**
+ * The final judgement (issue 47): done when no blocking check failed on the result branch; else
+ * each failing check is missing work. The rule set cannot read the diff against the instruction.
+ */
+function defaultFinalJudgement(final: FinalJudgementInput): TaskJudgement {
+  const failed = final.checks.filter((c) => !c.passed && c.mode !== 'warn');
+  if (failed.length === 0) {
+    return {
+      success: true,
+      shouldContinue: false,
+      shouldReplan: false,
+      reason: `${final.branch} holds ${final.tasks.length} task(s) and no blocking check failed`,
+      missingRequirements: [],
+    };
+  }
+  return {
+    success: false,
+    shouldContinue: false,
+    shouldReplan: true,
+    reason: `check(s) ${failed.map((c) => c.name).join(', ')} fail on ${final.branch}`,
+    missingRequirements: failed.map((c) =>
+      `Make the check ${c.name} pass on the merged tree: ${(c.output ?? '').trim().split('\n').at(-1) ?? ''}`.trim(),
+    ),
   };
 }
 

@@ -26,6 +26,7 @@ export const PROMPT_TEMPLATES = [
   'executor',
   'task-judge',
   'task-check',
+  'result-judge',
   'replanner',
   'output-format',
   'repair',
@@ -222,6 +223,25 @@ export function taskJudgePrompt(request: TaskJudgeRequest, format: string): Prom
       context: task.context,
       scopePaths: pathList(task.scopePaths),
       dependencies: dependencyList(request.beforeRun.dependencyResults),
+    });
+  }
+  if (request.finalJudgement) {
+    const final = request.finalJudgement;
+    return renderPrompt('result-judge', {
+      format,
+      instruction: request.instruction,
+      requiredTerms: termList(final.requiredTerms),
+      round: String(final.round),
+      branch: final.branch,
+      commit: final.commit.slice(0, 12),
+      tasks: bulletList(final.tasks.map((t) => `\`${t.taskId}\`: ${t.title}`)),
+      diffStat: clipTail(final.diffStat || '(no changes)', LIMITS.log),
+      checks: bulletList(
+        final.checks.map(
+          (c) =>
+            `${c.name} (${c.mode}): ${c.passed ? 'passed' : `FAILED\n${clipTail(c.output ?? '', 2000)}`}`,
+        ),
+      ),
     });
   }
   return renderPrompt('task-judge', {

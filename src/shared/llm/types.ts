@@ -88,6 +88,25 @@ export interface TaskJudgeRequest extends CallContext {
    * it is met already; `result` is empty, `attempt` 0.
    */
   beforeRun?: { dependencyResults: DependencyResult[] };
+  /**
+   * The final judgement of an integration round (issue 47): `task` stands for the whole
+   * instruction on the result branch; the judge sees what the branch holds and its checks.
+   */
+  finalJudgement?: FinalJudgementInput;
+}
+
+/** What the final judge sees of an integrated result branch. */
+export interface FinalJudgementInput {
+  round: number;
+  /** Seed 002's required terms of the instruction. */
+  requiredTerms: string[];
+  branch: string;
+  commit: string;
+  /** `git diff --stat` of the result against its base. */
+  diffStat: string;
+  /** The tasks merged, by id and title. */
+  tasks: { taskId: string; title: string }[];
+  checks: { name: string; mode: string; passed: boolean; output?: string | undefined }[];
 }
 
 /** Seed 001: the replanner sees the task, the worker log and the judge's verdict. */

@@ -76,6 +76,24 @@ export function branchesToMerge(tasks: readonly PlanTask[]): BranchToMerge[] {
   return order;
 }
 
+/** The failures of a session's integration: a resume runs the integration again. */
+export const INTEGRATION_FAILURES = [
+  'INTEGRATION_FAILED',
+  'INTEGRATION_CONFLICT',
+  'INTEGRATION_CHECKS_FAILED',
+  'INTEGRATION_INCOMPLETE',
+] as const;
+
+/** Whether a session failed in its integration (which `resume` runs again). */
+export const integrationResumable = (session: {
+  state: string;
+  failure?: { code: string } | undefined;
+  integration?: unknown;
+}): boolean =>
+  session.state === 'FAILED' &&
+  session.integration !== undefined &&
+  (INTEGRATION_FAILURES as readonly string[]).includes(session.failure?.code ?? '');
+
 /** Whether a finished session has work on git branches to integrate. */
 export const hasGitArtifacts = (tasks: readonly PlanTask[]): boolean =>
   tasks.some((t) => t.state === 'DONE' && gitArtifactOf(t) !== undefined);

@@ -2,7 +2,7 @@ import type { LlmConfig, ResultConfig } from '../config/schema.js';
 import { builtinUse } from '../llm/builtin-roles.js';
 import { OrqError } from '../errors.js';
 import type { ResultGap, ResultOutput, SessionResult } from '../domain/result.js';
-import type { IntegrationOutcome } from '../domain/integration.js';
+import type { FinalVerdict, IntegrationOutcome } from '../domain/integration.js';
 import type { Session, SessionState } from '../domain/session.js';
 import { FINISHED_TASK_STATES, type Task } from '../domain/task.js';
 
@@ -63,6 +63,7 @@ export function deriveSessionResult(
     // Who made the outputs: a newcomer must not take the builtin provider's for a model's.
     ...builtinUse(session.config),
     ...(session.integration?.outcome ? { integration: session.integration.outcome } : {}),
+    ...(session.integration?.verdict ? { finalJudgement: session.integration.verdict } : {}),
   };
 }
 
@@ -239,11 +240,56 @@ export function resultNotFinal(result: SessionResult): OrqError {
 }
 
 /**
+ * Where a session's integration stands, in one line, while it is under way (orq status, the
+ * session view), a resolution or fix task blocked included; undefined when none is.
+ */
+export function integrationPhaseLine(session: {
+  id: string;
+  state: string;
+  integration?:
+    | {
+        round: number;
+        phase: string;
+        outcome?: { commit?: string | undefined } | undefined;
+        verdict?: { missing: string[] } | undefined;
+      }
+    | undefined;
+}): string | undefined {
+  const integration = session.integration;
+  const underWay = ['INTEGRATING', 'RUNNING', 'BLOCKED'].includes(session.state);
+  if (!integration || !underWay) return undefined;
+  const branch = `orq/${session.id}/result`;
+  const round = `round ${integration.round}`;
+  switch (integration.phase) {
+    case 'merging':
+      return session.state === 'INTEGRATING'
+        ? `integrating (${round}): merging the task branches into ${branch} and running the checks there`
+        : undefined;
+    case 'judging':
+      return `final judgement (${round}): the judge reviews ${branch} at ${(integration.outcome?.commit ?? '').slice(0, 12)}`;
+    case 'resolving':
+      return `resolving conflicts: a resolution task ${session.state === 'BLOCKED' ? 'waits for a resume' : 'runs'}; then integration ${round}`;
+    case 'fixing':
+      return `fixing: tasks for what the final judge found missing (${integration.verdict?.missing.length ?? 0} item(s)) ${session.state === 'BLOCKED' ? 'wait for a resume' : 'run'}; then integration ${round}`;
+    default:
+      return undefined;
+  }
+}
+
+/**
  * Where the session's git work ended up, a line each: the result branch and its commit, the
  * diff stat's summary, each check, or the conflict that stopped the merge. None without one.
  */
-export function integrationLines(outcome: IntegrationOutcome | undefined): string[] {
+export function integrationLines(
+  outcome: IntegrationOutcome | undefined,
+  verdict?: FinalVerdict,
+): string[] {
   if (!outcome) return [];
+  const judged = verdict
+    ? [
+        `final judgement (round ${verdict.round}): ${verdict.done ? `done, ${verdict.reason}` : `missing ${verdict.missing.join('; ')}`}`,
+      ]
+    : [];
   if (outcome.status === 'conflict' || !outcome.commit) {
     const c = outcome.conflict;
     return [
@@ -262,5 +308,6 @@ export function integrationLines(outcome: IntegrationOutcome | undefined): strin
       (c) =>
         `check ${c.name} (${c.mode}) on the result: ${c.passed ? 'passed' : `FAILED, exit code ${c.exitCode ?? 'none'}`}`,
     ),
+    ...judged,
   ];
 }

@@ -25,7 +25,8 @@ import { ADD_USAGE_LUA } from './usage-store.js';
  *   then the slot limit ('' = none) and T waiting scores, one per task write in order ('' = the
  *   task is not waiting for a slot: it leaves the ready set), then a field of `fences` ('' = no
  *   check) and the fence the event's delivery took: below the field's value, a later delivery
- *   of the same work job has started since, and the event is refused as FENCED (keys.ts).
+ *   of the same work job has started since, and the event is refused as FENCED (keys.ts);
+ *   last, the session's integration phase ('' = none), kept in meta's `phase` for /metrics.
  * With a slot limit (scheduling.maxTasksInFlight) the write must leave the session's active
  * count at most the limit when it raises it, and must not leave a slot free while a task waits
  * for one: either means the transition read a stale count or ready set (a concurrent
@@ -109,6 +110,12 @@ end
 
 if sessionVersion then
   redis.call('HSET', KEYS[1], 'data', ARGV[4], 'version', sessionVersion + 1, 'state', ARGV[5])
+  local phase = ARGV[fenceAt + 2]
+  if phase and phase ~= '' then
+    redis.call('HSET', KEYS[1], 'phase', phase)
+  else
+    redis.call('HDEL', KEYS[1], 'phase')
+  end
 end
 for _ = 1, nTasks do
   redis.call('HSET', KEYS[2], ARGV[at], ARGV[at + 1])

@@ -730,6 +730,11 @@ export function applyArgs(
     args.push(isWaitingForSlot(t.task) ? waitingScore(t.task.criticalPath) : '');
   const { fence } = changeset;
   args.push(fence ? fenceField(fence.taskId, fence.attempt) : '', fence?.value ?? '');
+  // Only while the integration is under way (INTEGRATING, or RUNNING or BLOCKED in its
+  // resolution or fixes).
+  const record = session?.record;
+  const underWay = ['INTEGRATING', 'RUNNING', 'BLOCKED'].includes(record?.state ?? '');
+  args.push((underWay && record?.integration?.phase) || '');
   return args;
 }
 

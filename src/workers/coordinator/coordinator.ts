@@ -10,6 +10,7 @@ import { onTaskChecked } from './task-checked.js';
 import { onTaskJudged } from './task-judged.js';
 import { onTaskReplanned } from './task-replanned.js';
 import { onIntegrated } from './integration.js';
+import { onResultJudged } from './final-judgement.js';
 import { ValidationError } from '../../shared/errors.js';
 import { SessionId } from '../../shared/domain/session.js';
 import { faultAfterStateWrite } from './fault-injection.js';
@@ -28,6 +29,7 @@ const handlers: Record<CoordinatorEventName, Handler> = {
   resume: onResume as Handler,
   'job-failed': onJobFailed as Handler,
   integrated: onIntegrated as Handler,
+  'result-judged': onResultJudged as Handler,
 };
 
 export interface CoordinatorOutcome {

@@ -1,8 +1,10 @@
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import {
   INTEGRATION_FENCE_ID,
+  SessionIntegration,
   type IntegrationConflict,
   type IntegrationOutcome,
+  type IntegrationPhase,
 } from '../../shared/domain/integration.js';
 import { Task } from '../../shared/domain/task.js';
 import type { Session } from '../../shared/domain/session.js';
@@ -12,8 +14,10 @@ import {
   outboxJob,
   type IntegratedEvent,
   type JobFailedEvent,
+  type ResumeEvent,
 } from '../../shared/queues.js';
 import { branchesToMerge, resultBranchName } from '../../shared/rules/integration-plan.js';
+import type { Changeset } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore, recordOnly } from './context.js';
 import { fillSlots, TaskEdits } from './task-edits.js';
@@ -22,7 +26,68 @@ const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date(
 
 /** Whether a job id is an integration's: its integrate job or the event it hands on. */
 export const isIntegrationJob = (jobId: string): boolean =>
-  jobId.startsWith('integrate|') || jobId.startsWith('ev-integrated|');
+  ['integrate|', 'ev-integrated|', 'judge-result|', 'ev-result-judged|'].some((p) =>
+    jobId.startsWith(p),
+  );
+
+/** The session's integration record moved on to `phase` (the rest kept). */
+export const inPhase = (
+  session: Session,
+  phase: IntegrationPhase,
+  changes: Partial<SessionIntegration> = {},
+): SessionIntegration => ({
+  ...SessionIntegration.parse({ round: 1, ...session.integration }),
+  ...changes,
+  phase,
+});
+
+/** The integrate job of `round` (on the work queue: worker pods have the repository). */
+const integrateJob = (session: Session, round: number) =>
+  inBand(
+    session,
+    outboxJob('work', 'integrate', jobIds.integrate(session.id, round), {
+      sessionId: session.id,
+      round,
+    }),
+  );
+
+/**
+ * An integration sends the session back to work (a conflict's resolution, the final judge's
+ * fixes): INTEGRATING → RUNNING with the tasks `edits` added, dispatched as its slots allow,
+ * the decision that says why first in the history.
+ */
+export async function backToWork(
+  ctx: CoordinatorContext,
+  version: number,
+  eventId: string,
+  edits: TaskEdits,
+  record: Session,
+  decision: HistoryEntryDraft & { type: 'decision' },
+  history: HistoryEntryDraft[] = [],
+): Promise<Changeset> {
+  const slots = await fillSlots(ctx.store, edits, record);
+  return {
+    eventId,
+    requireStates: ['INTEGRATING'],
+    ...slots,
+    session: { record, expectedVersion: version },
+    tasks: edits.changes(),
+    counters: edits.counterDelta(),
+    outbox: edits.outbox,
+    history: [
+      ...history,
+      decision,
+      {
+        type: 'state_change',
+        entity: 'session',
+        from: 'INTEGRATING',
+        to: 'RUNNING',
+        reason: decision.reason,
+      },
+      ...edits.history,
+    ],
+  };
+}
 
 /**
  * Every task is finished: a session whose tasks committed to git branches goes INTEGRATING
@@ -37,8 +102,7 @@ export async function startIntegration(
   eventId: string,
 ): Promise<Transition | undefined> {
   const { integration, execution } = session.config;
-  // Once per round: a round that has its outcome is over (a resolution task asks for the next).
-  if (!integration.enabled || !execution.command || session.integration?.outcome) return undefined;
+  if (!integration.enabled || !execution.command) return undefined;
   const tasks = await ctx.store.loadTasksInOrder(session.id, session.taskIds);
   const branches = branchesToMerge(tasks);
   if (branches.length === 0) return undefined;
@@ -50,18 +114,14 @@ export async function startIntegration(
       requireStates: ['RUNNING'],
       requireCounters: { open: 0 },
       session: {
-        record: { ...stamp(session), state: 'INTEGRATING', integration: { round } },
+        record: {
+          ...stamp(session),
+          state: 'INTEGRATING',
+          integration: inPhase(session, 'merging'),
+        },
         expectedVersion: version,
       },
-      outbox: [
-        inBand(
-          session,
-          outboxJob('work', 'integrate', jobIds.integrate(session.id, round), {
-            sessionId: session.id,
-            round,
-          }),
-        ),
-      ],
+      outbox: [integrateJob(session, round)],
       history: [
         {
           type: 'decision',
@@ -69,6 +129,7 @@ export async function startIntegration(
           reason,
           inputs: {
             round,
+            phase: 'merging',
             strategy: integration.strategy,
             order: branches.map((b) => b.taskId),
             branch: resultBranchName(session.id),
@@ -128,17 +189,20 @@ export async function onIntegrated(
     );
   }
   const { outcome } = event;
-  if (outcome.conflict && event.round <= session.config.integration.maxResolutionRounds) {
+  const resolutions = session.integration?.resolutions ?? 0;
+  if (outcome.conflict && resolutions < session.config.integration.maxResolutionRounds) {
     return resolveConflict(ctx, session, version, event, eventId, outcome.conflict);
   }
-  const reason = describeIntegration(outcome);
-  const to = outcome.status === 'merged' ? 'COMPLETED' : 'FAILED';
-  const code = outcome.status === 'conflict' ? 'INTEGRATION_CONFLICT' : 'INTEGRATION_CHECKS_FAILED';
+  // A branch written (merged, or with a failing check): the final judge reviews it next.
+  const judging = outcome.status !== 'conflict';
+  const reason = judging
+    ? `${describeIntegration(outcome)}; the final judge reviews it`
+    : describeIntegration(outcome);
   const record: Session = {
     ...stamp(session),
-    state: to,
-    integration: { round: event.round, outcome },
-    ...(to === 'FAILED' ? { failure: { code, reason } } : {}),
+    state: judging ? 'INTEGRATING' : 'FAILED',
+    integration: inPhase(session, judging ? 'judging' : 'merging', { outcome }),
+    ...(judging ? {} : { failure: { code: 'INTEGRATION_CONFLICT', reason } }),
   };
   const history: HistoryEntryDraft[] = [
     {
@@ -147,6 +211,7 @@ export async function onIntegrated(
       reason,
       inputs: {
         round: event.round,
+        phase: record.integration?.phase,
         branch: outcome.branch,
         ...(outcome.commit ? { commit: outcome.commit } : {}),
         baseCommit: outcome.baseCommit,
@@ -155,11 +220,22 @@ export async function onIntegrated(
         diffStat: outcome.diffStat,
         checks: outcome.checks,
         ...(outcome.resolved.length > 0 ? { resolved: outcome.resolved } : {}),
+        ...(outcome.previousCommit ? { previousCommit: outcome.previousCommit } : {}),
         ...(outcome.conflict ? { conflict: outcome.conflict } : {}),
         ...(outcome.pullRequest ? { pullRequest: outcome.pullRequest } : {}),
       },
     },
-    { type: 'state_change', entity: 'session', from: 'INTEGRATING', to, reason },
+    ...(judging
+      ? []
+      : [
+          {
+            type: 'state_change' as const,
+            entity: 'session' as const,
+            from: 'INTEGRATING' as const,
+            to: 'FAILED' as const,
+            reason,
+          },
+        ]),
   ];
   return {
     changeset: {
@@ -167,9 +243,72 @@ export async function onIntegrated(
       requireStates: ['INTEGRATING'],
       session: { record, expectedVersion: version },
       history,
+      ...(judging
+        ? {
+            outbox: [
+              inBand(
+                session,
+                outboxJob('judge', 'judge-result', jobIds.judgeResult(session.id, event.round), {
+                  sessionId: session.id,
+                  round: event.round,
+                }),
+              ),
+            ],
+          }
+        : {}),
       ...(event.fence
         ? { fence: { taskId: INTEGRATION_FENCE_ID, attempt: event.round, value: event.fence } }
         : {}),
+    },
+  };
+}
+
+/**
+ * A resume of a session whose integration failed (a conflict, a failing check, what the final
+ * judge found missing, or an error): the integration runs again as the next round, from the
+ * result branch as it is now (a person may have committed a fix to it), with its resolution and
+ * fix rounds counted afresh.
+ */
+export function resumeIntegration(
+  session: Session,
+  version: number,
+  event: ResumeEvent,
+  eventId: string,
+  /** A BUDGET_EXHAUSTED session's, stopped in its final judgement: with the raised budget. */
+  budgetRaised?: Session,
+): Transition {
+  const round = (session.integration?.round ?? 0) + 1;
+  const reason = `resume: the integration runs again as round ${round}${event.note ? ` (${event.note})` : ''}, after ${session.failure?.code ?? 'a failure'}`;
+  const { failure: _failure, ...rest } = stamp(budgetRaised ?? session);
+  return {
+    changeset: {
+      eventId,
+      requireStates: [session.state],
+      ...(budgetRaised ? { budgetRaised: true } : {}),
+      session: {
+        record: {
+          ...rest,
+          state: 'INTEGRATING',
+          integration: inPhase(session, 'merging', { round, resolutions: 0, fixes: 0 }),
+        },
+        expectedVersion: version,
+      },
+      outbox: [integrateJob(session, round)],
+      history: [
+        {
+          type: 'decision',
+          decision: 'resume:integration',
+          reason,
+          inputs: { round, phase: 'merging', failure: session.failure, requestId: event.requestId },
+        },
+        {
+          type: 'state_change',
+          entity: 'session',
+          from: session.state,
+          to: 'INTEGRATING',
+          reason,
+        },
+      ],
     },
   };
 }
@@ -258,7 +397,8 @@ async function resolveConflict(
     criticalPath: 1,
     replanningInfo: { iteration: 0, maxIterations: session.config.replanning.maxIterations },
   });
-  const reason = `${describeIntegration(event.outcome)}: resolution round ${event.round} of ${session.config.integration.maxResolutionRounds}, task ${id}`;
+  const resolutions = (session.integration?.resolutions ?? 0) + 1;
+  const reason = `${describeIntegration(event.outcome)}: resolution round ${resolutions} of ${session.config.integration.maxResolutionRounds}, task ${id}`;
   const edits = new TaskEdits(session, []);
   edits.put(task, 'resolves an integration conflict');
   edits.dispatch(id, 'resolves an integration conflict');
@@ -266,28 +406,21 @@ async function resolveConflict(
     ...stamp(session),
     state: 'RUNNING',
     taskIds: [...session.taskIds, id],
-    integration: { round: event.round + 1 },
+    integration: inPhase(session, 'resolving', {
+      round: event.round + 1,
+      resolutions,
+      outcome: event.outcome,
+    }),
   };
-  const slots = await fillSlots(ctx.store, edits, record);
+  const changeset = await backToWork(ctx, version, eventId, edits, record, {
+    type: 'decision',
+    decision: 'integration:resolve',
+    reason,
+    inputs: { round: event.round, phase: 'resolving', conflict, taskId: id },
+  });
   return {
     changeset: {
-      eventId,
-      requireStates: ['INTEGRATING'],
-      ...slots,
-      session: { record, expectedVersion: version },
-      tasks: edits.changes(),
-      counters: edits.counterDelta(),
-      outbox: edits.outbox,
-      history: [
-        {
-          type: 'decision',
-          decision: 'integration:resolve',
-          reason,
-          inputs: { round: event.round, conflict, taskId: id },
-        },
-        { type: 'state_change', entity: 'session', from: 'INTEGRATING', to: 'RUNNING', reason },
-        ...edits.history,
-      ],
+      ...changeset,
       ...(event.fence
         ? { fence: { taskId: INTEGRATION_FENCE_ID, attempt: event.round, value: event.fence } }
         : {}),

@@ -13,7 +13,13 @@ import type { Counters } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore, recordOnly } from './context.js';
 import { fillSlots, isActive, isOpen, TaskEdits } from './task-edits.js';
-import { integrationFailed, isIntegrationJob, startIntegration } from './integration.js';
+import {
+  integrationFailed,
+  isIntegrationJob,
+  resumeIntegration,
+  startIntegration,
+} from './integration.js';
+import { integrationResumable } from '../../shared/rules/integration-plan.js';
 
 const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
 
@@ -62,6 +68,7 @@ export async function onResume(
   if (session.state === 'BUDGET_EXHAUSTED') {
     return resumeWithBudget(ctx, session, version, event, eventId);
   }
+  if (integrationResumable(session)) return resumeIntegration(session, version, event, eventId);
   if (session.state !== 'BLOCKED' && session.state !== 'RUNNING') {
     return ignore(eventId, `session is ${session.state}; only BLOCKED or RUNNING sessions resume`);
   }
@@ -262,6 +269,10 @@ async function resumeWithBudget(
 
   const all = await ctx.store.loadTasks(session.id, session.taskIds);
   const targets = [...all.values()].filter((s) => s.task.state === 'CANCELLED');
+  // Stopped in its integration (the final judge's call): the integration runs again.
+  if (targets.length === 0 && session.integration) {
+    return resumeIntegration(session, version, event, eventId, raisedSession);
+  }
   if (targets.length === 0) {
     return ignore(eventId, 'the budget stopped the session with no task left to go on with');
   }

@@ -14,6 +14,7 @@ import {
   taskBranchName,
   type Worktree,
 } from './git-worktree.js';
+import { writtenResultBranch } from '../integration/merge.js';
 import { agentRecordPath, forgetAgent, recordAgent, stopLeftoverAgent } from './agent-record.js';
 import { finishedAgentRun, recordAgentRun, restoreAgentRun } from './agent-runs.js';
 import { describeOutcome, runProcess, withoutPodSecrets, type ProcessOutcome } from './process.js';
@@ -174,13 +175,20 @@ async function runCommandTask(
   const confirmCurrent = () => ctx.confirmCurrent?.() ?? Promise.resolve();
   await confirmCurrent();
   const agentRecord = agentRecordPath(path);
+  const buildOn = await writtenResultBranch(repository, session.id);
   let stopped: string | undefined;
   const worktree = await openWorktree({
     repository,
     branch,
     path,
     ...(cfg.baseBranch ? { baseRef: cfg.baseBranch } : {}),
-    mergeBranches: task.dependencies.map((id) => taskBranchName(session.id, id)),
+    // Once an integration round wrote the result branch, later tasks (a conflict's resolution,
+    // the final judge's fixes) build on it: what they change is what the next round merges.
+    // Asked of the repository: a pod's copy of the session record may predate the round.
+    mergeBranches: [
+      ...(buildOn ? [buildOn] : []),
+      ...task.dependencies.map((id) => taskBranchName(session.id, id)),
+    ],
     attempt: ctx.attempt,
     signal: ctx.signal,
     // Holding the task's lock, before the worktree is opened again: an agent a killed pod left

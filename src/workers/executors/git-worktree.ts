@@ -149,14 +149,16 @@ export async function gitOk(
  * A ref-safe branch name, one per task: `orq/<session id>/<task id>`. The whole session id,
  * because sessions share a repository and a prefix of it can repeat. Task ids git refuses in a
  * ref (`..`, a leading or trailing `.`, a `.lock` end) are made safe and get a hash of the
- * original, so `a..b` and `a_b` stay two branches.
+ * original, so `a..b` and `a_b` stay two branches. A task named `result` would take the
+ * session's result branch (`orq/<session>/result`): its branch is `result-task-<hash>`.
  */
 export function taskBranchName(sessionId: string, taskId: string): string {
   const safe = taskId
     .replace(/\.{2,}/g, '_')
     .replace(/^\./, '_')
     .replace(/\.lock$/, '_lock')
-    .replace(/\.$/, '_');
+    .replace(/\.$/, '_')
+    .replace(/^result$/, 'result-task');
   return `orq/${sessionId}/${distinctName(taskId, safe)}`;
 }
 

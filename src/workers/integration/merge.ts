@@ -89,13 +89,15 @@ export async function integrateBranches(asked: IntegrationRequest): Promise<Inte
       ['rev-parse', '--verify', `${request.baseRef ?? 'HEAD'}^{commit}`],
       repository,
     );
+    const previous = await previousResult(repository, request.sessionId, request.round);
     await withWorktreeAdminLock(commonDir, async () => {
       // A worktree a dead delivery left is replaced whole: its half-done merge goes with it.
       await dropWorktree(repository, path);
-      await gitOk(['worktree', 'add', '--detach', path, base], repository);
+      await gitOk(['worktree', 'add', '--detach', path, previous ?? base], repository);
     });
     try {
-      const outcome = await mergeAndCheck(request, repository, path, base);
+      const merged = await mergeAndCheck(request, repository, path, base);
+      const outcome = previous ? { ...merged, previousCommit: previous } : merged;
       const parsed = IntegrationOutcome.parse(outcome);
       await request.confirmCurrent?.();
       return await recordOutcome(repository, request, parsed);
@@ -314,6 +316,58 @@ async function runChecks(request: IntegrationRequest, path: string): Promise<Int
   return checks;
 }
 
+/**
+ * Where a later round starts: the result branch as it is now, when an earlier round of the
+ * session wrote it (a fix round builds on the result the final judge saw, and on any commit a
+ * person added to it since). Undefined when there is none yet. A branch of that name no earlier
+ * round wrote is someone else's, and is not taken over.
+ */
+async function previousResult(
+  repository: string,
+  sessionId: string,
+  round: number,
+): Promise<string | undefined> {
+  const branch = resultBranchName(sessionId);
+  const tip = await git(
+    ['rev-parse', '--verify', '--quiet', `refs/heads/${branch}^{commit}`],
+    repository,
+  );
+  if (tip.code !== 0) return undefined;
+  for (let earlier = round - 1; earlier >= 1; earlier -= 1) {
+    if ((await readOutcome(repository, sessionId, earlier))?.commit) return tip.stdout.trim();
+  }
+  throw new OrqError(
+    'INVALID_STATE',
+    `the result branch ${branch} exists already, but no integration round of session ${sessionId} wrote it`,
+    {
+      hint: `Rename or delete that branch (git branch -m ${branch} <other>), then resume the session`,
+      details: { repository, branch, round },
+    },
+  );
+}
+
+/**
+ * The session's result branch when one of its integration rounds wrote it (a recorded outcome
+ * with a commit), else undefined: what a task that runs after that round builds on.
+ */
+export async function writtenResultBranch(
+  repository: string,
+  sessionId: string,
+): Promise<string | undefined> {
+  const branch = resultBranchName(sessionId);
+  const tip = await git(['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`], repository);
+  if (tip.code !== 0) return undefined;
+  const listed = await git(
+    ['for-each-ref', '--format=%(refname)', `refs/orq/${branch}/`],
+    repository,
+  );
+  for (const ref of listed.stdout.split('\n')) {
+    const round = /\/round-(\d+)$/.exec(ref.trim())?.[1];
+    if (round && (await readOutcome(repository, sessionId, Number(round)))?.commit) return branch;
+  }
+  return undefined;
+}
+
 /** The round's recorded outcome, if a delivery recorded one. */
 async function readOutcome(
   repository: string,
@@ -327,8 +381,10 @@ async function readOutcome(
 
 /**
  * Writes the outcome as a blob and, in one ref transaction, creates the round's outcome ref and
- * (when there is a commit) the result branch: both must not exist yet. A delivery that loses
- * the race reads the winner's outcome back.
+ * (when there is a commit) creates the result branch, or moves it from the commit the round
+ * started from (compare-and-swap: a branch moved since, by a person or another round, fails the
+ * whole transaction, and a retry starts again from where it is now). A delivery that loses the
+ * race reads the winner's outcome back.
  */
 async function recordOutcome(
   repository: string,
@@ -339,7 +395,13 @@ async function recordOutcome(
     await gitInput(['hash-object', '-w', '--stdin'], repository, JSON.stringify(outcome))
   ).trim();
   const lines = [`create ${outcomeRef(request.sessionId, request.round)} ${blob}`];
-  if (outcome.commit) lines.push(`create refs/heads/${outcome.branch} ${outcome.commit}`);
+  if (outcome.commit) {
+    lines.push(
+      outcome.previousCommit
+        ? `update refs/heads/${outcome.branch} ${outcome.commit} ${outcome.previousCommit}`
+        : `create refs/heads/${outcome.branch} ${outcome.commit}`,
+    );
+  }
   try {
     await gitInput(['update-ref', '--stdin'], repository, `${lines.join('\n')}\n`);
   } catch (error) {

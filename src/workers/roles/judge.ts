@@ -22,6 +22,7 @@ import {
 import type { TaskSnapshot } from '../../shared/store/session-store.js';
 import { taskFromCard } from '../../shared/task-card.js';
 import { confirmDelivery } from '../delivery.js';
+import { judgeResult } from './final-judge.js';
 
 /** Judge: scores plans (quality) and judges task executions (done / continue / replan / blocked). */
 export function createJudgeProcessor(ctx: RoleContext) {
@@ -71,6 +72,7 @@ export function createJudgeProcessor(ctx: RoleContext) {
       return `plan score ${judgement.score ?? 'n/a'}`;
     }
     if (jobKind(job.name) === 'check-task') return checkBeforeRun(ctx, job, token, signal);
+    if (jobKind(job.name) === 'judge-result') return judgeResult(ctx, job, token, signal);
     const data = parseOrThrow(JudgeTaskJob, job.data, 'judge-task job');
     // Per work delivery (its fence): the verdict on a superseded delivery's result, which the
     // coordinator refuses, must not take the id of the verdict on the current one's.

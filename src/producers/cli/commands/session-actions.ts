@@ -1,3 +1,4 @@
+import { integrationResumable } from '../../../shared/rules/integration-plan.js';
 import {
   RESUMABLE_SESSION_STATES,
   type Session,
@@ -281,14 +282,19 @@ export async function resume(sessionId: string, options: ResumeOptions): Promise
       },
       {
         existing: true,
-        beforeRoles: runnableWhen(sessionId, (state) => RESUMABLE_SESSION_STATES.includes(state)),
+        // A FAILED session resumes when its integration failed; the client refuses the others.
+        beforeRoles: runnableWhen(
+          sessionId,
+          (state) => RESUMABLE_SESSION_STATES.includes(state) || state === 'FAILED',
+        ),
       },
     );
     return;
   }
   await withSessions(options, async (client, config) => {
     const { session } = await client.get(sessionId);
-    const resumable = RESUMABLE_SESSION_STATES.includes(session.state);
+    const resumable =
+      RESUMABLE_SESSION_STATES.includes(session.state) || integrationResumable(session);
     // On the private Redis only `--run` commands (or pods pointed at it) run a coordinator:
     // without one nothing would apply the request, and a later `--run` would find it queued
     // before its own. A session that cannot be resumed is left to the client to refuse.

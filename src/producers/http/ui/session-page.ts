@@ -1,6 +1,6 @@
 import type { HistoryEntry } from '../../../shared/domain/history.js';
 import type { SessionResult } from '../../../shared/domain/result.js';
-import { integrationLines } from '../../../shared/rules/session-result.js';
+import { integrationLines, integrationPhaseLine } from '../../../shared/rules/session-result.js';
 import { FINISHED_SESSION_STATES, type Session } from '../../../shared/domain/session.js';
 import type { Task } from '../../../shared/domain/task.js';
 import { builtinNote, builtinUse } from '../../../shared/llm/builtin-roles.js';
@@ -82,7 +82,7 @@ function resultView(result: SessionResult | undefined): Html {
     ${
       merged
         ? html`<ul class="notes">
-              ${integrationLines(merged).map((line) => html`<li>${line}</li>`)}
+              ${integrationLines(merged, result.finalJudgement).map((line) => html`<li>${line}</li>`)}
             </ul>
             ${merged.diffStat ? html`<pre class="output">${merged.diffStat}</pre>` : ''}`
         : ''
@@ -153,6 +153,7 @@ export function sessionBody(data: SessionPageData): Html {
       tokens: usage.total.inputTokens + usage.total.outputTokens,
       cost: usd(usage.total.usd),
       age: age(session.createdAt, data.now),
+      integration: integrationPhaseLine(session),
       failure: session.failure ? `${session.failure.code}: ${session.failure.reason}` : undefined,
     })}
     ${actions(session, data.readOnly)}
