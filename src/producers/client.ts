@@ -14,6 +14,7 @@ import type { BuiltinUse, SessionResult } from '../shared/domain/result.js';
 import type { TaskProgress } from '../shared/domain/progress.js';
 import {
   FINISHED_SESSION_STATES,
+  REQUEST_SETTLED_STATES,
   RESUMABLE_SESSION_STATES,
   Session,
   SessionId,
@@ -681,7 +682,7 @@ export async function openClient(
       // As every call about one session: a wrong id is not a session with nothing pending.
       if (state === undefined) throw sessionNotFound(sessionId);
       // A request queued before a cancel or a completion is ignored when it is applied.
-      if (!RESUMABLE_SESSION_STATES.includes(state)) return false;
+      if (!REQUEST_SETTLED_STATES.includes(state)) return false;
       const counted = pendingRequests.filter(counts);
       return counted.length > 0 && (await stillQueued(sessionId, counted)).length > 0;
     });

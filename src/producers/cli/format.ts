@@ -7,6 +7,7 @@ import { isExecuting, TaskState, type Task } from '../../shared/domain/task.js';
 import type { SessionView } from '../client.js';
 import { BUDGET_RESUME_HINT } from '../../shared/llm/metered.js';
 import type { Role } from '../../shared/queues.js';
+import { describeWaitEntry } from '../../shared/wait-text.js';
 
 const time = (iso: string) => iso.slice(11, 19);
 const clip = (text: string, max = 120) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
@@ -84,6 +85,8 @@ export function formatHistoryEntry(entry: HistoryEntry): string {
       return `${head}reflection`;
     case 'action':
       return `${head}action ${entry.tool}${entry.error ? ` failed: ${clip(oneLine(entry.error))}` : ''}`;
+    case 'wait':
+      return `${head}${describeWaitEntry(entry)}`;
   }
 }
 

@@ -10,6 +10,7 @@ import { onTaskChecked } from './task-checked.js';
 import { onTaskJudged } from './task-judged.js';
 import { onTaskReplanned } from './task-replanned.js';
 import { onIntegrated } from './integration.js';
+import { onAnswer, onWaitTimedOut } from './plan-approval.js';
 import { ValidationError } from '../../shared/errors.js';
 import { SessionId } from '../../shared/domain/session.js';
 import { faultAfterStateWrite } from './fault-injection.js';
@@ -28,6 +29,8 @@ const handlers: Record<CoordinatorEventName, Handler> = {
   resume: onResume as Handler,
   'job-failed': onJobFailed as Handler,
   integrated: onIntegrated as Handler,
+  answer: onAnswer as Handler,
+  'wait-timed-out': onWaitTimedOut as Handler,
 };
 
 export interface CoordinatorOutcome {
