@@ -61,7 +61,8 @@ export function callerLimitIssues(
   if (operator.approval.plan === 'required' && chosen.approval.plan !== 'required') {
     issues.push({
       path: 'config.approval.plan',
-      message: "this server requires a person's approval of every plan: approval.plan stays required",
+      message:
+        "this server requires a person's approval of every plan: approval.plan stays required",
     });
   }
   // Nor end it sooner by approving on a timeout of its own.
