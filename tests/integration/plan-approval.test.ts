@@ -26,8 +26,9 @@ async function waitingSession(
 const entries = async (c: TestCluster, id: string): Promise<HistoryEntry[]> =>
   (await c.client.history(id)).map((e) => e.entry);
 
-const decisions = (all: HistoryEntry[], name: string) =>
-  all.filter((e) => e.type === 'decision' && e.decision === name);
+type Decision = Extract<HistoryEntry, { type: 'decision' }>;
+const decisions = (all: HistoryEntry[], name: string): Decision[] =>
+  all.filter((e): e is Decision => e.type === 'decision' && e.decision === name);
 
 async function refusal(promise: Promise<unknown>): Promise<OrqError> {
   const error = await promise.then(
