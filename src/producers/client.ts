@@ -23,7 +23,7 @@ import {
   TenantId,
 } from '../shared/domain/session.js';
 import { TaskId, type Task } from '../shared/domain/task.js';
-import { PlanBreakdown } from '../shared/domain/plan.js';
+import type { PlanBreakdown } from '../shared/domain/plan.js';
 import { PlanAnswer, WaitId, type PlanAnswerInput } from '../shared/domain/human-wait.js';
 import { checkPlanEdit } from '../shared/rules/plan-edit.js';
 import {
