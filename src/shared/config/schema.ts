@@ -986,6 +986,12 @@ export const HttpConfig = z.strictObject({
     .describe(
       "Event streams (GET /sessions/:id/events, and the session view's) one caller may hold open at once on this server, each holding a Redis connection: the API token, the operator token and each tenant key count apart. One more is answered 429.",
     ),
+  mayAnswer: z
+    .array(z.enum(['operator', 'api']))
+    .default(['operator'])
+    .describe(
+      "Credentials that may answer a session waiting for a person (approve, edit or reject its plan) over the HTTP API and in the session view: the operator token (ORQ_OPERATOR_TOKEN), and the API token (ORQ_API_TOKEN) if listed. A tenant's key may when created with `orq keys create --may-answer`. A server with no token (loopback only) lets anyone; the CLI and the library always may.",
+    ),
   sessionOverrides: z
     .array(
       z
