@@ -536,6 +536,7 @@ export async function launchRoles(
     ...(options.metrics ? { metrics: options.metrics } : {}),
   };
 
+  const coordinatorEvents = createCoordinatorProcessor(coordinatorCtx);
   const processors: Record<Role, Processor> = {
     planner: createPlannerProcessor(ctx),
     judge: createJudgeProcessor(ctx),
@@ -558,9 +559,10 @@ export async function launchRoles(
           config.notifications.webhook,
           queues,
           logger.child({ role: 'coordinator' }),
+          coordinatorEvents,
         ),
       },
-      createCoordinatorProcessor(coordinatorCtx),
+      coordinatorEvents,
     ),
   };
 

@@ -35,11 +35,17 @@ export function createWebhookProcessor(
   config: WebhookConfig | undefined,
   queues: QueueSet,
   logger: Logger,
+  /** A malformed notify job goes where a malformed event goes: recorded in its session, failed. */
+  malformed: (job: Job) => Promise<unknown>,
   env: NodeJS.ProcessEnv = process.env,
 ) {
   return async (job: Job): Promise<WebhookOutcome> => {
     const parsed = NotifyJob.safeParse(job.data);
-    if (!parsed.success) throw ValidationError.fromZod('notify job', parsed.error);
+    if (!parsed.success) {
+      await malformed(job);
+      // applyEvent refuses it; should it not, the job still fails as malformed.
+      throw ValidationError.fromZod('notify job', parsed.error);
+    }
     const event = parsed.data;
     const log = logger.child({ sessionId: event.sessionId, jobId: job.id, waitId: event.waitId });
     if (!config) return { status: 'SKIPPED', reason: 'no notifications.webhook configured' };
