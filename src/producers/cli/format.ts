@@ -559,6 +559,12 @@ export function formatOutcomeNotice(
     }
     case 'COMPLETED':
       return undefined;
+    case 'AWAITING_APPROVAL': {
+      const then = options.resumeHere
+        ? `, then \`orq watch ${session.id} --run\` to go on here`
+        : '';
+      return `session ${session.id} waits for a person to approve its plan${session.wait ? ` (${session.wait.id}, ${session.wait.plan.tasks.length} task(s), score ${session.wait.score ?? 'n/a'})` : ''}. See it with \`orq status ${session.id}\`; answer with \`orq approve ${session.id}\`, \`orq reject ${session.id} --feedback TEXT\` or \`orq edit ${session.id} FILE\`${then}`;
+    }
     case 'CANCELLED':
       return `session ${session.id} was CANCELLED`;
     case 'BUDGET_EXHAUSTED': {
