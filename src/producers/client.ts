@@ -375,7 +375,10 @@ export interface OrqClient {
     plan: PlanBreakdownInput,
     options?: AnswerOptions & { allowTermLoss?: boolean; comment?: string },
   ): Promise<AnswerOutcome>;
-  /** Sessions that wait for a person now (AWAITING_APPROVAL), newest first, at most `limit`. */
+  /**
+   * Sessions that wait for a person now (AWAITING_APPROVAL) among the 1,000 newest, newest
+   * first, at most `limit`.
+   */
   waiting(options?: { tenant?: string; limit?: number }): Promise<Session[]>;
   /**
    * Follows the session until it settles (`until`, default 'settled': finished or BLOCKED) and
@@ -444,8 +447,11 @@ const LIST_ROUNDS = 8;
 
 /** Sessions, and tasks in all, whose records one client keeps as get() read them. */
 const TASK_CACHE_SESSIONS = 4;
-/** Pages of 200 sessions `waiting` reads at most looking for sessions that wait. */
-const WAITING_PAGES = 50;
+/**
+ * Pages of 200 sessions `waiting` reads at most: it looks among the 1,000 newest sessions (the
+ * index keeps no state), so `orq status` stays one bounded read however many sessions are kept.
+ */
+const WAITING_PAGES = 5;
 const TASK_CACHE_TASKS = 20_000;
 
 const SESSION_CONFIG_KEYS = [

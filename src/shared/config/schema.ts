@@ -1078,8 +1078,20 @@ export const WebhookConfig = z.strictObject({
     .max(50)
     .default(8)
     .describe('Tries of one delivery, with exponential backoff from backoffMs.'),
-  backoffMs: z.number().int().min(10).max(3_600_000).default(2_000),
-  timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
+  backoffMs: z
+    .number()
+    .int()
+    .min(10)
+    .max(3_600_000)
+    .default(2_000)
+    .describe('Wait before the second try; doubled before each try after it.'),
+  timeoutMs: z
+    .number()
+    .int()
+    .min(100)
+    .max(120_000)
+    .default(10_000)
+    .describe('How long one post may take before it counts as failed.'),
 });
 export type WebhookConfig = z.infer<typeof WebhookConfig>;
 
