@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
 import { freePort, startPrivateRedis, type PrivateRedis } from '../../src/shared/redis-server.js';
 import { bullQueue, Pods } from '../support/pods.js';
+import { eventually } from '../support/scenarios.js';
 
 // A wait for a person (issue 48) is a record on the session and, with a timeout, a delayed job:
 // neither lives in a pod. kill -9 of every pod and a Redis restart with AOF lose neither.
@@ -68,7 +69,8 @@ describe('a plan approval across kill -9 of every pod and a Redis restart', () =
 
     await p.stopAll('SIGKILL');
     await restartRedis();
-    const after = await c.get(id);
+    // The client reconnects on its own schedule: read once it is back.
+    const after = await eventually(() => c.get(id).catch(() => undefined), 'Redis back', 20_000);
     expect(after.session.state).toBe('AWAITING_APPROVAL');
     expect(after.session.wait).toEqual(before.session.wait);
 
