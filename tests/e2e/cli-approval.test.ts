@@ -100,4 +100,14 @@ describe('plan approval from the CLI', () => {
     expect(view.session.state).toBe('COMPLETED');
     expect(view.tasks.map((t) => t.id)).toContain('review');
   });
+
+  it('creates a tenant key with the answer right, and lists it with the right', async () => {
+    const created = await cli('keys', 'create', 'acme', '--may-answer', '--label', 'approver');
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.stdout).toMatch(/^orq_[a-f0-9]{12}_/);
+    const listed = await cli('keys', 'list', '--json');
+    const records = JSON.parse(listed.stdout) as { tenant: string; rights: string[] }[];
+    expect(records).toEqual([expect.objectContaining({ tenant: 'acme', rights: ['answer'] })]);
+    expect((await cli('keys', 'list')).stdout).toContain('[answer]');
+  });
 });
