@@ -24,6 +24,7 @@ export { decideTaskOutcome, type TaskOutcome } from './shared/rules/task-outcome
 export { replaceTaskWithSubtasks } from './shared/rules/replace-task.js';
 export { summarizeSessionProgress } from './shared/rules/session-progress.js';
 export { deriveSessionResult } from './shared/rules/session-result.js';
+export { checkPlanEdit, type PlanEditCheck } from './shared/rules/plan-edit.js';
 
 // Runtime: queues, roles, client.
 export * from './shared/queues.js';
@@ -53,7 +54,11 @@ export {
   type SubmitOptions,
   type SubmitOutcome,
   type WatchOptions,
+  type AnswerOptions,
+  type AnswerOutcome,
+  type PlanBreakdownInput,
 } from './producers/client.js';
+export { webhookSignature } from './workers/coordinator/webhook.js';
 
 // HTTP API with Bull Board.
 export {

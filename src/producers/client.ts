@@ -14,6 +14,7 @@ import type { BuiltinUse, SessionResult } from '../shared/domain/result.js';
 import type { TaskProgress } from '../shared/domain/progress.js';
 import {
   FINISHED_SESSION_STATES,
+  REQUEST_SETTLED_STATES,
   RESUMABLE_SESSION_STATES,
   Session,
   SessionId,
@@ -22,12 +23,16 @@ import {
   TenantId,
 } from '../shared/domain/session.js';
 import { TaskId, type Task } from '../shared/domain/task.js';
+import type { PlanBreakdown } from '../shared/domain/plan.js';
+import { PlanAnswer, WaitId, type PlanAnswerInput } from '../shared/domain/human-wait.js';
+import { checkPlanEdit } from '../shared/rules/plan-edit.js';
 import {
   describeZodIssues,
   OrqError,
   parseForPeople,
   parseOrThrow,
   ValidationError,
+  WaitEndedError,
 } from '../shared/errors.js';
 import { flushOutbox, QueueSet } from '../shared/queue-set.js';
 import { readRunningJobs } from '../shared/running-progress.js';
@@ -265,6 +270,25 @@ export interface SubmitOutcome {
   created: boolean;
 }
 
+/** A plan as a person writes it: context, scopePaths and dependencies may be left out. */
+export type PlanBreakdownInput = z.input<typeof PlanBreakdown>;
+
+export interface AnswerOptions {
+  /** The wait the person saw (session.wait.id): refused if the session waits on another now. */
+  waitId?: string;
+  /** Who answers, for the history (`cli`, `operator`, `tenant acme`...). */
+  by?: string;
+  /** How long to wait for the coordinator to apply it (default 5 s; 0: don't wait). */
+  waitMs?: number;
+}
+
+export interface AnswerOutcome {
+  requestId: string;
+  waitId: string;
+  /** The coordinator applied it within waitMs (false: still queued, applied when it runs). */
+  applied: boolean;
+}
+
 export interface OrqClient {
   readonly store: SessionStore;
   submit(request: SubmitRequest, options?: SubmitOptions): Promise<Session>;
@@ -330,6 +354,33 @@ export interface OrqClient {
    * although its state says it stopped. What a watch waits for before it ends.
    */
   requestPending(sessionId: string): Promise<boolean>;
+  /**
+   * Answers the plan approval a session AWAITING_APPROVAL waits on (issue 48): approve it, run an
+   * edited plan instead (checked as a replan is: structure and required terms), or reject it
+   * with feedback for the Planner. Waits up to `waitMs` (default 5 s) for the coordinator to
+   * apply it. WAIT_ENDED when the wait is not open (answered, timed out, or `waitId` names an
+   * older one); the same when a concurrent answer to it was applied first.
+   */
+  answer(
+    sessionId: string,
+    answer: PlanAnswerInput,
+    options?: AnswerOptions,
+  ): Promise<AnswerOutcome>;
+  approve(
+    sessionId: string,
+    options?: AnswerOptions & { comment?: string },
+  ): Promise<AnswerOutcome>;
+  reject(sessionId: string, feedback: string, options?: AnswerOptions): Promise<AnswerOutcome>;
+  editPlan(
+    sessionId: string,
+    plan: PlanBreakdownInput,
+    options?: AnswerOptions & { allowTermLoss?: boolean; comment?: string },
+  ): Promise<AnswerOutcome>;
+  /**
+   * Sessions that wait for a person now (AWAITING_APPROVAL) among the 1,000 newest, newest
+   * first, at most `limit`.
+   */
+  waiting(options?: { tenant?: string; limit?: number }): Promise<Session[]>;
   /**
    * Follows the session until it settles (`until`, default 'settled': finished or BLOCKED) and
    * returns its view. Throws TIMEOUT when `timeoutMs` passes first, saying which roles run.
@@ -397,6 +448,11 @@ const LIST_ROUNDS = 8;
 
 /** Sessions, and tasks in all, whose records one client keeps as get() read them. */
 const TASK_CACHE_SESSIONS = 4;
+/**
+ * Pages of 200 sessions `waiting` reads at most: it looks among the 1,000 newest sessions (the
+ * index keeps no state), so `orq status` stays one bounded read however many sessions are kept.
+ */
+const WAITING_PAGES = 5;
 const TASK_CACHE_TASKS = 20_000;
 
 // Every part of SessionConfig, read off the schema: a hand-kept list once missed judging and
@@ -558,6 +614,18 @@ export async function openClient(
     }
   }
 
+  /** The plan approval the session waits on, if `waitId` (when given) names it. */
+  function openWaitOrThrow(session: Session, waitId: string | undefined) {
+    const { wait } = session;
+    if (session.state !== 'AWAITING_APPROVAL' || !wait) {
+      throw new WaitEndedError(session.id, waitId, `it is ${session.state}, not AWAITING_APPROVAL`);
+    }
+    if (waitId !== undefined && wait.id !== waitId) {
+      throw new WaitEndedError(session.id, waitId, `a later plan waits now`, wait.id);
+    }
+    return wait;
+  }
+
   const queues = new QueueSet(
     redis,
     prefix,
@@ -675,7 +743,7 @@ export async function openClient(
       // As every call about one session: a wrong id is not a session with nothing pending.
       if (state === undefined) throw sessionNotFound(sessionId);
       // A request queued before a cancel or a completion is ignored when it is applied.
-      if (!RESUMABLE_SESSION_STATES.includes(state)) return false;
+      if (!REQUEST_SETTLED_STATES.includes(state)) return false;
       const counted = pendingRequests.filter(counts);
       return counted.length > 0 && (await stillQueued(sessionId, counted)).length > 0;
     });
@@ -1041,7 +1109,7 @@ export async function openClient(
     );
   }
 
-  return {
+  const client: OrqClient = {
     store,
 
     submit: async (request, options) => (await submitWithOutcome(request, options)).session,
@@ -1218,6 +1286,115 @@ export async function openClient(
         return requestId;
       }),
 
+    answer: (sessionId, answer, answerOptions = {}) =>
+      guard(async () => {
+        parseOrThrow(SessionId, sessionId, 'session id');
+        const parsed = parseOrThrow(PlanAnswer, answer, 'answer');
+        if (answerOptions.waitId !== undefined) {
+          parseOrThrow(WaitId, answerOptions.waitId, 'wait id');
+        }
+        const { session } = await store.requireSession(sessionId);
+        const wait = openWaitOrThrow(session, answerOptions.waitId);
+        if (parsed.action === 'edit') {
+          const check = checkPlanEdit({
+            waiting: wait.plan,
+            edited: parsed.plan,
+            config: session.config.refinement,
+            requiredTerms: session.requiredTerms,
+            maxTasks: session.config.budget.maxTasks,
+            allowTermLoss: parsed.allowTermLoss === true,
+          });
+          if (!check.accepted) {
+            throw new ValidationError(
+              'edited plan',
+              check.problems.map((message) => ({ path: 'plan', message })),
+              {
+                hint: 'An edit passes the rules a replan passes (docs/people-in-the-loop.md).',
+                details: { sessionId, waitId: wait.id, droppedTerms: check.droppedTerms },
+              },
+            );
+          }
+        }
+        const requestId = randomUUID();
+        const eventId = jobIds.answer(sessionId, requestId);
+        const last = await store.lastHistoryId(sessionId);
+        await inSessionTrace('answer_wait', session, () =>
+          enqueueRequest(
+            sessionId,
+            outboxJob('coordinator', 'answer', eventId, {
+              sessionId,
+              waitId: wait.id,
+              requestId,
+              answer: parsed,
+              ...(answerOptions.by ? { by: answerOptions.by } : {}),
+            }),
+          ),
+        );
+        const waitMs = answerOptions.waitMs ?? 5_000;
+        let applied = false;
+        if (waitMs > 0) {
+          const signal = AbortSignal.timeout(waitMs);
+          for await (const { entry } of watch(sessionId, {
+            ...(last ? { after: last } : {}),
+            signal,
+            blockMs: Math.min(waitMs, 500),
+          })) {
+            if (entry.type !== 'decision') continue;
+            if (entry.inputs.requestId === requestId) {
+              applied = true;
+              break;
+            }
+            if (entry.decision === 'event:ignored' && entry.inputs.eventId === eventId) {
+              const now = (await store.requireSession(sessionId)).session;
+              throw new WaitEndedError(
+                sessionId,
+                wait.id,
+                entry.reason.replace(/^answer: /, ''),
+                now.wait?.id,
+              );
+            }
+          }
+        }
+        return { requestId, waitId: wait.id, applied };
+      }),
+
+    approve: (sessionId, { comment, ...rest } = {}) =>
+      client.answer(sessionId, { action: 'approve', ...(comment ? { comment } : {}) }, rest),
+
+    reject: (sessionId, feedback, answerOptions) =>
+      client.answer(sessionId, { action: 'reject', feedback }, answerOptions),
+
+    editPlan: (sessionId, plan, { allowTermLoss, comment, ...rest } = {}) =>
+      client.answer(
+        sessionId,
+        {
+          action: 'edit',
+          plan: plan as PlanBreakdown,
+          ...(allowTermLoss ? { allowTermLoss } : {}),
+          ...(comment ? { comment } : {}),
+        },
+        rest,
+      ),
+
+    waiting: (waitingOptions = {}) =>
+      guard(async () => {
+        const limit = waitingOptions.limit ?? 100;
+        const found: Session[] = [];
+        let after: string | undefined;
+        // The index has no state: page through it, keeping the sessions that wait.
+        for (let page = 0; page < WAITING_PAGES && found.length < limit; page += 1) {
+          const { sessions, next } = await listPage({
+            limit: 200,
+            ...(after ? { after } : {}),
+            ...(waitingOptions.tenant ? { tenant: waitingOptions.tenant } : {}),
+          });
+          found.push(...sessions.filter((x) => x.state === 'AWAITING_APPROVAL'));
+          if (!next) break;
+          after = next;
+        }
+        return found.slice(0, limit);
+      }),
+
     watch,
 
     resumePending: (sessionId) => requestPending(sessionId, isResumeEvent),
@@ -1260,6 +1437,7 @@ export async function openClient(
       redis.disconnect();
     },
   };
+  return client;
 }
 
 /** A request about a session (cancel, resume) as a span in the session's trace, under its submit. */

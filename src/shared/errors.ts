@@ -31,7 +31,9 @@ export type OrqErrorCode =
   /** The caller holds too many of something at once (event streams on one server). */
   | 'TOO_MANY_REQUESTS'
   /** A job's delivery lost its lock (its pod paused or cut off past it): it stops (issue 35). */
-  | 'DELIVERY_LOST';
+  | 'DELIVERY_LOST'
+  /** An answer came for a wait for a person that has ended (answered, timed out, cancelled). */
+  | 'WAIT_ENDED';
 
 export interface OrqErrorOptions {
   /** What the user can do about it. */
@@ -194,4 +196,25 @@ export function unreadableReason(error: unknown): string {
   if (code === 'EACCES') return 'permission denied';
   if (code === 'ENOTDIR') return 'a part of the path is a file, not a directory';
   return message;
+}
+
+/**
+ * An answer to a wait for a person that is no longer open (issue 48): answered already (by this
+ * request's twin or by someone else), timed out, cancelled, or superseded by a later plan's.
+ */
+export class WaitEndedError extends OrqError {
+  constructor(sessionId: string, waitId: string | undefined, why: string, current?: string) {
+    const what = waitId ? `the wait ${waitId} of session ${sessionId}` : `session ${sessionId}`;
+    super('WAIT_ENDED', `${what} waits for nobody now: ${why}`, {
+      hint: current
+        ? `The session now waits on ${current}: look at it (orq status ${sessionId}) and answer that one.`
+        : `Nothing of it is waiting for you: orq status ${sessionId} shows where it is.`,
+      details: {
+        sessionId,
+        ...(waitId ? { waitId } : {}),
+        ...(current ? { currentWaitId: current } : {}),
+      },
+    });
+    this.name = 'WaitEndedError';
+  }
 }

@@ -147,10 +147,16 @@ export class QueueSet {
     return {
       jobId: job.jobId,
       ...(job.priority ? { priority: job.priority } : {}),
-      // A dropped coordinator event would stall its session: give events more tries than role jobs.
-      ...(job.queue === 'coordinator'
-        ? { attempts: Math.max(this.jobOptions.attempts ?? 1, COORDINATOR_MIN_ATTEMPTS) }
-        : {}),
+      ...(job.notBefore !== undefined ? { delay: Math.max(0, job.notBefore - Date.now()) } : {}),
+      ...(job.retry
+        ? {
+            attempts: job.retry.attempts,
+            backoff: { type: 'exponential', delay: job.retry.backoffMs },
+          }
+        : // A dropped coordinator event would stall its session: give events more tries than role jobs.
+          job.queue === 'coordinator'
+          ? { attempts: Math.max(this.jobOptions.attempts ?? 1, COORDINATOR_MIN_ATTEMPTS) }
+          : {}),
     };
   }
 

@@ -6,6 +6,7 @@ import { PlanBreakdown, QualityJudgement, ReplanBreakdown } from './domain/plan.
 import { Feedback } from './domain/refinement.js';
 import { IntegrationOutcome } from './domain/integration.js';
 import { SessionId } from './domain/session.js';
+import { Answerer, HumanWaitKind, PlanAnswer, WaitId } from './domain/human-wait.js';
 import { ReplanningInfo, TaskId, TaskJudgement, TaskResult, TokenUsage } from './domain/task.js';
 import type { RedisConnection } from './redis.js';
 import { withTraceparent } from './tracing/trace.js';
@@ -311,6 +312,49 @@ export const ResumeEvent = z.object({
 });
 export type ResumeEvent = z.infer<typeof ResumeEvent>;
 
+/**
+ * A person's answer to the wait `waitId` (issue 48). The wait id fences it: an answer to a wait
+ * that is no longer open (answered already, timed out, a later plan's) changes nothing.
+ */
+export const AnswerEvent = z.object({
+  sessionId: SessionId,
+  traceparent,
+  waitId: WaitId,
+  requestId: z.string().min(1).max(100),
+  answer: PlanAnswer,
+  by: Answerer.optional(),
+});
+export type AnswerEvent = z.infer<typeof AnswerEvent>;
+
+/** The delayed end of a wait with approval.timeoutSeconds: it acts as approval.onTimeout says. */
+export const WaitTimedOutEvent = z.object({
+  sessionId: SessionId,
+  traceparent,
+  waitId: WaitId,
+});
+export type WaitTimedOutEvent = z.infer<typeof WaitTimedOutEvent>;
+
+/**
+ * A session started or stopped waiting for a person: posted to notifications.webhook by a
+ * coordinator, retried with backoff (webhook.ts). The job carries what is posted.
+ */
+export const NotifyJob = z.object({
+  sessionId: SessionId,
+  traceparent,
+  event: z.enum(['wait.opened', 'wait.closed']),
+  waitId: WaitId,
+  kind: HumanWaitKind,
+  /** How it closed: answered (with the action) or timed out. */
+  outcome: z.string().optional(),
+  state: z.string(),
+  at: z.string(),
+  /** Which try of the delivery this is (a failed one queues the next, webhook.ts). */
+  attempt: z.number().int().min(1).default(1),
+  /** The first try's job id, the same on every try: receivers deduplicate on it. */
+  deliveryId: z.string().optional(),
+});
+export type NotifyJob = z.infer<typeof NotifyJob>;
+
 /** An integration's outcome, from the delivery of the integrate job that holds its fence. */
 export const IntegratedEvent = z.object({
   sessionId: SessionId,
@@ -369,6 +413,10 @@ export const JobSchemas = {
     'job-failed': JobFailedEvent,
     integrated: IntegratedEvent,
     'result-judged': ResultJudgedEvent,
+    answer: AnswerEvent,
+    'wait-timed-out': WaitTimedOutEvent,
+    /** Not an event: a webhook delivery, taken by the coordinator's pods (webhook.ts). */
+    notify: NotifyJob,
   },
 } as const satisfies Record<QueueName, Record<string, z.ZodType>>;
 
@@ -397,7 +445,7 @@ export type JobName<Q extends QueueName> = keyof (typeof JobSchemas)[Q] & string
 export type JobPayload<Q extends QueueName, N extends JobName<Q>> = z.infer<
   (typeof JobSchemas)[Q][N] extends z.ZodType ? (typeof JobSchemas)[Q][N] : never
 >;
-export type CoordinatorEventName = JobName<'coordinator'>;
+export type CoordinatorEventName = Exclude<JobName<'coordinator'>, 'notify'>;
 
 /** A job to enqueue, as stored in a session outbox until it is added to its queue. */
 export const OutboxJob = z.object({
@@ -422,6 +470,12 @@ export const OutboxJob = z.object({
       priority: z.number().int().min(1).max(9),
       criticalPath: z.number().int().min(1).optional(),
     })
+    .optional(),
+  /** Not to run before this time (epoch ms): added delayed by what is left of it. */
+  notBefore: z.number().int().min(0).optional(),
+  /** Tries and backoff of its own, instead of the queue's (a webhook's delivery). */
+  retry: z
+    .object({ attempts: z.number().int().min(1), backoffMs: z.number().int().min(1) })
     .optional(),
 });
 export type OutboxJob = z.infer<typeof OutboxJob>;
@@ -465,9 +519,17 @@ export const jobIds = {
     `ev-integrated|${sid}|${round}${fenceSuffix(fence)}`,
   judgeResult: (sid: string, round: number) => `judge-result|${sid}|${round}`,
   resultJudged: (sid: string, round: number) => `ev-result-judged|${sid}|${round}`,
+  /** One per answer given (several may race for one wait; the first applied wins). */
+  answer: (sid: string, requestId: string) => `ev-answer|${sid}|${requestId}`,
+  waitTimedOut: (sid: string, waitId: string) => `ev-wait-timed-out|${sid}|${waitId}`,
+  /** One per wait and event, so a redelivered transition posts it once. */
+  notify: (sid: string, waitId: string, event: string) => `notify|${sid}|${waitId}|${event}`,
   /** Per queue: jobs added without an id of ours get BullMQ's per-queue counter ids, 1, 2, ... */
   jobFailed: (queue: QueueName, failedJobId: string) => `ev-failed|${queue}|${failedJobId}`,
 };
+
+/** Whether a coordinator event id is a person's answer (jobIds.answer). */
+export const isAnswerEvent = (eventId: string): boolean => eventId.startsWith('ev-answer|');
 
 /** Whether a coordinator event id is a resume's (jobIds.resume). */
 export const isResumeEvent = (eventId: string): boolean => eventId.startsWith('ev-resume|');

@@ -51,6 +51,7 @@ import { withTenantCap } from './tenant-cap.js';
 import { runAsQuotaCaller } from '../shared/llm/quota-caller.js';
 import { leaveQuotaLines, quotaCallerOf } from './quota-line-jobs.js';
 import { createCoordinatorProcessor } from './coordinator/coordinator.js';
+import { createWebhookProcessor } from './coordinator/webhook.js';
 import { startOutboxSweeper } from './coordinator/outbox-sweeper.js';
 import { startRetentionSweeper } from './coordinator/retention-sweeper.js';
 import { ModelResolver } from './models.js';
@@ -535,6 +536,7 @@ export async function launchRoles(
     ...(options.metrics ? { metrics: options.metrics } : {}),
   };
 
+  const coordinatorEvents = createCoordinatorProcessor(coordinatorCtx);
   const processors: Record<Role, Processor> = {
     planner: createPlannerProcessor(ctx),
     judge: createJudgeProcessor(ctx),
@@ -551,7 +553,17 @@ export async function launchRoles(
       ),
     ),
     replanner: createReplannerProcessor(ctx),
-    coordinator: createCoordinatorProcessor(coordinatorCtx),
+    coordinator: byJobKind(
+      {
+        notify: createWebhookProcessor(
+          config.notifications.webhook,
+          queues,
+          logger.child({ role: 'coordinator' }),
+          coordinatorEvents,
+        ),
+      },
+      coordinatorEvents,
+    ),
   };
 
   const shutdown: ShutdownState = {

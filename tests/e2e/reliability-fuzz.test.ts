@@ -85,6 +85,16 @@ function validPayloads(sessionId: string): Record<QueueName, Record<string, unkn
       cancel: { sessionId, reason: 'stop' },
       resume: { sessionId, mode: 'retry', requestId: 'r1' },
       'job-failed': { sessionId, role: 'worker', attempt: 1, jobId: 'j1', error: 'boom' },
+      answer: { sessionId, waitId: 'plan-0', requestId: 'r1', answer: { action: 'approve' } },
+      'wait-timed-out': { sessionId, waitId: 'plan-0' },
+      notify: {
+        sessionId,
+        event: 'wait.opened',
+        waitId: 'plan-0',
+        kind: 'plan-approval',
+        state: 'AWAITING_APPROVAL',
+        at: '2026-11-28T00:00:00.000Z',
+      },
     },
   };
 }

@@ -13,6 +13,8 @@ const ESTIMATED_SECONDS: Record<string, number> = {
   'tests/integration/executors-command.test.ts': 38,
   'tests/integration/integration-merge.test.ts': 35,
   'tests/e2e/cli-sessions.test.ts': 30,
+  'tests/e2e/approval-kill.test.ts': 30,
+  'tests/e2e/cli-approval.test.ts': 18,
   'tests/e2e/interrupt.test.ts': 30,
   'tests/unit/compose.test.ts': 30,
   'tests/e2e/reliability-load.test.ts': 25,

@@ -24,6 +24,7 @@ const config = (({
   result,
   integration,
   scheduling,
+  approval,
 }) => ({
   refinement,
   judging,
@@ -35,6 +36,7 @@ const config = (({
   result,
   integration,
   scheduling,
+  approval,
 }))(parseConfig({}));
 
 const task = (input: Partial<TaskInput> = {}): Task =>

@@ -73,7 +73,13 @@ describe('pruneVerdict', () => {
 
 describe('unfinishedStates', () => {
   it('names the states a prune may not touch', () => {
-    expect(unfinishedStates(ALL_STATES)).toEqual(['PLANNING', 'RUNNING', 'INTEGRATING', 'BLOCKED']);
+    expect(unfinishedStates(ALL_STATES)).toEqual([
+      'PLANNING',
+      'RUNNING',
+      'INTEGRATING',
+      'AWAITING_APPROVAL',
+      'BLOCKED',
+    ]);
     expect(unfinishedStates(FINISHED_SESSION_STATES)).toEqual([]);
   });
 });

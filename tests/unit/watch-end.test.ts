@@ -10,6 +10,9 @@ const TABLE: [SessionState, WatchUntil, boolean, boolean][] = [
   ['RUNNING', 'settled', false, false],
   ['BLOCKED', 'finished', false, false],
   ['BLOCKED', 'settled', true, false],
+  // A plan waiting for a person (issue 48): settled, until an answer is queued.
+  ['AWAITING_APPROVAL', 'finished', false, false],
+  ['AWAITING_APPROVAL', 'settled', true, false],
   ['BUDGET_EXHAUSTED', 'finished', true, false],
   ['BUDGET_EXHAUSTED', 'settled', true, false],
   // A resume meets these finished states ignored: nothing will move them.

@@ -7,6 +7,8 @@ import { isExecuting, TaskState, type Task } from '../../shared/domain/task.js';
 import type { SessionView } from '../client.js';
 import { BUDGET_RESUME_HINT } from '../../shared/llm/metered.js';
 import type { Role } from '../../shared/queues.js';
+import { describeWaitEntry } from '../../shared/wait-text.js';
+import type { HumanWait } from '../../shared/domain/human-wait.js';
 
 const time = (iso: string) => iso.slice(11, 19);
 const clip = (text: string, max = 120) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
@@ -84,6 +86,8 @@ export function formatHistoryEntry(entry: HistoryEntry): string {
       return `${head}reflection`;
     case 'action':
       return `${head}action ${entry.tool}${entry.error ? ` failed: ${clip(oneLine(entry.error))}` : ''}`;
+    case 'wait':
+      return `${head}${describeWaitEntry(entry)}`;
   }
 }
 
@@ -208,6 +212,7 @@ function sessionHeader(session: Session): string[] {
     `instruction: ${clip(oneLine(session.instruction), 200)}`,
   ];
   if (session.state === 'PLANNING') lines.push(planningLine(session));
+  if (session.wait) lines.push(...waitLines(session.id, session.wait));
   const phase = integrationPhaseLine(session);
   if (phase) lines.push(phase);
   if (session.integration?.outcome) {
@@ -219,6 +224,34 @@ function sessionHeader(session: Session): string[] {
   }
   if (session.failure) lines.push(`failure: ${session.failure.code}: ${session.failure.reason}`);
   return lines;
+}
+
+/** A plan that waits for a person: what they are shown, and the commands that answer. */
+export function waitLines(sessionId: string, wait: HumanWait): string[] {
+  const lines = [
+    `waiting for a person: plan approval ${wait.id}${wait.timeoutAt ? ` (${wait.onTimeout === 'approve' ? 'approved' : 'rejected'} at ${wait.timeoutAt} if nobody answers)` : ''}`,
+    `plan: score ${wait.score ?? 'n/a'}, ${wait.plan.tasks.length} task(s); accepted: ${clip(oneLine(wait.reason), 160)}`,
+    ...wait.plan.tasks.map(
+      (t) =>
+        `  ${t.id}  ${clip(oneLine(t.title), 100)}${t.dependencies.length ? `  (after ${t.dependencies.join(', ')})` : ''}`,
+    ),
+    ...wait.issues.map((i) => `issue: ${clip(oneLine(i), 160)}`),
+    ...wait.suggestions.map((i) => `suggestion: ${clip(oneLine(i), 160)}`),
+    `answer: orq approve ${sessionId} | orq reject ${sessionId} --feedback "…" | orq plan ${sessionId} > plan.yaml, edit it, orq edit ${sessionId} plan.yaml`,
+  ];
+  return lines;
+}
+
+/** The sessions waiting for a person, under `orq status`'s list; empty when none waits. */
+export function formatWaitingList(sessions: readonly Session[]): string {
+  if (sessions.length === 0) return '';
+  return [
+    `waiting for a person (${sessions.length}):`,
+    ...sessions.map(
+      (s) =>
+        `  ${s.id}  ${s.wait?.kind ?? 'wait'} ${s.wait?.id ?? ''}  since ${s.wait?.openedAt ?? s.updatedAt}  ${clip(oneLine(s.instruction), 60)}`,
+    ),
+  ].join('\n');
 }
 
 /** Where planning stands: which plan is being made or judged, and what became of the last. */
@@ -527,6 +560,12 @@ export function formatOutcomeNotice(
     }
     case 'COMPLETED':
       return undefined;
+    case 'AWAITING_APPROVAL': {
+      const then = options.resumeHere
+        ? `, then \`orq watch ${session.id} --run\` to go on here`
+        : '';
+      return `session ${session.id} waits for a person to approve its plan${session.wait ? ` (${session.wait.id}, ${session.wait.plan.tasks.length} task(s), score ${session.wait.score ?? 'n/a'})` : ''}. See it with \`orq status ${session.id}\`; answer with \`orq approve ${session.id}\`, \`orq reject ${session.id} --feedback TEXT\` or \`orq edit ${session.id} FILE\`${then}`;
+    }
     case 'CANCELLED':
       return `session ${session.id} was CANCELLED`;
     case 'BUDGET_EXHAUSTED': {

@@ -10,6 +10,7 @@ import { registerResultCommand } from './commands/result.js';
 import { registerRetentionCommands } from './commands/retention.js';
 import { registerRunCommand } from './commands/run.js';
 import { registerSessionCommands } from './commands/sessions.js';
+import { registerApprovalCommands } from './commands/approval.js';
 import { registerStartCommand } from './commands/start.js';
 import { runCli } from './run-cli.js';
 import { handleStdoutError } from './stdout-closed.js';
@@ -27,6 +28,7 @@ const program = new Command()
 registerRunCommand(program);
 registerStartCommand(program);
 registerSessionCommands(program);
+registerApprovalCommands(program);
 registerResultCommand(program);
 registerRetentionCommands(program);
 registerConfigCommands(program);

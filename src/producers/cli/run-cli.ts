@@ -37,6 +37,7 @@ const EXIT_CODE_BY_ERROR: Partial<Record<OrqErrorCode, ExitCode>> = {
   INVALID_STATE: ExitCode.NOT_COMPLETED,
   TIMEOUT: ExitCode.NOT_COMPLETED,
   CONFLICT: ExitCode.NOT_COMPLETED,
+  WAIT_ENDED: ExitCode.NOT_COMPLETED,
 };
 
 export function exitCodeFor(error: OrqError): ExitCode {

@@ -33,7 +33,7 @@ export type Caller =
   /** `operator`: ORQ_OPERATOR_TOKEN; `api`: ORQ_API_TOKEN, or anyone when the server has no token. */
   | { role: CallerRole }
   /** A tenant's API key (`orq keys create`): that tenant's sessions only. */
-  | { role: 'tenant'; tenant: string; keyId: string };
+  | { role: 'tenant'; tenant: string; keyId: string; rights: readonly string[] };
 
 /** The credentials a server checks; at least one of them turns auth on. */
 export interface Credentials {
@@ -47,6 +47,11 @@ export interface Credentials {
 
 const callers = new WeakMap<FastifyRequest, Caller>();
 const ANONYMOUS: Caller = { role: 'api' };
+
+/** Whether the server checks no credential (no token set, loopback only): anyone is the caller. */
+export function isUnauthenticated(request: FastifyRequest): boolean {
+  return !callers.has(request);
+}
 
 /** The caller installAuth recognised; an `api` caller when the server has no token. */
 export function callerOf(request: FastifyRequest): Caller {
@@ -228,7 +233,12 @@ export function installAuth(app: FastifyInstance, credentials: Credentials): voi
         ? await credentials.apiKeys.lookup(bearer)
         : undefined;
     if (byKey) {
-      callers.set(request, { role: 'tenant', tenant: byKey.tenant, keyId: byKey.id });
+      callers.set(request, {
+        role: 'tenant',
+        tenant: byKey.tenant,
+        keyId: byKey.id,
+        rights: byKey.rights,
+      });
       return;
     }
     const page = browserPageOf(route);

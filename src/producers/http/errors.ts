@@ -24,6 +24,7 @@ const STATUS_BY_CODE: Partial<Record<string, number>> = {
   NOT_FOUND: 404,
   INVALID_STATE: 409,
   CONFLICT: 409,
+  WAIT_ENDED: 409,
   TOO_MANY_REQUESTS: 429,
   REDIS_UNAVAILABLE: 503,
 };

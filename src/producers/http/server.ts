@@ -36,6 +36,8 @@ import { registerResultRoute } from './routes/result.js';
 import { registerSessionRoutes } from './routes/sessions.js';
 import { registerTenantRoutes } from './routes/tenants.js';
 import { registerUiRoutes } from './routes/ui.js';
+import { registerApprovalRoutes } from './routes/approval.js';
+import type { AnswerRole } from './answer-policy.js';
 import { SAFE_SESSION_OVERRIDES } from '../../shared/config/override-policy.js';
 
 export interface HttpServerOptions {
@@ -83,6 +85,8 @@ export interface HttpServerOptions {
   trustProxy?: boolean | number | string;
   /** Event streams one caller may hold open at once (http.maxStreamsPerCaller); default 32. */
   maxStreamsPerCaller?: number;
+  /** Tokens that may answer a wait for a person (http.mayAnswer); default the operator's. */
+  mayAnswer?: readonly AnswerRole[];
   logger?: Logger;
 }
 
@@ -236,6 +240,10 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
   registerMetricsRoute(app, ctx);
   registerQuotaRoutes(app, ctx);
   registerUiRoutes(app, ctx, { readOnly: options.readOnlyBoard ?? false });
+  registerApprovalRoutes(app, ctx, {
+    readOnly: options.readOnlyBoard ?? false,
+    mayAnswer: options.mayAnswer ?? ['operator'],
+  });
   registerOpenApiRoute(app);
   registerIndexRoute(app, options.token !== undefined || options.operatorToken !== undefined);
   await registerDocsRoutes(app);

@@ -57,5 +57,27 @@ export function callerLimitIssues(
       message: `budget.${limit} may only be lowered: ${asked ?? 'no limit'} is over this server's ${ceiling}`,
     });
   }
+  // A submitter may ask a person to approve its plan, never waive an approval the operator asks.
+  if (operator.approval.plan === 'required' && chosen.approval.plan !== 'required') {
+    issues.push({
+      path: 'config.approval.plan',
+      message:
+        "this server requires a person's approval of every plan: approval.plan stays required",
+    });
+  }
+  // Nor end it sooner by approving on a timeout of its own.
+  const approvesAlone = (c: SessionConfig) =>
+    c.approval.onTimeout === 'approve' && c.approval.timeoutSeconds !== undefined;
+  if (
+    operator.approval.plan === 'required' &&
+    approvesAlone(chosen) &&
+    (!approvesAlone(operator) ||
+      (chosen.approval.timeoutSeconds ?? 0) < (operator.approval.timeoutSeconds ?? 0))
+  ) {
+    issues.push({
+      path: 'config.approval.onTimeout',
+      message: `a plan may approve itself on a timeout only as this server's config says (${approvesAlone(operator) ? `after ${operator.approval.timeoutSeconds} s` : 'never'})`,
+    });
+  }
   return issues;
 }

@@ -47,6 +47,9 @@ export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'budget.maxUsd',
   'budget.reserveTokensPerCall',
   'result',
+  'approval.plan',
+  'approval.timeoutSeconds',
+  'approval.onTimeout',
 ];
 
 /** A pattern as the config accepts it: dotted keys or `*`, e.g. `llm.*.model`. */

@@ -810,6 +810,32 @@ export const JudgingConfig = z.strictObject({
 });
 export type JudgingConfig = z.infer<typeof JudgingConfig>;
 
+/** Where a person decides before the session goes on (issue 48, docs/people-in-the-loop.md). */
+export const ApprovalConfig = z.strictObject({
+  plan: z
+    .enum(['off', 'required'])
+    .default('off')
+    .describe(
+      'required: once the refinement loop accepts a plan, the session waits in AWAITING_APPROVAL until a person approves, edits or rejects it (orq approve / edit / reject, the HTTP API, the session view). Waiting holds no worker, lock or quota.',
+    ),
+  timeoutSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(30 * 24 * 3600)
+    .optional()
+    .describe(
+      'End a plan approval nobody answered after this many seconds, as onTimeout says. Unset: wait for ever.',
+    ),
+  onTimeout: z
+    .enum(['approve', 'reject'])
+    .default('reject')
+    .describe(
+      'What a timed-out plan approval does: approve runs the plan; reject fails the session (APPROVAL_TIMED_OUT).',
+    ),
+});
+export type ApprovalConfig = z.infer<typeof ApprovalConfig>;
+
 /** The part of the configuration that travels with a session, so every pod decides alike. */
 export const SessionConfig = z.strictObject({
   refinement: RefinementConfig.prefault({}),
@@ -822,6 +848,7 @@ export const SessionConfig = z.strictObject({
   result: ResultConfig.prefault({}),
   integration: IntegrationConfig.prefault({}),
   scheduling: SchedulingConfig.prefault({}),
+  approval: ApprovalConfig.prefault({}),
 });
 export type SessionConfig = z.infer<typeof SessionConfig>;
 
@@ -967,6 +994,12 @@ export const HttpConfig = z.strictObject({
     .describe(
       "Event streams (GET /sessions/:id/events, and the session view's) one caller may hold open at once on this server, each holding a Redis connection: the API token, the operator token and each tenant key count apart. One more is answered 429.",
     ),
+  mayAnswer: z
+    .array(z.enum(['operator', 'api']))
+    .default(['operator'])
+    .describe(
+      "Credentials that may answer a session waiting for a person (approve, edit or reject its plan) over the HTTP API and in the session view: the operator token (ORQ_OPERATOR_TOKEN), and the API token (ORQ_API_TOKEN) if listed. A tenant's key may when created with `orq keys create --may-answer`. A server with no token (loopback only) lets anyone; the CLI and the library always may.",
+    ),
   sessionOverrides: z
     .array(
       z
@@ -1034,6 +1067,46 @@ export const TenantsConfig = z.strictObject({
 });
 export type TenantsConfig = z.infer<typeof TenantsConfig>;
 
+/** A webhook told when a session starts and stops waiting for a person (issue 48). */
+export const WebhookConfig = z.strictObject({
+  url: z
+    .url({ protocol: /^https?$/ })
+    .describe('POSTed a JSON event when a session starts or stops waiting for a person.'),
+  secretEnv: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+    .default('ORQ_WEBHOOK_SECRET')
+    .describe(
+      'Environment variable holding the secret the body is signed with (HMAC-SHA256, header X-Orq-Signature: sha256=<hex>), or <variable>_FILE naming a file holding it. Without one the webhook is not sent.',
+    ),
+  attempts: z
+    .number()
+    .int()
+    .min(1)
+    .max(50)
+    .default(8)
+    .describe('Tries of one delivery, with exponential backoff from backoffMs.'),
+  backoffMs: z
+    .number()
+    .int()
+    .min(10)
+    .max(3_600_000)
+    .default(2_000)
+    .describe('Wait before the second try; doubled before each try after it.'),
+  timeoutMs: z
+    .number()
+    .int()
+    .min(100)
+    .max(120_000)
+    .default(10_000)
+    .describe('How long one post may take before it counts as failed.'),
+});
+export type WebhookConfig = z.infer<typeof WebhookConfig>;
+
+export const NotificationsConfig = z.strictObject({
+  webhook: WebhookConfig.optional(),
+});
+
 /** The whole configuration file. */
 export const OrqConfig = z.strictObject({
   $schema: z.string().optional(),
@@ -1044,6 +1117,7 @@ export const OrqConfig = z.strictObject({
   concurrency: ConcurrencyConfig.prefault({}),
   tenants: TenantsConfig.prefault({}),
   http: HttpConfig.prefault({}),
+  notifications: NotificationsConfig.prefault({}),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 export type OrqConfig = z.infer<typeof OrqConfig>;

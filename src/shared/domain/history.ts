@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { PlanBreakdown, QualityJudgement } from './plan.js';
 import { TaskJudgement, TaskResult } from './task.js';
+import { Answerer, HumanWait, HumanWaitKind, PlanAnswer, WaitId } from './human-wait.js';
 
 const base = {
   timestamp: z.string(),
@@ -16,8 +17,8 @@ export const HistoryEntry = z.discriminatedUnion('type', [
   z.object({
     ...base,
     type: z.literal('plan'),
-    /** planner: a session plan; replanner: subtasks replacing a task; agent: an in-task plan. */
-    source: z.enum(['planner', 'replanner', 'agent']),
+    /** planner: a session plan; replanner: subtasks replacing a task; agent: an in-task plan; person: an edited plan. */
+    source: z.enum(['planner', 'replanner', 'agent', 'person']),
     attempt: z.number().int().min(0),
     plan: z.union([PlanBreakdown, z.record(z.string(), z.unknown())]),
   }),
@@ -71,6 +72,19 @@ export const HistoryEntry = z.discriminatedUnion('type', [
     input: z.unknown(),
     output: z.unknown().optional(),
     error: z.string().optional(),
+  }),
+  z.object({
+    ...base,
+    type: z.literal('wait'),
+    /** opened: the session waits for a person; answered, timed-out or cancelled: it stopped waiting. */
+    action: z.enum(['opened', 'answered', 'timed-out', 'cancelled']),
+    waitId: WaitId,
+    kind: HumanWaitKind,
+    /** On opened: what the person is shown. */
+    wait: HumanWait.optional(),
+    /** On answered (and timed-out, as the action the config named). */
+    answer: PlanAnswer.optional(),
+    by: Answerer.optional(),
   }),
   z.object({
     ...base,

@@ -4,3 +4,4 @@ export * from './refinement.js';
 export * from './session.js';
 export * from './history.js';
 export * from './result.js';
+export * from './human-wait.js';

@@ -4,6 +4,7 @@ import { RefinementResult, RequiredTerms } from './refinement.js';
 import { TaskId } from './task.js';
 import { SessionConfig } from '../config/schema.js';
 import { SessionIntegration } from './integration.js';
+import { HumanWait } from './human-wait.js';
 
 export const SessionState = z.enum([
   /** Planner/Judge refinement loop in progress. */
@@ -12,6 +13,8 @@ export const SessionState = z.enum([
   'RUNNING',
   /** Every task is finished; their git branches are being merged into one result branch. */
   'INTEGRATING',
+  /** The plan was accepted and waits for a person to approve, edit or reject it (issue 48). */
+  'AWAITING_APPROVAL',
   /** Nothing can run and at least one task is BLOCKED: waits for `resume`. */
   'BLOCKED',
   'COMPLETED',
@@ -35,6 +38,15 @@ export const RESUMABLE_SESSION_STATES: readonly SessionState[] = [
   'BLOCKED',
   'RUNNING',
   'BUDGET_EXHAUSTED',
+];
+
+/**
+ * States a person's request moves a session on from: a resume's, or an answer to the wait of a
+ * session AWAITING_APPROVAL. A watch waits through them while such a request is queued.
+ */
+export const REQUEST_SETTLED_STATES: readonly SessionState[] = [
+  ...RESUMABLE_SESSION_STATES,
+  'AWAITING_APPROVAL',
 ];
 
 /**
@@ -100,6 +112,8 @@ export const Session = z.object({
   failure: z.object({ code: z.string(), reason: z.string() }).optional(),
   /** The integration of the tasks' branches (sessions whose tasks made git commits). */
   integration: SessionIntegration.optional(),
+  /** What the session waits for a person about, while it waits (human-wait.ts). */
+  wait: HumanWait.optional(),
   idempotencyKey: z.string().optional(),
   /** With an idempotency key: the digest of the submit's config and metadata (submit-digest.ts). */
   requestDigest: z.string().optional(),

@@ -186,6 +186,10 @@ function stateNotes(session: ResultSession, standing: readonly ResultTask[]): st
       return [
         `Session ${session.id} is merging its task branches into one result branch (${progress}).`,
       ];
+    case 'AWAITING_APPROVAL':
+      return [
+        `Session ${session.id} waits for a person to approve its plan (orq approve ${session.id}): no task has run yet.`,
+      ];
     case 'BLOCKED': {
       const blocked = standing.filter((t) => t.state === 'BLOCKED').map((t) => t.id);
       return [

@@ -11,12 +11,18 @@ import type { RedisConnection } from '../redis.js';
  * guessing. The key is shown once, when it is created.
  */
 
+/** What a key may do besides reading and driving its tenant's sessions. */
+export const KeyRight = z.enum(['answer']);
+export type KeyRight = z.infer<typeof KeyRight>;
+
 export const ApiKeyRecord = z.strictObject({
   /** Short public id, for listing and revoking; also the key's visible start. */
   id: z.string().regex(/^[a-f0-9]{12}$/),
   tenant: TenantId,
   label: z.string().max(200).optional(),
   createdAt: z.iso.datetime(),
+  /** Rights beyond its tenant's sessions: `answer` approves, edits or rejects their plans (issue 48). */
+  rights: z.array(KeyRight).default([]),
 });
 export type ApiKeyRecord = z.infer<typeof ApiKeyRecord>;
 
@@ -40,11 +46,16 @@ export class ApiKeyStore {
   }
 
   /** A new key for `tenant`: the key itself is returned here only. */
-  async create(tenant: string, label?: string): Promise<{ key: string; record: ApiKeyRecord }> {
+  async create(
+    tenant: string,
+    label?: string,
+    rights: readonly KeyRight[] = [],
+  ): Promise<{ key: string; record: ApiKeyRecord }> {
     const record = ApiKeyRecord.parse({
       id: randomBytes(6).toString('hex'),
       tenant,
       ...(label ? { label } : {}),
+      ...(rights.length > 0 ? { rights } : {}),
       createdAt: new Date().toISOString(),
     });
     const key = `orq_${record.id}_${randomBytes(32).toString('base64url')}`;

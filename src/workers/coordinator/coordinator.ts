@@ -11,6 +11,7 @@ import { onTaskJudged } from './task-judged.js';
 import { onTaskReplanned } from './task-replanned.js';
 import { onIntegrated } from './integration.js';
 import { onResultJudged } from './final-judgement.js';
+import { onAnswer, onWaitTimedOut } from './plan-approval.js';
 import { ValidationError } from '../../shared/errors.js';
 import { SessionId } from '../../shared/domain/session.js';
 import { faultAfterStateWrite } from './fault-injection.js';
@@ -30,6 +31,8 @@ const handlers: Record<CoordinatorEventName, Handler> = {
   'job-failed': onJobFailed as Handler,
   integrated: onIntegrated as Handler,
   'result-judged': onResultJudged as Handler,
+  answer: onAnswer as Handler,
+  'wait-timed-out': onWaitTimedOut as Handler,
 };
 
 export interface CoordinatorOutcome {

@@ -26,6 +26,7 @@ import { ignore } from './context.js';
 import { executorsRefused } from './executors-refused.js';
 import { TaskEdits } from './task-edits.js';
 import { criticalPaths } from '../../shared/rules/critical-path.js';
+import { openPlanApproval, type JudgedPlan } from './plan-approval.js';
 
 /** Problems of a plan on its own: too many tasks, cycles, dangling dependencies, duplicate ids. */
 function ownStructureProblems(plan: PlanBreakdown, tooMany: string | undefined): string[] {
@@ -186,7 +187,7 @@ export async function onPlanJudged(
   const recorded = withDecision(session, result);
 
   if (result.decision === 'accept') {
-    return accept(recorded, version, event.plan, eventId, history, result.reason);
+    return accept(recorded, version, event.plan, eventId, history, result.reason, '', judgement);
   }
   if (result.decision === 'reject') {
     // orq rule: never throw away an acceptable plan because a later replan got worse.
@@ -199,6 +200,7 @@ export async function onPlanJudged(
         history,
         `${result.reason}; the previous plan was acceptable, so it is used`,
         'refinement:accept-previous',
+        previousJudged(planning),
       );
     }
     // (A replan with problems of its own broke the structure and was decided above.)
@@ -351,6 +353,7 @@ function brokenReplan(
       history,
       result.reason,
       'refinement:accept-previous',
+      previousJudged(planning),
     );
   }
   history.push(refinementEntry(result, event.judgement.isAcceptable, result.feedback));
@@ -365,6 +368,17 @@ function brokenReplan(
   });
 }
 
+/** What the judge said of the previous plan, when it is the one accepted. */
+function previousJudged(planning: Session['planning']): JudgedPlan {
+  const judged = planning.refinementHistory.findLast((r) => r.reasonCode !== 'structure_broken');
+  return {
+    score: planning.previousScore,
+    issues: judged?.feedback?.issues ?? [],
+    suggestions: judged?.feedback?.suggestions ?? [],
+  };
+}
+
+/** An accepted plan runs, or first waits for a person's approval (approval.plan, issue 48). */
 function accept(
   session: Session,
   version: number,
@@ -372,9 +386,25 @@ function accept(
   eventId: string,
   history: HistoryEntryDraft[],
   reason: string,
-  decision = '',
+  decision: string,
+  judged: JudgedPlan,
 ): Transition {
   if (decision) history.push({ type: 'decision', decision, reason, inputs: {} });
+  if (session.config.approval.plan === 'required') {
+    return openPlanApproval(session, version, plan, eventId, history, reason, judged);
+  }
+  return startRunning(session, version, plan, eventId, history, reason);
+}
+
+/** The plan's tasks are stored and those with no dependency dispatched: the session RUNS. */
+export function startRunning(
+  session: Session,
+  version: number,
+  plan: PlanBreakdown,
+  eventId: string,
+  history: HistoryEntryDraft[],
+  reason: string,
+): Transition {
   const policy = session.config.execution;
   const enforced = enforceExecutorPolicy(plan.tasks, policy);
   if (enforced.refused.length > 0) history.push(executorsRefused(enforced.refused, policy));

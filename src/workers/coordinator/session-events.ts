@@ -20,6 +20,7 @@ import {
   startIntegration,
 } from './integration.js';
 import { integrationResumable } from '../../shared/rules/integration-plan.js';
+import { cancelWait } from './plan-approval.js';
 
 const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
 
@@ -38,13 +39,18 @@ export async function onCancel(
     if (isOpen(task.state))
       edits.put({ ...task, state: 'CANCELLED', replanPending: false }, event.reason);
   }
+  // A session waiting for a person stops waiting (issue 48).
+  const { wait: _ended, ...rest } = stamp(session);
+  const waitEnd = cancelWait(session, event.reason);
   return {
     changeset: {
       eventId,
-      session: { record: { ...stamp(session), state: 'CANCELLED' }, expectedVersion: version },
+      session: { record: { ...rest, state: 'CANCELLED' }, expectedVersion: version },
       tasks: edits.changes(),
       counters: edits.counterDelta(),
+      ...(waitEnd.outbox.length > 0 ? { outbox: waitEnd.outbox } : {}),
       history: [
+        ...waitEnd.history,
         {
           type: 'state_change',
           entity: 'session',

@@ -51,6 +51,7 @@ export async function serveDashboard(options: DashboardOptions): Promise<void> {
         readOnlyBoard: options.readOnlyBoard ?? config.http.readOnlyBoard,
         sessionOverrides: config.http.sessionOverrides,
         offeredModels: config.http.models,
+        mayAnswer: config.http.mayAnswer,
         trustProxy: config.http.trustProxy,
         maxStreamsPerCaller: config.http.maxStreamsPerCaller,
         logger,

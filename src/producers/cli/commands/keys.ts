@@ -22,19 +22,27 @@ export function registerKeysCommands(program: Command): void {
     .description('Create a key for a tenant; it is printed once, and Redis keeps only its hash')
     .argument('<tenant>')
     .option('--label <text>', 'what the key is for, shown by `orq keys list`')
+    .option(
+      '--may-answer',
+      "let it approve, edit and reject its tenant's plans waiting for a person (the answer right)",
+    )
     .option(...configOption)
-    .action(async (tenant: string, options: { label?: string; config?: string }) => {
-      parseOrThrow(TenantId, tenant, 'tenant');
-      await (
-        await common()
-      ).withClient(options, async (client) => {
-        const { key, record } = await (await store(client)).create(tenant, options.label);
-        process.stdout.write(`${key}\n`);
-        process.stderr.write(
-          `orq: key ${record.id} for tenant ${record.tenant}; it is not shown again\n`,
-        );
-      });
-    });
+    .action(
+      async (tenant: string, options: { label?: string; mayAnswer?: boolean; config?: string }) => {
+        parseOrThrow(TenantId, tenant, 'tenant');
+        await (
+          await common()
+        ).withClient(options, async (client) => {
+          const { key, record } = await (
+            await store(client)
+          ).create(tenant, options.label, options.mayAnswer ? ['answer'] : []);
+          process.stdout.write(`${key}\n`);
+          process.stderr.write(
+            `orq: key ${record.id} for tenant ${record.tenant}; it is not shown again\n`,
+          );
+        });
+      },
+    );
 
   keys
     .command('list')
@@ -52,7 +60,7 @@ export function registerKeysCommands(program: Command): void {
         }
         for (const r of records) {
           process.stdout.write(
-            `${r.id}  ${r.tenant}  ${r.createdAt}${r.label ? `  ${r.label}` : ''}\n`,
+            `${r.id}  ${r.tenant}  ${r.createdAt}${r.rights.length ? `  [${r.rights.join(',')}]` : ''}${r.label ? `  ${r.label}` : ''}\n`,
           );
         }
         if (records.length === 0) process.stderr.write('orq: no API keys\n');

@@ -27,6 +27,7 @@ import {
   formatQuotas,
   formatSessionList,
   formatTenantLoad,
+  formatWaitingList,
   formatSessionTable,
   missingRolesNotice,
 } from '../format.js';
@@ -183,6 +184,11 @@ export async function status(sessionId: string | undefined, options: StatusOptio
       // `orq status ""` is a malformed id (client.get says so), not a request for the list.
       if (sessionId === undefined) {
         printList(await client.list({ limit: options.limit }));
+        // Who waits for a person, under the list: the sessions a reader may have to act on.
+        if (!options.json) {
+          const waiting = formatWaitingList(await client.waiting());
+          if (waiting) process.stdout.write(`\n${waiting}\n`);
+        }
         // Under the list: what each tenant has in the queues now (fair release) and each
         // provider limit. The list's JSON stays the plain array it always printed; GET /tenants
         // and GET /quotas give those as JSON.

@@ -1,6 +1,7 @@
 import type { HistoryEntry } from '../../../shared/domain/history.js';
 import type { Artifact } from '../../../shared/domain/task.js';
 import { html, type Html } from './html.js';
+import { describeWaitEntry } from '../../../shared/wait-text.js';
 
 /** One value of a decision's inputs: lists as lists, records as key/value, the rest as text. */
 export function valueView(value: unknown): Html {
@@ -159,6 +160,11 @@ export function entryView(entry: HistoryEntry): Html {
         <p class="error">${entry.message}</p>
         ${fieldsView({ code: entry.code, attempt: entry.attempt })}
       </article>`;
+    case 'wait':
+      return html`<article class="entry entry-wait" data-action="${entry.action}">
+        ${head(describeWaitEntry(entry))}
+        ${entry.answer && entry.answer.action !== 'approve' ? fieldsView({ ...entry.answer }) : ''}
+      </article>`;
   }
 }
 
@@ -169,6 +175,7 @@ export function planStory(entries: readonly HistoryEntry[]): HistoryEntry[] {
       e.taskId === undefined &&
       (e.type === 'plan' ||
         e.type === 'decision' ||
+        e.type === 'wait' ||
         (e.type === 'judgement' && e.subject === 'plan')),
   );
 }

@@ -9,6 +9,7 @@ import { entryView, fieldsView, planStory } from './history-view.js';
 import { age, html, raw, stateBadge, UI_PATH, usd, type Html } from './html.js';
 import { progressOf } from './sessions-page.js';
 import { taskGraphSvg } from './task-graph.js';
+import { waitView } from './wait-view.js';
 
 export interface SessionPageData {
   session: Session;
@@ -29,9 +30,28 @@ function actions(session: Session, readOnly: boolean): Html {
   if (FINISHED_SESSION_STATES.includes(session.state) && session.state !== 'BUDGET_EXHAUSTED')
     return html``;
   const base = `${UI_PATH}/sessions/${session.id}`;
+  // A plan waiting for approval has no task to resume: its answers are in the wait's section.
+  const resumable = session.state !== 'AWAITING_APPROVAL';
   return html`<section class="actions" aria-label="actions">
     <h2>Actions</h2>
-    <label
+    ${resumable ? resumeButtons(base) : ''}
+    <div class="buttons">
+      <button
+        type="button"
+        class="danger"
+        data-action="${base}/cancel"
+        data-body="{}"
+        data-confirm="Cancel this session?"
+      >
+        Cancel session
+      </button>
+    </div>
+    <p class="action-status" role="status" aria-live="polite"></p>
+  </section>`;
+}
+
+function resumeButtons(base: string): Html {
+  return html`<label
       >Note for the agent (with continue)
       <textarea name="note" id="resume-note" rows="2"></textarea>
     </label>
@@ -61,18 +81,7 @@ function actions(session: Session, readOnly: boolean): Html {
       >
         Resume: continue with note
       </button>
-      <button
-        type="button"
-        class="danger"
-        data-action="${base}/cancel"
-        data-body="{}"
-        data-confirm="Cancel this session?"
-      >
-        Cancel session
-      </button>
-    </div>
-    <p class="action-status" role="status" aria-live="polite"></p>
-  </section>`;
+    </div>`;
 }
 
 function resultView(result: SessionResult | undefined): Html {
@@ -156,7 +165,7 @@ export function sessionBody(data: SessionPageData): Html {
       integration: integrationPhaseLine(session),
       failure: session.failure ? `${session.failure.code}: ${session.failure.reason}` : undefined,
     })}
-    ${actions(session, data.readOnly)}
+    ${waitView(session, data.readOnly)} ${actions(session, data.readOnly)}
     <section aria-label="task graph">
       <h2>Task graph</h2>
       <div class="scroll graph-box">

@@ -74,9 +74,19 @@
     const body = JSON.parse(button.dataset.body || '{}');
     if (button.dataset.note) {
       const note = document.querySelector(button.dataset.note).value.trim();
-      if (note) body.note = note;
+      if (note) body[button.dataset.field || 'note'] = note;
     }
     const status = main.querySelector('.action-status');
+    if (button.dataset.plan) {
+      try {
+        body.plan = JSON.parse(document.querySelector(button.dataset.plan).value);
+      } catch (error) {
+        status.textContent = `The edited plan is not JSON: ${error.message}`;
+        status.dataset.outcome = 'refused';
+        return;
+      }
+      if (document.querySelector(button.dataset.flag)?.checked) body.allowTermLoss = true;
+    }
     button.disabled = true;
     try {
       const response = await fetch(button.dataset.action, {

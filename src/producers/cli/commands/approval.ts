@@ -1,0 +1,66 @@
+import type { Command } from 'commander';
+import type { AnswerCliOptions, EditCliOptions, PlanCliOptions } from './approval-actions.js';
+import { configOption } from '../options.js';
+
+// What the commands do loads when one runs, as for the other session commands.
+const actions = () => import('./approval-actions.js');
+
+const waitOption = [
+  '--wait <waitId>',
+  'the wait you looked at (orq status shows it): refused if the session now waits on another',
+] as const;
+
+/** plan, approve, reject, edit: a person's answers to a session waiting for them (issue 48). */
+export function registerApprovalCommands(program: Command): void {
+  program
+    .command('plan')
+    .description('Print the plan a session waits to have approved, as YAML to edit (or JSON)')
+    .argument('<sessionId>')
+    .option(...configOption)
+    .option('--json', 'print the wait (plan, score, issues, suggestions) as JSON')
+    .action(async (sessionId: string, options: PlanCliOptions) =>
+      (await actions()).printPlan(sessionId, options),
+    );
+
+  program
+    .command('approve')
+    .description('Approve the plan a session waits on: its tasks start')
+    .argument('<sessionId>')
+    .option(...configOption)
+    .option(...waitOption)
+    .option('--comment <text>', 'recorded in the history with the approval')
+    .action(async (sessionId: string, options: AnswerCliOptions) =>
+      (await actions()).approve(sessionId, options),
+    );
+
+  program
+    .command('reject')
+    .description(
+      'Reject the plan a session waits on: the Planner replans with your feedback (one refinement attempt)',
+    )
+    .argument('<sessionId>')
+    .requiredOption('--feedback <text>', 'what the Planner should change')
+    .option(...configOption)
+    .option(...waitOption)
+    .action(async (sessionId: string, options: AnswerCliOptions & { feedback: string }) =>
+      (await actions()).reject(sessionId, options),
+    );
+
+  program
+    .command('edit')
+    .description(
+      'Run your edit of the plan a session waits on (a YAML or JSON file, - for stdin), checked as a replan is',
+    )
+    .argument('<sessionId>')
+    .argument(
+      '<planFile>',
+      'the plan: { summary, tasks: [{ id, title, acceptance, dependencies }] }',
+    )
+    .option(...configOption)
+    .option(...waitOption)
+    .option('--allow-term-loss', 'run it even though it drops required terms of the instruction')
+    .option('--comment <text>', 'recorded in the history with the edit')
+    .action(async (sessionId: string, planFile: string, options: EditCliOptions) =>
+      (await actions()).edit(sessionId, planFile, options),
+    );
+}

@@ -1,0 +1,105 @@
+import type { Session } from '../../../shared/domain/session.js';
+import { html, UI_PATH, type Html } from './html.js';
+
+/**
+ * A session waiting for a person (issue 48): the plan with its score and the judge's issues
+ * and suggestions, and, unless read-only, approve, reject with feedback and edit, each asking
+ * for confirmation first. Each answer names the wait shown, so an answer to a plan the page
+ * showed before a replan is refused (409 WAIT_ENDED) rather than applied to the next one.
+ */
+export function waitView(session: Session, readOnly: boolean): Html {
+  const { wait } = session;
+  if (!wait) return html``;
+  const base = `${UI_PATH}/sessions/${session.id}`;
+  const withWait = (body: Record<string, unknown>) => JSON.stringify({ ...body, waitId: wait.id });
+  return html`<section class="wait" aria-label="waiting for a person" data-wait="${wait.id}">
+    <h2>Waiting for your approval: plan ${wait.attempt + 1}</h2>
+    <p>
+      Score <strong data-score>${wait.score ?? 'n/a'}</strong>. ${wait.reason}.
+      ${
+        wait.timeoutAt
+          ? html`Nobody answering, it is
+              <strong>${wait.onTimeout === 'approve' ? 'approved' : 'rejected'}</strong> at
+              <time datetime="${wait.timeoutAt}">${wait.timeoutAt}</time>.`
+          : ''
+      }
+    </p>
+    <ol class="wait-plan">
+      ${wait.plan.tasks.map(
+        (t) =>
+          html`<li data-task="${t.id}">
+            <code>${t.id}</code> <strong>${t.title}</strong>
+            ${
+              t.dependencies.length
+                ? html` <span class="muted">after ${t.dependencies.join(', ')}</span>`
+                : ''
+            }
+            <div class="muted">${t.acceptance}</div>
+          </li>`,
+      )}
+    </ol>
+    ${
+      wait.issues.length
+        ? html`<h3>Issues the judge found</h3>
+            <ul class="issues">
+              ${wait.issues.map((i) => html`<li>${i}</li>`)}
+            </ul>`
+        : ''
+    }
+    ${
+      wait.suggestions.length
+        ? html`<h3>Suggestions</h3>
+            <ul class="suggestions">
+              ${wait.suggestions.map((i) => html`<li>${i}</li>`)}
+            </ul>`
+        : ''
+    }
+    ${
+      readOnly
+        ? html`<p class="muted">Read-only: no answers here.</p>`
+        : html`<label
+              >Feedback for the Planner (with reject)
+              <textarea id="reject-feedback" rows="2"></textarea>
+            </label>
+            <details>
+              <summary>Edit the plan (JSON)</summary>
+              <textarea id="plan-edit" rows="12" spellcheck="false">
+${JSON.stringify(wait.plan, null, 2)}</textarea>
+              <label
+                ><input type="checkbox" id="allow-term-loss" /> run it even if it drops required
+                terms</label
+              >
+            </details>
+            <div class="buttons">
+              <button
+                type="button"
+                data-action="${base}/approve"
+                data-body="${withWait({})}"
+                data-confirm="Approve this plan and start its tasks?"
+              >
+                Approve plan
+              </button>
+              <button
+                type="button"
+                data-action="${base}/reject"
+                data-body="${withWait({})}"
+                data-note="#reject-feedback"
+                data-field="feedback"
+                data-confirm="Reject this plan and send the feedback to the Planner?"
+              >
+                Reject with feedback
+              </button>
+              <button
+                type="button"
+                data-action="${base}/edit"
+                data-body="${withWait({})}"
+                data-plan="#plan-edit"
+                data-flag="#allow-term-loss"
+                data-confirm="Run your edited plan instead?"
+              >
+                Run edited plan
+              </button>
+            </div>`
+    }
+  </section>`;
+}

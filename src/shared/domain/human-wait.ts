@@ -1,0 +1,78 @@
+import { z } from 'zod';
+import { PlanBreakdown } from './plan.js';
+
+/**
+ * A session waiting for a person (issue 48). The wait is a record on the session, written by
+ * the coordinator in the same atomic write that moves the session into its waiting state, and
+ * its opening and closing are history entries. Nothing runs while it is open: no job, worker
+ * slot, lock or quota place is held, so it survives any pod's death and a Redis restart with
+ * AOF like the rest of the session. Its id fences answers: an answer names the wait it answers,
+ * and one for a wait that is no longer open changes nothing (WaitEndedError).
+ */
+
+export const WaitId = z
+  .string()
+  .min(1)
+  .max(100)
+  .regex(/^[A-Za-z0-9_.-]+$/, 'wait ids use letters, digits and _ . - only');
+export type WaitId = z.infer<typeof WaitId>;
+
+/** What happens to a plan approval nobody answered within approval.timeoutSeconds. */
+export const ApprovalTimeoutAction = z.enum(['approve', 'reject']);
+export type ApprovalTimeoutAction = z.infer<typeof ApprovalTimeoutAction>;
+
+const waitBase = {
+  id: WaitId,
+  openedAt: z.string(),
+  /** When approval.timeoutSeconds is set: the time the wait ends on its own, and how. */
+  timeoutAt: z.string().optional(),
+  onTimeout: ApprovalTimeoutAction.optional(),
+};
+
+/** The refinement loop accepted a plan; a person approves, edits or rejects it before it runs. */
+export const PlanApprovalWait = z.object({
+  ...waitBase,
+  kind: z.literal('plan-approval'),
+  /** The planning attempt whose plan waits. */
+  attempt: z.number().int().min(0),
+  plan: PlanBreakdown,
+  score: z.number().optional(),
+  issues: z.array(z.string()).default([]),
+  suggestions: z.array(z.string()).default([]),
+  /** Why the refinement loop accepted it. */
+  reason: z.string(),
+});
+export type PlanApprovalWait = z.infer<typeof PlanApprovalWait>;
+
+export const HumanWait = z.discriminatedUnion('kind', [PlanApprovalWait]);
+export type HumanWait = z.infer<typeof HumanWait>;
+/** The kinds of wait; today a plan approval (questions and step approvals are to come). */
+export const HumanWaitKind = z.enum(['plan-approval']);
+export type HumanWaitKind = z.infer<typeof HumanWaitKind>;
+
+/** A person's answer to a plan approval. */
+export const PlanAnswer = z.discriminatedUnion('action', [
+  z.strictObject({
+    action: z.literal('approve'),
+    comment: z.string().min(1).max(20_000).optional(),
+  }),
+  z.strictObject({
+    action: z.literal('reject'),
+    /** Sent to the Planner as the feedback of a replan. */
+    feedback: z.string().trim().min(1, 'a rejection says what to change').max(20_000),
+  }),
+  z.strictObject({
+    action: z.literal('edit'),
+    /** The plan to run instead; checked as a replan is (structure, required terms). */
+    plan: PlanBreakdown,
+    /** Run it even though it drops required terms of the instruction. */
+    allowTermLoss: z.boolean().optional(),
+    comment: z.string().min(1).max(20_000).optional(),
+  }),
+]);
+export type PlanAnswer = z.infer<typeof PlanAnswer>;
+export type PlanAnswerInput = z.input<typeof PlanAnswer>;
+export type AnswerAction = PlanAnswer['action'];
+
+/** Who answered, as the producer that took the answer knows it. */
+export const Answerer = z.string().min(1).max(200);

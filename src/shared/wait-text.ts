@@ -1,0 +1,28 @@
+import type { HistoryEntry } from './domain/history.js';
+
+type WaitEntry = Extract<HistoryEntry, { type: 'wait' }>;
+
+const short = (text: string, max = 100): string => {
+  const line = text.replace(/\s+/g, ' ').trim();
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+};
+
+/**
+ * A wait's history entry in words, for the CLI's progress lines and the session view alike:
+ * `waiting for a person: plan approval (plan-0)`, `plan approval (plan-0) approved by cli`.
+ */
+export function describeWaitEntry(entry: WaitEntry): string {
+  const what = `${entry.kind.replace('-', ' ')} (${entry.waitId})`;
+  if (entry.action === 'opened') return `waiting for a person: ${what}`;
+  const answer = entry.answer;
+  const said =
+    answer?.action === 'reject'
+      ? `rejected: ${short(answer.feedback)}`
+      : answer?.action === 'edit'
+        ? `edited (${answer.plan.tasks.length} task(s))`
+        : answer?.action === 'approve'
+          ? 'approved'
+          : 'ended';
+  if (entry.action === 'timed-out') return `${what} timed out: ${said}`;
+  return `${what} ${said}${entry.by ? ` by ${entry.by}` : ''}`;
+}
