@@ -123,7 +123,18 @@ async function run(ctx: BenchContext): Promise<void> {
   const config = benchConfig('fq');
   const prefix = config.redis.prefix;
   process.env[KEY_ENV] = 'sk-bench-fair-quota';
-  const server = await startFakeLlmServer('openai', answer, { quota: QUOTA });
+  /** With BENCH_FAIR_QUOTA_DEBUG: when the server answered each of the small session's calls. */
+  const smallCalls: { at: number; schema: string }[] = [];
+  const server = await startFakeLlmServer(
+    'openai',
+    (request) => {
+      if (request.text.includes('small session')) {
+        smallCalls.push({ at: Date.now(), schema: request.schemaName });
+      }
+      return answer(request);
+    },
+    { quota: QUOTA },
+  );
   const llm = sessionLlm(server.baseUrl);
   const pods = startPods(ctx, prefix);
   const client = await benchClient(url, config);
@@ -131,6 +142,7 @@ async function run(ctx: BenchContext): Promise<void> {
   const refill = () => sleep(QUOTA.perMs + 500);
   const small = async () => {
     const submittedAt = Date.now();
+    smallCalls.length = 0;
     const { id } = await client.submit({ instruction: 'small session', config: { llm } });
     const session = await waitForSessionEnd(admin, prefix, id, 600_000);
     if (process.env.BENCH_FAIR_QUOTA_DEBUG) {
@@ -139,6 +151,8 @@ async function run(ctx: BenchContext): Promise<void> {
         return `${Date.parse(e.timestamp) - submittedAt}ms ${e.type} ${e.entity ?? ''} ${e.to ?? ''}`;
       });
       log(`small session: ${steps.join('; ')}`);
+      const calls = smallCalls.map((c) => `${c.at - submittedAt}ms ${c.schema}`);
+      log(`small session's calls answered: ${calls.join('; ')}`);
     }
     return { submittedAt, completedAt: Date.parse(session.updatedAt) };
   };

@@ -32,6 +32,26 @@ const CLASSES_PER_BAND = 2;
 /** Session priorities run from 1 to 9, 9 first. */
 const HIGHEST_PRIORITY = 9;
 
+/**
+ * How far, in tag units, behind V a session that has been idle (or is new) may start: its first
+ * calls go ahead of the backlog of sessions that have had their share, as FQ-CoDel serves a new
+ * flow's first quantum before the old flows (RFC 8290, the sparse flow optimisation). Tag units
+ * are calls of a one-session tenant: a tenant's sessions split it as they split its share, so a
+ * tenant's credit is the same however many sessions it starts. Bounded: a session's tag never
+ * starts more than this behind V, so it regains the credit only by idling while V moves on by
+ * it (a bucket of SESSION_CREDIT filled at its fair rate), and its share over time is unchanged.
+ */
+export const SESSION_CREDIT = 20;
+
+/**
+ * Requests a line keeps in its bucket for calls that spend their session's credit (their tag is
+ * below V) and for steps: a session that arrives while a backlog binds finds them there, as it
+ * would find the bucket if it were alone, instead of waiting for the refill a call at a time.
+ * At most a quarter of the bucket. They cost the backlog these few requests once per busy spell,
+ * not its rate: the bucket refills at the same pace, it only stops this far above empty.
+ */
+export const RESERVED_REQUESTS = 4;
+
 /** What the line orders a call by; the Lua script adds the tag. */
 export interface LineCall {
   /** The session's priority, 1 to 9 (5 unless set). */

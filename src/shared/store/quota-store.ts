@@ -2,7 +2,14 @@ import type { Result } from 'ioredis';
 import { RateLimitConfig } from '../config/schema.js';
 import type { QuotaView } from '../domain/quota.js';
 import { defineScripts, type RedisConnection } from '../redis.js';
-import { ANONYMOUS_CALLER, CLASS_SPAN, summarizeLine, type LineEntry } from '../quota-line.js';
+import {
+  ANONYMOUS_CALLER,
+  CLASS_SPAN,
+  RESERVED_REQUESTS,
+  SESSION_CREDIT,
+  summarizeLine,
+  type LineEntry,
+} from '../quota-line.js';
 
 /**
  * Provider quotas (issue 33) in Redis: one hash and one sorted set per limit, both inside the
@@ -77,8 +84,15 @@ export interface QuotaStoreOptions {
   /** LINE_GRACE_MS unless set (tests). */
   lineGraceMs?: number;
 }
-/** A session counts for its tenant at a line this long after its last call joined it. */
+/** A session's finish tag at a line is kept this long after its last call joined it. */
 const LINE_IDLE_MS = 60_000;
+/**
+ * A session counts for its tenant at a line (its calls cost the tenant's sessions) while a call
+ * of it waits and this long after its turn or its last call joined: a session that no longer
+ * asks must not go on making its tenant's other sessions pay for it. A few calls' time at any
+ * rate the line serves; its finish tag stays for LINE_IDLE_MS either way.
+ */
+const LINE_ACTIVE_MS = 1_000;
 
 /** A limit as `orq status`, the HTTP API and /metrics show it. */
 export interface QuotaState {
@@ -158,27 +172,41 @@ if entry then
   end
 end
 
--- The call's SFQ tag: max(V, its session's finish), costing the tenant's sessions over its weight.
+-- A session's entry in the fair hash: finish tag, until when it is kept, until when it counts
+-- for its tenant, tenant. (Entries written before 'active' have three fields: active = kept.)
+local function session_entry(value)
+  local f, alive, active, tn = string.match(value, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  if not f then
+    f, alive, tn = string.match(value, '^([^|]*)|([^|]*)|(.*)$')
+    active = alive
+  end
+  return tonumber(f), tonumber(alive) or 0, tonumber(active) or 0, tn
+end
+
+-- The call's SFQ tag: max(V - credit, its session's finish), costing the tenant's sessions that
+-- are at the line over its weight.
 local function tag()
   local V = tonumber(redis.call('HGET', KEYS[6], 'V') or '0') or 0
   local flat = redis.call('HGETALL', KEYS[6])
-  local peers, finish = 1, 0
+  -- A session new to the line (or idle past LINE_IDLE_MS) has no finish tag: it starts at V - credit.
+  local peers, finish, active = 1, -math.huge, 0
   for i = 1, #flat, 2 do
     local field = flat[i]
     if string.sub(field, 1, 2) == 's|' then
-      local f, alive, tn = string.match(flat[i + 1], '^([^|]*)|([^|]*)|(.*)$')
-      if (tonumber(alive) or 0) < now then
+      local f, alive, act, tn = session_entry(flat[i + 1])
+      if alive < now then
         redis.call('HDEL', KEYS[6], field)
       elseif string.sub(field, 3) == sid then
-        finish = tonumber(f) or 0
-      elseif tn == tenant then
+        finish, active = f or finish, act
+      elseif tn == tenant and act >= now then
         peers = peers + 1
       end
     end
   end
-  local s = math.max(V, finish)
+  local s = math.max(V - ${SESSION_CREDIT}, finish)
   local cost = peers / weight
-  redis.call('HSET', KEYS[6], 's|' .. sid, exact(s + cost) .. '|' .. (now + idle) .. '|' .. tenant)
+  active = math.max(active, now + ${LINE_ACTIVE_MS})
+  redis.call('HSET', KEYS[6], 's|' .. sid, exact(s + cost) .. '|' .. (now + idle) .. '|' .. active .. '|' .. tenant)
   redis.call('PEXPIRE', KEYS[6], ${STATE_TTL_MS})
   return s, s - cost * path_lead
 end
@@ -204,13 +232,12 @@ local function refuse(reason, wait)
   end
   local keep = now + wait + grace
   redis.call('ZADD', KEYS[4], keep, call)
-  -- Its session counts for its tenant while it waits, however long.
+  -- Its session counts for its tenant while it waits, however long, and a little past its turn.
   local s = redis.call('HGET', KEYS[6], 's|' .. sid)
   if s then
-    local f, alive, tn = string.match(s, '^([^|]*)|([^|]*)|(.*)$')
-    if (tonumber(alive) or 0) < keep then
-      redis.call('HSET', KEYS[6], 's|' .. sid, f .. '|' .. keep .. '|' .. tn)
-    end
+    local f, alive, active, tn = session_entry(s)
+    active = math.max(active, now + wait + ${LINE_ACTIVE_MS})
+    redis.call('HSET', KEYS[6], 's|' .. sid, exact(f or 0) .. '|' .. math.max(alive, keep) .. '|' .. active .. '|' .. tn)
   end
   local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
   local lasts = tonumber(last[2]) + 1000
@@ -222,7 +249,16 @@ end
 
 local per_request = rpm > 0 and 60000 / rpm or 0
 if paused > now then return refuse('paused', paused - now + ahead * per_request) end
-if rpm > 0 and r < ahead + 1 then return refuse('requests', (ahead + 1 - r) * per_request) end
+-- The last requests of the bucket are kept for calls spending a session's credit (a tag below
+-- V) and for steps: what a backlog leaves in it when it binds (quota-line.ts, RESERVED_REQUESTS).
+local keep = 0
+if rpm > 0 and class % 2 == 1 then
+  local V = tonumber(redis.call('HGET', KEYS[6], 'V') or '0') or 0
+  if not start or start >= V then keep = math.min(${RESERVED_REQUESTS}, math.floor(rcap / 4)) end
+end
+if rpm > 0 and r < ahead + 1 + keep then
+  return refuse('requests', (ahead + 1 + keep - r) * per_request)
+end
 if tpm > 0 then
   -- What the calls ahead need (the first 256 exactly, the rest at their average).
   local before = 0
