@@ -11,7 +11,12 @@ import { startPrivateRedis } from '../../src/shared/redis-server.js';
 import { stopProcess, waitForOutput } from '../support/cli.js';
 import { providerLimit } from '../../src/shared/llm/quota.js';
 import { FairRelease } from '../../src/shared/fair-release.js';
-import { lineClass, pathLead } from '../../src/shared/quota-line.js';
+import {
+  lineClass,
+  pathLead,
+  RESERVED_REQUESTS,
+  SESSION_CREDIT,
+} from '../../src/shared/quota-line.js';
 import { answerOneTask } from '../support/fake-answers.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
@@ -239,6 +244,105 @@ describe('the fair line of a limit', () => {
       await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
     }
     expect(await round(a, id, [...leaves, chain])).toEqual(chain);
+  });
+});
+
+describe('a session that arrives while a backlog binds the limit', () => {
+  it('has its first calls granted ahead of the backlog, up to its credit, then shares', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    const big = Array.from({ length: 40 }, (_, i) => caller('big', i));
+    for (const call of big) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    // The backlog has had its credit: it is served level with V from here.
+    let waiting = [...big];
+    for (let i = 0; i < SESSION_CREDIT + 2; i += 1) {
+      const winner = await round(a, id, waiting);
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    const small = Array.from({ length: 30 }, (_, i) => caller('small', i));
+    for (const call of small) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    waiting = [...waiting, ...small];
+    const winners: string[] = [];
+    for (let i = 0; i < 16; i += 1) {
+      // The backlog asks first every round.
+      const winner = await round(a, id, waiting);
+      winners.push(winner?.sessionId ?? 'none');
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    // Its credit (SESSION_CREDIT tag units at 2 a call: its tenant has 2 sessions at the line)
+    // goes first: without it, the newcomer would get every other grant from the start.
+    const credit = SESSION_CREDIT / 2;
+    expect(winners.slice(0, credit)).toEqual(Array(credit).fill('small'));
+    // Bounded: then the backlog gets its share again.
+    expect(winners.slice(credit).filter((w) => w === 'big').length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("finds the bucket's last requests kept for it, which the backlog cannot take", async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    // 20 a second, 16 at once: RESERVED_REQUESTS of them are kept.
+    const settings: QuotaSettings = { requestsPerMinute: 1_200, burstSeconds: 0.8 };
+    // A backlog that has spent its credit: its calls wait level with V or later.
+    await a.pause(id, 1_500);
+    const big = Array.from({ length: 200 }, (_, i) => caller('big', i));
+    for (const call of big) await a.acquire(id, settings, 0, randomUUID(), 10_000, call);
+    let waiting = [...big];
+    let granted = 0;
+    const deadline = Date.now() + 10_000;
+    // The backlog asks again and again until it is held at the reserve (its credit spent).
+    while (granted < SESSION_CREDIT + 8 && Date.now() < deadline) {
+      for (const call of waiting.slice(0, 4)) {
+        if ((await a.acquire(id, settings, 0, randomUUID(), 10_000, call)).granted) {
+          granted += 1;
+          waiting = waiting.filter((c) => c !== call);
+        }
+      }
+      await sleep(10);
+    }
+    expect(granted).toBeGreaterThanOrEqual(SESSION_CREDIT + 8);
+    await sleep(300);
+    for (const call of waiting.slice(0, 4)) {
+      await a.acquire(id, settings, 0, randomUUID(), 10_000, call);
+    }
+    // The backlog stops with the reserve left in the bucket...
+    expect((await a.read(id, settings)).requestsLeft).toBeGreaterThanOrEqual(RESERVED_REQUESTS - 1);
+    // ...which a newcomer's calls take at once, as if it were alone.
+    const small = Array.from({ length: RESERVED_REQUESTS - 1 }, (_, i) => caller('small', i));
+    for (const call of small) {
+      expect(await a.acquire(id, settings, 0, randomUUID(), 10_000, call)).toEqual({
+        granted: true,
+      });
+    }
+  });
+
+  it('counts a session for its tenant only while it waits, not for a minute after', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    // Tenant A's first session waits, is served and leaves the line.
+    const early = caller('a-early', 0, { tenant: 'A' });
+    await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, early);
+    expect(await round(a, id, [early])).toEqual(early);
+    await sleep(1_500);
+    // Then A's second session and B's one wait with backlogs: one each, alternately, as if the
+    // early session had never been (counted, it would halve A's share: one in three).
+    const late = Array.from({ length: 12 }, (_, i) => caller('a-late', i, { tenant: 'A' }));
+    const b = Array.from({ length: 12 }, (_, i) => caller('b', i, { tenant: 'B' }));
+    await drain(a, id);
+    for (let i = 0; i < 12; i += 1) {
+      for (const call of [late[i], b[i]] as LineCaller[]) {
+        await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+      }
+    }
+    let waiting = [...late, ...b];
+    let toA = 0;
+    for (let i = 0; i < 20; i += 1) {
+      const winner = await round(a, id, waiting);
+      if (winner?.tenant === 'A') toA += 1;
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    expect(toA).toBeGreaterThanOrEqual(9);
   });
 });
 
