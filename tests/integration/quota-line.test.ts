@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, inject } from 'vitest';
 import { startPrivateRedis } from '../../src/shared/redis-server.js';
@@ -83,8 +84,12 @@ async function drain(store: QuotaStore, id: string): Promise<void> {
 }
 
 /** Until the bucket has its request back, so the next call's outcome is its rank's. */
-async function refilled(store: QuotaStore, id: string): Promise<void> {
-  while (((await store.read(id, ONE_AT_A_TIME)).requestsLeft ?? 0) < 1) await sleep(5);
+async function refilled(
+  store: QuotaStore,
+  id: string,
+  settings: QuotaSettings = ONE_AT_A_TIME,
+): Promise<void> {
+  while (((await store.read(id, settings)).requestsLeft ?? 0) < 1) await sleep(5);
 }
 
 /**
@@ -344,6 +349,84 @@ describe('a session that arrives while a backlog binds the limit', () => {
     }
     expect(toA).toBeGreaterThanOrEqual(9);
   });
+});
+
+describe('no call starves within its band', () => {
+  /** 50 a second, one at a time: a refill every 20 ms. */
+  const FAST_ONE: QuotaSettings = { requestsPerMinute: 3_000, burstSeconds: 0.02 };
+  const tenants = ['A', 'B', 'C'] as const;
+  /** Another session of the band: its tenant, and when (round) how many of its calls join. */
+  const sessionArb = fc.record({
+    tenant: fc.constantFrom(...tenants),
+    joins: fc.array(fc.record({ round: fc.nat(12), calls: fc.integer({ min: 1, max: 8 }) }), {
+      minLength: 1,
+      maxLength: 3,
+    }),
+  });
+
+  it('a newcomer waits at most for the calls ahead of it when it joined, and one tie per session joining later', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(sessionArb, { minLength: 1, maxLength: 5 }),
+        fc.record({ A: fc.integer({ min: 1, max: 3 }), B: fc.constant(1), C: fc.constant(2) }),
+        fc.nat(8),
+        fc.infiniteStream(fc.nat()),
+        async (others, weights, joinsAt, shuffle) => {
+          const [store] = twoPods();
+          const id = limitId();
+          await store.pause(id, 100);
+          const numbered = new Map<string, number>();
+          const callOf = (sessionId: string, tenant: (typeof tenants)[number]) => {
+            const n = numbered.get(sessionId) ?? 0;
+            numbered.set(sessionId, n + 1);
+            return caller(sessionId, n, { tenant, weight: weights[tenant] });
+          };
+          const x = callOf('x', 'A');
+          let waiting: LineCaller[] = [];
+          let placeAtJoin: number | undefined;
+          let othersGranted = 0;
+          const joinedAfter = new Set<string>();
+          for (let round = 0; round < 200; round += 1) {
+            for (const [i, session] of others.entries()) {
+              for (const join of session.joins.filter((j) => j.round === round)) {
+                for (let c = 0; c < join.calls; c += 1) {
+                  const call = callOf(`s${i}`, session.tenant);
+                  await store.acquire(id, FAST_ONE, 0, randomUUID(), 10_000, call);
+                  waiting.push(call);
+                  if (placeAtJoin !== undefined) joinedAfter.add(call.sessionId);
+                }
+              }
+            }
+            if (round === joinsAt) {
+              const joined = await store.acquire(id, FAST_ONE, 0, randomUUID(), 10_000, x);
+              placeAtJoin = joined.granted ? 1 : joined.place;
+              if (joined.granted) break;
+              waiting.push(x);
+            }
+            if (waiting.length === 0) {
+              if (placeAtJoin !== undefined) break;
+              continue;
+            }
+            await refilled(store, id, FAST_ONE);
+            // Every waiter asks once, in an order the property picks.
+            const order = [...waiting].sort(() => ((shuffle.next().value as number) % 3) - 1);
+            const granted: LineCaller[] = [];
+            for (const call of order) {
+              const outcome = await store.acquire(id, FAST_ONE, 0, randomUUID(), 10_000, call);
+              if (outcome.granted) granted.push(call);
+            }
+            waiting = waiting.filter((c) => !granted.includes(c));
+            if (placeAtJoin === undefined) continue;
+            if (granted.includes(x)) break;
+            othersGranted += granted.length;
+          }
+          expect(waiting).not.toContain(x);
+          expect(othersGranted).toBeLessThanOrEqual((placeAtJoin ?? 1) - 1 + joinedAfter.size);
+        },
+      ),
+      { numRuns: 12 },
+    );
+  }, 120_000);
 });
 
 describe('nothing stuck in the line', () => {

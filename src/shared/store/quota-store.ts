@@ -228,6 +228,8 @@ local function refuse(reason, wait)
       score = class * ${CLASS_SPAN} + key
     end
     redis.call('ZADD', KEYS[3], exact(score), call)
+    -- Its place counts the calls of an equal rank whose ids sort first: they go first.
+    ahead = redis.call('ZRANK', KEYS[3], call)
     redis.call('HSET', KEYS[5], call, exact(start) .. '|' .. now .. '|' .. need .. '|' .. sid .. '|' .. tenant)
   end
   local keep = now + wait + grace
@@ -249,12 +251,13 @@ end
 
 local per_request = rpm > 0 and 60000 / rpm or 0
 if paused > now then return refuse('paused', paused - now + ahead * per_request) end
--- The last requests of the bucket are kept for calls spending a session's credit (a tag below
--- V) and for steps: what a backlog leaves in it when it binds (quota-line.ts, RESERVED_REQUESTS).
+-- While calls wait, the last requests of the bucket are kept for calls spending a session's
+-- credit (a tag below V) and for steps: a backlog that binds leaves them (RESERVED_REQUESTS). A
+-- call with no one waiting (not tagged) takes what there is.
 local keep = 0
 if rpm > 0 and class % 2 == 1 then
   local V = tonumber(redis.call('HGET', KEYS[6], 'V') or '0') or 0
-  if not start or start >= V then keep = math.min(${RESERVED_REQUESTS}, math.floor(rcap / 4)) end
+  if start and start >= V then keep = math.min(${RESERVED_REQUESTS}, math.floor(rcap / 4)) end
 end
 if rpm > 0 and r < ahead + 1 + keep then
   return refuse('requests', (ahead + 1 + keep - r) * per_request)
