@@ -33,13 +33,12 @@ const CLASSES_PER_BAND = 2;
 const HIGHEST_PRIORITY = 9;
 
 /**
- * How far, in tag units, behind V a session that has been idle (or is new) may start: its first
- * calls go ahead of the backlog of sessions that have had their share, as FQ-CoDel serves a new
- * flow's first quantum before the old flows (RFC 8290, the sparse flow optimisation). Tag units
- * are calls of a one-session tenant: a tenant's sessions split it as they split its share, so a
- * tenant's credit is the same however many sessions it starts. Bounded: a session's tag never
- * starts more than this behind V, so it regains the credit only by idling while V moves on by
- * it (a bucket of SESSION_CREDIT filled at its fair rate), and its share over time is unchanged.
+ * How far, in tag units, behind V a session new to the line starts (or one that has not asked
+ * for a minute): its first calls go ahead of the backlog of sessions that have had their share,
+ * as FQ-CoDel serves a new flow's first quantum before the old flows (RFC 8290, the sparse flow
+ * optimisation). Tag units are calls of a one-session tenant: a tenant's sessions split it as
+ * they split its share. Bounded: a session has it once; while it keeps asking it starts at V at
+ * the lowest, so it cannot win the credit back by pausing, and its share over time is unchanged.
  */
 export const SESSION_CREDIT = 20;
 

@@ -135,11 +135,13 @@ end
  * The line (quota-line.ts): `line` ranks the waiting calls (member = call id, score = rank),
  * `leases` says until when each keeps its place (its pod may die), `waiters` holds each one's
  * `tag|since|tokens|sessionId|tenant`, `fair` the line's V and per session
- * `s|<id>` = `finish|alive until|tenant`. A call is granted only if the limit has room for it and
- * for every call ranked ahead of it (the ones ahead take theirs when they come back), so no call
- * takes what one ahead waits for; a refused call keeps (or takes) its place and learns when its
- * turn should come. With no line, a call with room is granted without being tagged: the fast
- * path of a limit that does not bind stays one script of a few commands.
+ * `s|<id>` = `finish|kept until|counted until|credit spent|tenant`. A call is granted only if
+ * the limit has room for it and for every call ranked ahead of it (the ones ahead take theirs
+ * when they come back), so no call takes what one ahead waits for; a refused call keeps (or
+ * takes) its place and learns when its turn should come. While calls wait, RESERVED_REQUESTS
+ * are kept for calls spending their session's credit and for steps. With no line, a call with
+ * room is granted without being tagged: the fast path of a limit that does not bind stays one
+ * script of a few commands.
  */
 const ACQUIRE_SCRIPT = `${REFILL}
 local rpm, tpm, maxc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -173,40 +175,52 @@ if entry then
 end
 
 -- A session's entry in the fair hash: finish tag, until when it is kept, until when it counts
--- for its tenant, tenant. (Entries written before 'active' have three fields: active = kept.)
+-- for its tenant, whether its credit is spent (1) or not (0), tenant. Entries of three fields
+-- (finish, kept, tenant) were written before the credit: it counts as spent.
 local function session_entry(value)
-  local f, alive, active, tn = string.match(value, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  local f, alive, active, spent, tn = string.match(value, '^([^|]*)|([^|]*)|([^|]*)|([01])|(.*)$')
   if not f then
     f, alive, tn = string.match(value, '^([^|]*)|([^|]*)|(.*)$')
-    active = alive
+    active, spent = alive, '1'
   end
-  return tonumber(f), tonumber(alive) or 0, tonumber(active) or 0, tn
+  return tonumber(f), tonumber(alive) or 0, tonumber(active) or 0, spent == '1', tn
 end
 
--- The call's SFQ tag: max(V - credit, its session's finish), costing the tenant's sessions that
--- are at the line over its weight.
+-- The call's SFQ tag and cost: max(V, its session's finish), or for a session still spending its
+-- credit, max(V - credit, finish); each call costs the tenant's sessions at the line over its
+-- weight.
 local function tag()
   local V = tonumber(redis.call('HGET', KEYS[6], 'V') or '0') or 0
   local flat = redis.call('HGETALL', KEYS[6])
-  -- A session new to the line (or idle past LINE_IDLE_MS) has no finish tag: it starts at V - credit.
-  local peers, finish, active = 1, -math.huge, 0
+  -- A session new to the line (or idle past LINE_IDLE_MS) has no finish tag.
+  local peers, finish, active, spent = 1, nil, 0, false
   for i = 1, #flat, 2 do
     local field = flat[i]
     if string.sub(field, 1, 2) == 's|' then
-      local f, alive, act, tn = session_entry(flat[i + 1])
+      local f, alive, act, sp, tn = session_entry(flat[i + 1])
       if alive < now then
         redis.call('HDEL', KEYS[6], field)
       elseif string.sub(field, 3) == sid then
-        finish, active = f or finish, act
+        finish, active, spent = f, act, sp
       elseif tn == tenant and act >= now then
         peers = peers + 1
       end
     end
   end
-  local s = math.max(V - ${SESSION_CREDIT}, finish)
+  -- The credit is had once: from its first call until the session's tags reach V. Then it starts
+  -- at V at the lowest, so a session cannot win it back by pausing, and a tenant's sessions that
+  -- come and go do not add credit up (FQ-CoDel keeps an emptied new flow on the old list for the
+  -- same reason).
+  local s
+  if spent then
+    s = math.max(V, finish or V)
+  else
+    s = math.max(V - ${SESSION_CREDIT}, finish or (V - ${SESSION_CREDIT}))
+  end
   local cost = peers / weight
+  if s + cost >= V then spent = true end
   active = math.max(active, now + ${LINE_ACTIVE_MS})
-  redis.call('HSET', KEYS[6], 's|' .. sid, exact(s + cost) .. '|' .. (now + idle) .. '|' .. active .. '|' .. tenant)
+  redis.call('HSET', KEYS[6], 's|' .. sid, exact(s + cost) .. '|' .. (now + idle) .. '|' .. active .. '|' .. (spent and '1' or '0') .. '|' .. tenant)
   redis.call('PEXPIRE', KEYS[6], ${STATE_TTL_MS})
   return s, s - cost * path_lead
 end
@@ -237,9 +251,9 @@ local function refuse(reason, wait)
   -- Its session counts for its tenant while it waits, however long, and a little past its turn.
   local s = redis.call('HGET', KEYS[6], 's|' .. sid)
   if s then
-    local f, alive, active, tn = session_entry(s)
+    local f, alive, active, spent, tn = session_entry(s)
     active = math.max(active, now + wait + ${LINE_ACTIVE_MS})
-    redis.call('HSET', KEYS[6], 's|' .. sid, exact(f or 0) .. '|' .. math.max(alive, keep) .. '|' .. active .. '|' .. tn)
+    redis.call('HSET', KEYS[6], 's|' .. sid, exact(f or 0) .. '|' .. math.max(alive, keep) .. '|' .. active .. '|' .. (spent and '1' or '0') .. '|' .. tn)
   end
   local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
   local lasts = tonumber(last[2]) + 1000
