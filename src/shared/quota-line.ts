@@ -13,8 +13,8 @@ export { tenantWeight } from './tenant-weight.js';
  *    max(the line's V, its session's last finish tag), each call costing its session the number
  *    of its tenant's sessions at the line over the tenant's weight. So tenants share the limit
  *    by weight and a tenant's sessions share its part equally. The line's V is the tag of the
- *    last call it granted: a session that arrives late starts at V, level with the backlog's
- *    next call, not behind it;
+ *    last call it granted: a session that arrives late starts SESSION_CREDIT behind V, ahead of
+ *    the backlog's next calls, not behind them (and finds RESERVED_REQUESTS kept for it);
  * 4. the critical path: a task on a longer chain goes up to PATH_CALLS of its session's calls
  *    ahead.
  *
