@@ -13,8 +13,8 @@ export { tenantWeight } from './tenant-weight.js';
  *    max(the line's V, its session's last finish tag), each call costing its session the number
  *    of its tenant's sessions at the line over the tenant's weight. So tenants share the limit
  *    by weight and a tenant's sessions share its part equally. The line's V is the tag of the
- *    last call it granted: a session that arrives late starts at V, level with the backlog's
- *    next call, not behind it;
+ *    last call it granted: a session that arrives late starts SESSION_CREDIT behind V, ahead of
+ *    the backlog's next calls, not behind them (and finds RESERVED_REQUESTS kept for it);
  * 4. the critical path: a task on a longer chain goes up to PATH_CALLS of its session's calls
  *    ahead.
  *
@@ -31,6 +31,25 @@ export const CLASS_SPAN = 2 ** 44;
 const CLASSES_PER_BAND = 2;
 /** Session priorities run from 1 to 9, 9 first. */
 const HIGHEST_PRIORITY = 9;
+
+/**
+ * How far, in tag units, behind V a session new to the line starts (or one that has not asked
+ * for a minute): its first calls go ahead of the backlog of sessions that have had their share,
+ * as FQ-CoDel serves a new flow's first quantum before the old flows (RFC 8290, the sparse flow
+ * optimisation). Tag units are calls of a one-session tenant: a tenant's sessions split it as
+ * they split its share. Bounded: a session has it once; while it keeps asking it starts at V at
+ * the lowest, so it cannot win the credit back by pausing, and its share over time is unchanged.
+ */
+export const SESSION_CREDIT = 20;
+
+/**
+ * Requests a line keeps in its bucket for calls that spend their session's credit (their tag is
+ * below V) and for steps: a session that arrives while a backlog binds finds them there, as it
+ * would find the bucket if it were alone, instead of waiting for the refill a call at a time.
+ * At most a quarter of the bucket. They cost the backlog these few requests once per busy spell,
+ * not its rate: the bucket refills at the same pace, it only stops this far above empty.
+ */
+export const RESERVED_REQUESTS = 4;
 
 /** What the line orders a call by; the Lua script adds the tag. */
 export interface LineCall {

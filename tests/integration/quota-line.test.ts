@@ -5,13 +5,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, inject } from 'vitest';
 import { startTestRedis } from '../support/test-redis.js';
 import { stopProcess, waitForOutput } from '../support/cli.js';
 import { providerLimit } from '../../src/shared/llm/quota.js';
 import { FairRelease } from '../../src/shared/fair-release.js';
-import { lineClass, pathLead } from '../../src/shared/quota-line.js';
+import {
+  lineClass,
+  pathLead,
+  RESERVED_REQUESTS,
+  SESSION_CREDIT,
+} from '../../src/shared/quota-line.js';
 import { answerOneTask } from '../support/fake-answers.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
@@ -78,8 +84,12 @@ async function drain(store: QuotaStore, id: string): Promise<void> {
 }
 
 /** Until the bucket has its request back, so the next call's outcome is its rank's. */
-async function refilled(store: QuotaStore, id: string): Promise<void> {
-  while (((await store.read(id, ONE_AT_A_TIME)).requestsLeft ?? 0) < 1) await sleep(5);
+async function refilled(
+  store: QuotaStore,
+  id: string,
+  settings: QuotaSettings = ONE_AT_A_TIME,
+): Promise<void> {
+  while (((await store.read(id, settings)).requestsLeft ?? 0) < 1) await sleep(5);
 }
 
 /**
@@ -240,6 +250,183 @@ describe('the fair line of a limit', () => {
     }
     expect(await round(a, id, [...leaves, chain])).toEqual(chain);
   });
+});
+
+describe('a session that arrives while a backlog binds the limit', () => {
+  it('has its first calls granted ahead of the backlog, up to its credit, then shares', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    const big = Array.from({ length: 40 }, (_, i) => caller('big', i));
+    for (const call of big) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    // The backlog has had its credit: it is served level with V from here.
+    let waiting = [...big];
+    for (let i = 0; i < SESSION_CREDIT + 2; i += 1) {
+      const winner = await round(a, id, waiting);
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    const small = Array.from({ length: 30 }, (_, i) => caller('small', i));
+    for (const call of small) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    waiting = [...waiting, ...small];
+    const winners: string[] = [];
+    for (let i = 0; i < 16; i += 1) {
+      // The backlog asks first every round.
+      const winner = await round(a, id, waiting);
+      winners.push(winner?.sessionId ?? 'none');
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    // Its credit (SESSION_CREDIT tag units at 2 a call: its tenant has 2 sessions at the line)
+    // goes first: without it, the newcomer would get every other grant from the start.
+    const credit = SESSION_CREDIT / 2;
+    expect(winners.slice(0, credit)).toEqual(Array(credit).fill('small'));
+    // Bounded: then the backlog gets its share again.
+    expect(winners.slice(credit).filter((w) => w === 'big').length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("finds the bucket's last requests kept for it, which the backlog cannot take", async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    // 20 a second, 16 at once: RESERVED_REQUESTS of them are kept.
+    const settings: QuotaSettings = { requestsPerMinute: 1_200, burstSeconds: 0.8 };
+    // A backlog that has spent its credit: its calls wait level with V or later.
+    await a.pause(id, 1_500);
+    const big = Array.from({ length: 200 }, (_, i) => caller('big', i));
+    for (const call of big) await a.acquire(id, settings, 0, randomUUID(), 10_000, call);
+    let waiting = [...big];
+    let granted = 0;
+    const deadline = Date.now() + 10_000;
+    // The backlog asks again and again until it is held at the reserve (its credit spent).
+    while (granted < SESSION_CREDIT + 8 && Date.now() < deadline) {
+      for (const call of waiting.slice(0, 4)) {
+        if ((await a.acquire(id, settings, 0, randomUUID(), 10_000, call)).granted) {
+          granted += 1;
+          waiting = waiting.filter((c) => c !== call);
+        }
+      }
+      await sleep(10);
+    }
+    expect(granted).toBeGreaterThanOrEqual(SESSION_CREDIT + 8);
+    await sleep(300);
+    for (const call of waiting.slice(0, 4)) {
+      await a.acquire(id, settings, 0, randomUUID(), 10_000, call);
+    }
+    // The backlog stops with the reserve left in the bucket...
+    expect((await a.read(id, settings)).requestsLeft).toBeGreaterThanOrEqual(RESERVED_REQUESTS - 1);
+    // ...which a newcomer's calls take at once, as if it were alone.
+    const small = Array.from({ length: RESERVED_REQUESTS - 1 }, (_, i) => caller('small', i));
+    for (const call of small) {
+      expect(await a.acquire(id, settings, 0, randomUUID(), 10_000, call)).toEqual({
+        granted: true,
+      });
+    }
+  });
+
+  it('counts a session for its tenant only while it waits, not for a minute after', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    // Tenant A's first session waits, is served and leaves the line.
+    const early = caller('a-early', 0, { tenant: 'A' });
+    await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, early);
+    expect(await round(a, id, [early])).toEqual(early);
+    await sleep(1_500);
+    // Then A's second session and B's one wait with backlogs: one each, alternately, as if the
+    // early session had never been (counted, it would halve A's share: one in three).
+    const late = Array.from({ length: 12 }, (_, i) => caller('a-late', i, { tenant: 'A' }));
+    const b = Array.from({ length: 12 }, (_, i) => caller('b', i, { tenant: 'B' }));
+    await drain(a, id);
+    for (let i = 0; i < 12; i += 1) {
+      for (const call of [late[i], b[i]] as LineCaller[]) {
+        await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+      }
+    }
+    let waiting = [...late, ...b];
+    let toA = 0;
+    for (let i = 0; i < 20; i += 1) {
+      const winner = await round(a, id, waiting);
+      if (winner?.tenant === 'A') toA += 1;
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    expect(toA).toBeGreaterThanOrEqual(9);
+  });
+});
+
+describe('no call starves within its band', () => {
+  /** 50 a second, one at a time: a refill every 20 ms. */
+  const FAST_ONE: QuotaSettings = { requestsPerMinute: 3_000, burstSeconds: 0.02 };
+  const tenants = ['A', 'B', 'C'] as const;
+  /** Another session of the band: its tenant, and when (round) how many of its calls join. */
+  const sessionArb = fc.record({
+    tenant: fc.constantFrom(...tenants),
+    joins: fc.array(fc.record({ round: fc.nat(12), calls: fc.integer({ min: 1, max: 8 }) }), {
+      minLength: 1,
+      maxLength: 3,
+    }),
+  });
+
+  it('a newcomer waits at most for the calls ahead of it when it joined, and one tie per session joining later', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(sessionArb, { minLength: 1, maxLength: 5 }),
+        fc.record({ A: fc.integer({ min: 1, max: 3 }), B: fc.constant(1), C: fc.constant(2) }),
+        fc.nat(8),
+        fc.infiniteStream(fc.nat()),
+        async (others, weights, joinsAt, shuffle) => {
+          const [store] = twoPods();
+          const id = limitId();
+          await store.pause(id, 100);
+          const numbered = new Map<string, number>();
+          const callOf = (sessionId: string, tenant: (typeof tenants)[number]) => {
+            const n = numbered.get(sessionId) ?? 0;
+            numbered.set(sessionId, n + 1);
+            return caller(sessionId, n, { tenant, weight: weights[tenant] });
+          };
+          const x = callOf('x', 'A');
+          let waiting: LineCaller[] = [];
+          let placeAtJoin: number | undefined;
+          let othersGranted = 0;
+          const joinedAfter = new Set<string>();
+          for (let round = 0; round < 200; round += 1) {
+            for (const [i, session] of others.entries()) {
+              for (const join of session.joins.filter((j) => j.round === round)) {
+                for (let c = 0; c < join.calls; c += 1) {
+                  const call = callOf(`s${i}`, session.tenant);
+                  await store.acquire(id, FAST_ONE, 0, randomUUID(), 10_000, call);
+                  waiting.push(call);
+                  if (placeAtJoin !== undefined) joinedAfter.add(call.sessionId);
+                }
+              }
+            }
+            if (round === joinsAt) {
+              const joined = await store.acquire(id, FAST_ONE, 0, randomUUID(), 10_000, x);
+              placeAtJoin = joined.granted ? 1 : joined.place;
+              if (joined.granted) break;
+              waiting.push(x);
+            }
+            if (waiting.length === 0) {
+              if (placeAtJoin !== undefined) break;
+              continue;
+            }
+            await refilled(store, id, FAST_ONE);
+            // Every waiter asks once, in an order the property picks.
+            const order = [...waiting].sort(() => ((shuffle.next().value as number) % 3) - 1);
+            const granted: LineCaller[] = [];
+            for (const call of order) {
+              const outcome = await store.acquire(id, FAST_ONE, 0, randomUUID(), 10_000, call);
+              if (outcome.granted) granted.push(call);
+            }
+            waiting = waiting.filter((c) => !granted.includes(c));
+            if (placeAtJoin === undefined) continue;
+            if (granted.includes(x)) break;
+            othersGranted += granted.length;
+          }
+          expect(waiting).not.toContain(x);
+          expect(othersGranted).toBeLessThanOrEqual((placeAtJoin ?? 1) - 1 + joinedAfter.size);
+        },
+      ),
+      { numRuns: 12 },
+    );
+  }, 120_000);
 });
 
 describe('nothing stuck in the line', () => {

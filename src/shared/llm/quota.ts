@@ -138,9 +138,11 @@ export interface QuotaEvents {
  * back at its turn (the line says when), so the hand-back costs two Redis calls, not the place.
  * 2 s before the line (issue 46): a small session's jobs then waited for slots behind the
  * backlog's sleepers (fair.quota_small_behind_big_ratio 2.7-3.4 in the first runs with 2 s,
- * 1.9 in the first with 0.5 s).
+ * 1.9 in the first with 0.5 s). 150 ms, about a model call: with 0.5 s a newcomer's task
+ * judgements still came one per judge slot freed (100-150 ms apart) behind the backlog's
+ * sleeping judgements, though the line had them first.
  */
-export const MAX_IN_JOB_WAIT_MS = 500;
+export const MAX_IN_JOB_WAIT_MS = 150;
 
 export interface ProviderQuotasOptions {
   /** Longest wait slept inside a job, in all; a longer one hands the job back (MAX_IN_JOB_WAIT_MS). */

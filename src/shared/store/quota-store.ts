@@ -2,7 +2,14 @@ import type { Result } from 'ioredis';
 import { RateLimitConfig } from '../config/schema.js';
 import type { QuotaView } from '../domain/quota.js';
 import { defineScripts, type RedisConnection } from '../redis.js';
-import { ANONYMOUS_CALLER, CLASS_SPAN, summarizeLine, type LineEntry } from '../quota-line.js';
+import {
+  ANONYMOUS_CALLER,
+  CLASS_SPAN,
+  RESERVED_REQUESTS,
+  SESSION_CREDIT,
+  summarizeLine,
+  type LineEntry,
+} from '../quota-line.js';
 
 /**
  * Provider quotas (issue 33) in Redis: one hash and one sorted set per limit, both inside the
@@ -77,8 +84,15 @@ export interface QuotaStoreOptions {
   /** LINE_GRACE_MS unless set (tests). */
   lineGraceMs?: number;
 }
-/** A session counts for its tenant at a line this long after its last call joined it. */
+/** A session's finish tag at a line is kept this long after its last call joined it. */
 const LINE_IDLE_MS = 60_000;
+/**
+ * A session counts for its tenant at a line (its calls cost the tenant's sessions) while a call
+ * of it waits and this long after its turn or its last call joined: a session that no longer
+ * asks must not go on making its tenant's other sessions pay for it. A few calls' time at any
+ * rate the line serves; its finish tag stays for LINE_IDLE_MS either way.
+ */
+const LINE_ACTIVE_MS = 1_000;
 
 /** A limit as `orq status`, the HTTP API and /metrics show it. */
 export interface QuotaState {
@@ -121,11 +135,13 @@ end
  * The line (quota-line.ts): `line` ranks the waiting calls (member = call id, score = rank),
  * `leases` says until when each keeps its place (its pod may die), `waiters` holds each one's
  * `tag|since|tokens|sessionId|tenant`, `fair` the line's V and per session
- * `s|<id>` = `finish|alive until|tenant`. A call is granted only if the limit has room for it and
- * for every call ranked ahead of it (the ones ahead take theirs when they come back), so no call
- * takes what one ahead waits for; a refused call keeps (or takes) its place and learns when its
- * turn should come. With no line, a call with room is granted without being tagged: the fast
- * path of a limit that does not bind stays one script of a few commands.
+ * `s|<id>` = `finish|kept until|counted until|credit spent|tenant`. A call is granted only if
+ * the limit has room for it and for every call ranked ahead of it (the ones ahead take theirs
+ * when they come back), so no call takes what one ahead waits for; a refused call keeps (or
+ * takes) its place and learns when its turn should come. While calls wait, RESERVED_REQUESTS
+ * are kept for calls spending their session's credit and for steps. With no line, a call with
+ * room is granted without being tagged: the fast path of a limit that does not bind stays one
+ * script of a few commands.
  */
 const ACQUIRE_SCRIPT = `${REFILL}
 local rpm, tpm, maxc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -158,27 +174,53 @@ if entry then
   end
 end
 
--- The call's SFQ tag: max(V, its session's finish), costing the tenant's sessions over its weight.
+-- A session's entry in the fair hash: finish tag, until when it is kept, until when it counts
+-- for its tenant, whether its credit is spent (1) or not (0), tenant. Entries of three fields
+-- (finish, kept, tenant) were written before the credit: it counts as spent.
+local function session_entry(value)
+  local f, alive, active, spent, tn = string.match(value, '^([^|]*)|([^|]*)|([^|]*)|([01])|(.*)$')
+  if not f then
+    f, alive, tn = string.match(value, '^([^|]*)|([^|]*)|(.*)$')
+    active, spent = alive, '1'
+  end
+  return tonumber(f), tonumber(alive) or 0, tonumber(active) or 0, spent == '1', tn
+end
+
+-- The call's SFQ tag and cost: max(V, its session's finish), or for a session still spending its
+-- credit, max(V - credit, finish); each call costs the tenant's sessions at the line over its
+-- weight.
 local function tag()
   local V = tonumber(redis.call('HGET', KEYS[6], 'V') or '0') or 0
   local flat = redis.call('HGETALL', KEYS[6])
-  local peers, finish = 1, 0
+  -- A session new to the line (or idle past LINE_IDLE_MS) has no finish tag.
+  local peers, finish, active, spent = 1, nil, 0, false
   for i = 1, #flat, 2 do
     local field = flat[i]
     if string.sub(field, 1, 2) == 's|' then
-      local f, alive, tn = string.match(flat[i + 1], '^([^|]*)|([^|]*)|(.*)$')
-      if (tonumber(alive) or 0) < now then
+      local f, alive, act, sp, tn = session_entry(flat[i + 1])
+      if alive < now then
         redis.call('HDEL', KEYS[6], field)
       elseif string.sub(field, 3) == sid then
-        finish = tonumber(f) or 0
-      elseif tn == tenant then
+        finish, active, spent = f, act, sp
+      elseif tn == tenant and act >= now then
         peers = peers + 1
       end
     end
   end
-  local s = math.max(V, finish)
+  -- The credit is had once: from its first call until the session's tags reach V. Then it starts
+  -- at V at the lowest, so a session cannot win it back by pausing, and a tenant's sessions that
+  -- come and go do not add credit up (FQ-CoDel keeps an emptied new flow on the old list for the
+  -- same reason).
+  local s
+  if spent then
+    s = math.max(V, finish or V)
+  else
+    s = math.max(V - ${SESSION_CREDIT}, finish or (V - ${SESSION_CREDIT}))
+  end
   local cost = peers / weight
-  redis.call('HSET', KEYS[6], 's|' .. sid, exact(s + cost) .. '|' .. (now + idle) .. '|' .. tenant)
+  if s + cost >= V then spent = true end
+  active = math.max(active, now + ${LINE_ACTIVE_MS})
+  redis.call('HSET', KEYS[6], 's|' .. sid, exact(s + cost) .. '|' .. (now + idle) .. '|' .. active .. '|' .. (spent and '1' or '0') .. '|' .. tenant)
   redis.call('PEXPIRE', KEYS[6], ${STATE_TTL_MS})
   return s, s - cost * path_lead
 end
@@ -200,17 +242,18 @@ local function refuse(reason, wait)
       score = class * ${CLASS_SPAN} + key
     end
     redis.call('ZADD', KEYS[3], exact(score), call)
+    -- Its place counts the calls of an equal rank whose ids sort first: they go first.
+    ahead = redis.call('ZRANK', KEYS[3], call)
     redis.call('HSET', KEYS[5], call, exact(start) .. '|' .. now .. '|' .. need .. '|' .. sid .. '|' .. tenant)
   end
   local keep = now + wait + grace
   redis.call('ZADD', KEYS[4], keep, call)
-  -- Its session counts for its tenant while it waits, however long.
+  -- Its session counts for its tenant while it waits, however long, and a little past its turn.
   local s = redis.call('HGET', KEYS[6], 's|' .. sid)
   if s then
-    local f, alive, tn = string.match(s, '^([^|]*)|([^|]*)|(.*)$')
-    if (tonumber(alive) or 0) < keep then
-      redis.call('HSET', KEYS[6], 's|' .. sid, f .. '|' .. keep .. '|' .. tn)
-    end
+    local f, alive, active, spent, tn = session_entry(s)
+    active = math.max(active, now + wait + ${LINE_ACTIVE_MS})
+    redis.call('HSET', KEYS[6], 's|' .. sid, exact(f or 0) .. '|' .. math.max(alive, keep) .. '|' .. active .. '|' .. (spent and '1' or '0') .. '|' .. tn)
   end
   local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
   local lasts = tonumber(last[2]) + 1000
@@ -222,7 +265,17 @@ end
 
 local per_request = rpm > 0 and 60000 / rpm or 0
 if paused > now then return refuse('paused', paused - now + ahead * per_request) end
-if rpm > 0 and r < ahead + 1 then return refuse('requests', (ahead + 1 - r) * per_request) end
+-- While calls wait, the last requests of the bucket are kept for calls spending a session's
+-- credit (a tag below V) and for steps: a backlog that binds leaves them (RESERVED_REQUESTS). A
+-- call with no one waiting (not tagged) takes what there is.
+local keep = 0
+if rpm > 0 and class % 2 == 1 then
+  local V = tonumber(redis.call('HGET', KEYS[6], 'V') or '0') or 0
+  if start and start >= V then keep = math.min(${RESERVED_REQUESTS}, math.floor(rcap / 4)) end
+end
+if rpm > 0 and r < ahead + 1 + keep then
+  return refuse('requests', (ahead + 1 + keep - r) * per_request)
+end
 if tpm > 0 then
   -- What the calls ahead need (the first 256 exactly, the rest at their average).
   local before = 0
