@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { GenericContainer, Wait, type StartedTestContainer } from 'testcontainers';
+import { GenericContainer, ImageName, Wait, type StartedTestContainer } from 'testcontainers';
 import { inject } from 'vitest';
 import {
   findRedisServer,
@@ -45,23 +45,39 @@ export async function chooseRedisServers(env = process.env): Promise<RedisServer
   const runId = env.ORQ_TEST_RUN_ID ?? `${process.pid}-${Date.now()}`;
   if (asked === 'binary') return { way: 'binary', why: 'ORQ_TEST_REDIS_SERVERS=binary', runId };
   const client = await runtimeClient().catch((error: unknown) => error as Error);
-  if (client instanceof Error) {
+  // Without a usable engine: the binary, unless the container way was asked for.
+  const binaryInstead = (why: string, hint: string): RedisServers => {
     if (asked === 'container') {
-      throw new TestRedisUnavailable(
-        `ORQ_TEST_REDIS_SERVERS=container, but no container engine answers: ${client.message}`,
-      );
+      throw new TestRedisUnavailable(`ORQ_TEST_REDIS_SERVERS=container, but ${why}. ${hint}`);
     }
     if (!findRedisServer()) {
       throw new TestRedisUnavailable(
         'The tests need a Redis: install redis-server (Debian: apt-get install redis-server) ' +
-          `or start a container engine (Docker). No engine answers: ${client.message}`,
+          `or start a container engine (Docker) that has a Redis image; ${why}. ${hint}`,
       );
     }
-    return { way: 'binary', why: 'no container engine answers', runId };
+    return { way: 'binary', why, runId };
+  };
+  if (client instanceof Error) {
+    return binaryInstead(`no container engine answers (${client.message})`, '');
   }
   const image =
     env.ORQ_TEST_REDIS_IMAGE ??
     ((await imageExists(client, LOCAL_IMAGE)) ? LOCAL_IMAGE : OFFICIAL_IMAGE);
+  if (!(await imageExists(client, image))) {
+    // Pulled once here, not by each test file; where no registry answers, say what to do.
+    const refused = await client.image.pull(ImageName.fromString(image)).then(
+      () => undefined,
+      (error: unknown) => (error as Error).message,
+    );
+    if (refused !== undefined) {
+      return binaryInstead(
+        `the container engine cannot get the image ${image} (${refused})`,
+        "scripts/test-images.sh builds a local one from this machine's redis-server; " +
+          'ORQ_TEST_REDIS_IMAGE names another.',
+      );
+    }
+  }
   return { way: 'container', image, runId };
 }
 
