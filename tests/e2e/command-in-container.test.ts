@@ -6,7 +6,13 @@ import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { root } from '../support/cli.js';
 import { git } from '../support/git.js';
 import { tempFilesPerFile } from '../support/temp-files.js';
-import { hasImage, noContainerEngine, runOnce, type OneShot } from '../support/containers.js';
+import {
+  hasImage,
+  noContainerEngine,
+  pullImage,
+  runOnce,
+  type OneShot,
+} from '../support/containers.js';
 
 // The command executor as a pod runs it (issue 45): `orq run` inside a container of a base
 // image with node and git, as its user, with an empty HOME and no git config anywhere (no
@@ -14,8 +20,8 @@ import { hasImage, noContainerEngine, runOnce, type OneShot } from '../support/c
 // must land as orq's fallback identity. The machines the tests run on are no such pod.
 //
 // The image: ORQ_TEST_NODE_IMAGE, else orq-test-node:local (scripts/test-images.sh, as CI builds
-// it), else node:20 (official, with git). Without a container engine the test says so and is
-// skipped, as on a machine with only redis-server; CI asks for containers
+// it), else node:20 (official, with git). Without a container engine, or one that cannot get the
+// image, the test says so and is skipped, as on a machine with only redis-server; CI asks for containers
 // (ORQ_TEST_REDIS_SERVERS=container), where a missing engine fails the run instead.
 
 const temp = tempFilesPerFile('orq-in-container-');
@@ -30,6 +36,13 @@ beforeAll(async () => {
   image =
     process.env.ORQ_TEST_NODE_IMAGE ??
     ((await hasImage('orq-test-node:local')) ? 'orq-test-node:local' : 'node:20');
+  // An image the engine cannot get (not built here, no registry) is no engine for this test,
+  // unless the run asked for containers (CI), where the pull's error fails it below.
+  if (process.env.ORQ_TEST_REDIS_SERVERS !== 'container') {
+    const refused = await pullImage(image);
+    if (refused)
+      engine = `the engine cannot get ${image} (${refused}); scripts/test-images.sh builds one`;
+  }
 });
 
 /** One run of `command` in the image, as the host's user, with what a bare pod has. */
@@ -59,7 +72,7 @@ function inPod(workdir: string, command: string[]): Promise<OneShot> {
 describe('the command executor in a container with no git identity anywhere', () => {
   it("orq run commits each task's work, the run records and the result as orq <orq@localhost>", async (ctx) => {
     if (engine !== undefined) {
-      const why = `needs a container engine (Docker), and none answers: ${engine}`;
+      const why = `needs a container engine (Docker) with a node image: ${engine}`;
       console.warn(`command-in-container: skipped, ${why}`);
       ctx.skip(why);
     }

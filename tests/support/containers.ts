@@ -38,6 +38,16 @@ export async function imageExists(
   return runtime.image.exists(ImageName.fromString(image)).catch(() => false);
 }
 
+/** Pulls `image` unless the engine has it: why it could not, or undefined once it has it. */
+export async function pullImage(image: string): Promise<string | undefined> {
+  const runtime = await runtimeClient();
+  if (await imageExists(runtime, image)) return undefined;
+  return runtime.image.pull(ImageName.fromString(image)).then(
+    () => undefined,
+    (error: unknown) => (error as Error).message,
+  );
+}
+
 /** What a one-shot container printed (stdout and stderr together) and its exit code. */
 export interface OneShot {
   code: number;
