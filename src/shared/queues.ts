@@ -188,6 +188,11 @@ export const CheckTaskJob = z.object({
   sessionId: SessionId,
   traceparent,
   taskId: TaskId,
+  /**
+   * The execution attempt the check comes before (1): its final failure names it, so the task
+   * is blocked rather than left waiting for an answer that never comes. Older jobs lack it.
+   */
+  attempt: attempt.optional(),
   /** The task as dispatched, with its dependencies' outputs (older jobs lack it: read). */
   task: TaskCard.optional(),
 });
@@ -263,6 +268,8 @@ export const TaskCheckedEvent = z.object({
   sessionId: SessionId,
   traceparent,
   taskId: TaskId,
+  /** The check job's attempt, passed on so this event's own final failure blocks the task. */
+  attempt: attempt.optional(),
   judgement: TaskJudgement,
   /** The judge's calls, counted by the coordinator's write of this event (applied or ignored). */
   unsettledUsage: z.array(UnsettledUsage).optional(),

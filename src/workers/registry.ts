@@ -130,9 +130,11 @@ function jobSchema(role: Role, name: string): ZodType | undefined {
  */
 const REPORTED_COORDINATOR_EVENTS: ReadonlySet<string> = new Set([
   'plan-judged',
+  'task-checked',
   'task-judged',
   'task-replanned',
   'integrated',
+  'result-judged',
 ]);
 
 /**

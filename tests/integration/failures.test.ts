@@ -104,6 +104,35 @@ describe('failing role jobs', () => {
     expect(error?.type === 'error' && error.message).toContain('the sandbox is gone');
   });
 
+  it('blocks a task whose check before it runs keeps failing, and a resume runs it', async () => {
+    // judging.checkAlreadySatisfied: the judge's check-task job fails every try. Its failure
+    // names the task but no attempt (the check comes before the first execution's verdict).
+    const path = scenarios.write('check-fails', {
+      ...A_THEN_B,
+      tasks: { A: { beforeRun: { error: 'judge unreachable' } } },
+    });
+    cluster = await startCluster({ config: fastRetries });
+    const { client } = cluster;
+    const { id } = await client.submit({
+      instruction: 'x',
+      config: { llm: { scenario: path }, judging: { checkAlreadySatisfied: true } },
+    });
+    const view = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(view.session.state).toBe('BLOCKED');
+    expect(view.tasks.map((t) => [t.id, t.state])).toEqual([
+      ['A', 'BLOCKED'],
+      ['B', 'READY'],
+    ]);
+    const error = (await historyOf(client, id)).find((e) => e.type === 'error');
+    expect(error).toMatchObject({ role: 'judge', taskId: 'A' });
+    expect(error?.type === 'error' && error.message).toContain('judge unreachable');
+
+    // Resumed, the task runs without a second check (B's check answers "not met").
+    await client.resume(id, { mode: 'retry' });
+    const done = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(done.session.state).toBe('COMPLETED');
+  });
+
   it('fails the session when the planner keeps failing', async () => {
     const path = scenarios.write('planner-fails', { plans: [{ error: 'model overloaded' }] });
     cluster = await startCluster({ config: fastRetries });
@@ -167,6 +196,30 @@ describe('coordinator events that keep failing', () => {
       ['A', 'DONE', 2],
       ['B', 'DONE', 1],
     ]);
+  });
+
+  it('blocks the task whose check before it runs could not be applied', async () => {
+    const path = scenarios.write('check-lost', A_THEN_B);
+    cluster = await startCluster({ config: fastRetries });
+    const { client } = cluster;
+    const refused = refuseWrites(
+      cluster,
+      (eventId) => eventId.startsWith('ev-task-checked|') && eventId.includes('|A'),
+      'check write refused by the test',
+    );
+    const { id } = await client.submit({
+      instruction: 'x',
+      config: { llm: { scenario: path }, judging: { checkAlreadySatisfied: true } },
+    });
+    const blocked = await client.wait(id, { timeoutMs: TIMEOUT });
+    expect(blocked.session.state).toBe('BLOCKED');
+    expect(blocked.tasks.map((t) => [t.id, t.state])).toEqual([
+      ['A', 'BLOCKED'],
+      ['B', 'READY'],
+    ]);
+    expect(refused.count).toBe(10);
+    const error = (await historyOf(client, id)).find((e) => e.type === 'error');
+    expect(error).toMatchObject({ role: 'coordinator', taskId: 'A', attempt: 1 });
   });
 
   it('fails the session when the verdict on its plan cannot be applied', async () => {

@@ -632,6 +632,34 @@ describe('a session whose tasks commit to git branches', () => {
     }
   });
 
+  it('fails its integration when the final verdict cannot be applied; a resume runs it again', async () => {
+    const repo = makeRepo();
+    const cluster = await startCluster({
+      config: { ...commandConfig(repo), queues: { attempts: 2, backoffMs: 1 } },
+    });
+    // Every try of the coordinator's write for round 1's verdict fails (a bug, Redis refusing):
+    // the event's final failure must end the integration, not leave it judging for ever.
+    const store = cluster.pods[0]!.store;
+    const apply = store.apply.bind(store);
+    let refusing = true;
+    store.apply = async (sessionId, changeset) => {
+      if (refusing && changeset.eventId.startsWith('ev-result-judged|')) {
+        throw new Error('verdict write refused by the test');
+      }
+      return apply(sessionId, changeset);
+    };
+    const session = await cluster.client.submit({ instruction: INSTRUCTION });
+    const failed = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
+    expect(failed.session.state).toBe('FAILED');
+    expect(failed.session.failure?.code).toBe('INTEGRATION_FAILED');
+    expect(failed.session.failure?.reason).toContain('verdict write refused by the test');
+
+    refusing = false;
+    await cluster.client.resume(session.id, {}, { waitMs: 10_000 });
+    const done = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
+    expect(done.session.state).toBe('COMPLETED');
+  });
+
   it('asks a judge over the OpenAI protocol for the final judgement, and runs what it finds missing', async () => {
     const repo = makeRepo();
     process.env.ORQ_TEST_FINAL_JUDGE_KEY = 'sk-final-judge';

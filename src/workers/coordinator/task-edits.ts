@@ -186,6 +186,7 @@ export class TaskEdits {
           outboxJob('judge', 'check-task', jobIds.checkTask(this.sessionId, taskId), {
             sessionId: this.sessionId,
             taskId,
+            attempt,
             task: this.cardOf(taskId, attempt),
           }),
         ),

@@ -192,6 +192,7 @@ async function checkBeforeRun(
         outboxJob('coordinator', 'task-checked', eventId, {
           sessionId: data.sessionId,
           taskId: data.taskId,
+          ...(data.attempt !== undefined ? { attempt: data.attempt } : {}),
           judgement,
           ...usageTally.field(),
         }),
