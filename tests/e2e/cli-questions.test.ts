@@ -49,6 +49,11 @@ describe('questions from the CLI', () => {
       new RegExp(`waiting for a person \\(\\d+\\):[\\s\\S]*${id}  question question-push-1`),
     );
 
+    // Following the session, the CLI says what is asked and how to answer.
+    const watched = await cli('watch', id);
+    expect(watched.stderr).toContain(`push asks: ${QUESTION}`);
+    expect(watched.stderr).toContain(`orq answer ${id} --task push TEXT`);
+
     const answered = await cli('answer', id, '--task', 'push', 'the staging registry');
     expect(answered.code, answered.stderr).toBe(0);
     expect(answered.stdout).toBe(`answered question-push-1 of ${id}\n`);

@@ -523,6 +523,10 @@ export function formatLiveView(
     footer.push(
       ...blockedReasons(tasks).slice(1, 4),
       `blocked: \`orq resume ${session.id}\` to go on`,
+      ...(session.questions ?? []).map(
+        (q) =>
+          `${q.taskId} asks: ${clip(oneLine(q.question), 160)} (\`orq answer ${session.id} --task ${q.taskId} TEXT\`)`,
+      ),
     );
   }
 
@@ -569,7 +573,11 @@ export function formatOutcomeNotice(
             ? `${t.id}: ${clip(oneLine(t.blockedReason).replace(/\.+$/, ''), 200)}`
             : t.id,
         );
-      return `session ${session.id} is BLOCKED (${blocked.join(', ') || 'no task'}). Run \`orq resume ${session.id}${here}\` to retry, with --skip to go on without, or --note TEXT to continue with a note`;
+      const asked = (session.questions ?? []).map(
+        (q) =>
+          `. ${q.taskId} asks: ${clip(oneLine(q.question), 200)} (\`orq answer ${session.id} --task ${q.taskId} TEXT\`)`,
+      );
+      return `session ${session.id} is BLOCKED (${blocked.join(', ') || 'no task'})${asked.join('')}. Run \`orq resume ${session.id}${here}\` to retry, with --skip to go on without, or --note TEXT to continue with a note`;
     }
     case 'COMPLETED':
       return undefined;
