@@ -24,7 +24,12 @@ import {
 } from '../shared/domain/session.js';
 import { TaskId, type Task } from '../shared/domain/task.js';
 import type { PlanBreakdown } from '../shared/domain/plan.js';
-import { PlanAnswer, WaitId, type PlanAnswerInput } from '../shared/domain/human-wait.js';
+import {
+  WaitAnswer,
+  WaitId,
+  type QuestionWait,
+  type WaitAnswerInput,
+} from '../shared/domain/human-wait.js';
 import { checkPlanEdit } from '../shared/rules/plan-edit.js';
 import {
   describeZodIssues,
@@ -276,6 +281,8 @@ export type PlanBreakdownInput = z.input<typeof PlanBreakdown>;
 export interface AnswerOptions {
   /** The wait the person saw (session.wait.id): refused if the session waits on another now. */
   waitId?: string;
+  /** A question's answer: the task whose question it answers (else `waitId`, or the only one). */
+  taskId?: string;
   /** Who answers, for the history (`cli`, `operator`, `tenant acme`...). */
   by?: string;
   /** How long to wait for the coordinator to apply it (default 5 s; 0: don't wait). */
@@ -363,9 +370,14 @@ export interface OrqClient {
    */
   answer(
     sessionId: string,
-    answer: PlanAnswerInput,
+    answer: WaitAnswerInput,
     options?: AnswerOptions,
   ): Promise<AnswerOutcome>;
+  /**
+   * Answers a question a blocked task asks (issue 48): the task runs again with the question and
+   * `text` in its context. Names the task (`taskId`) or the wait (`waitId`) when several ask.
+   */
+  answerQuestion(sessionId: string, text: string, options?: AnswerOptions): Promise<AnswerOutcome>;
   approve(
     sessionId: string,
     options?: AnswerOptions & { comment?: string },
@@ -377,8 +389,8 @@ export interface OrqClient {
     options?: AnswerOptions & { allowTermLoss?: boolean; comment?: string },
   ): Promise<AnswerOutcome>;
   /**
-   * Sessions that wait for a person now (AWAITING_APPROVAL) among the 1,000 newest, newest
-   * first, at most `limit`.
+   * Sessions that wait for a person now (AWAITING_APPROVAL, or with a question open) among the
+   * 1,000 newest, newest first, at most `limit`.
    */
   waiting(options?: { tenant?: string; limit?: number }): Promise<Session[]>;
   /**
@@ -612,6 +624,53 @@ export async function openClient(
         details: { ...details, taskIds: notBlocked },
       });
     }
+  }
+
+  /**
+   * The question an answer is for: the one `waitId` names, else the one task `taskId` asks, else
+   * the only one open. WAIT_ENDED when it is not open (answered, the task resumed or moved on).
+   */
+  async function openQuestionOrThrow(
+    session: Session,
+    { waitId, taskId }: AnswerOptions,
+  ): Promise<QuestionWait> {
+    const open = session.questions ?? [];
+    const live = ['RUNNING', 'BLOCKED'].includes(session.state);
+    const found = !live
+      ? undefined
+      : waitId !== undefined
+        ? open.find((q) => q.id === waitId && (taskId === undefined || q.taskId === taskId))
+        : taskId !== undefined
+          ? open.find((q) => q.taskId === taskId)
+          : open.length === 1
+            ? open[0]
+            : undefined;
+    if (!found && live && waitId === undefined && taskId === undefined && open.length > 1) {
+      throw new OrqError(
+        'VALIDATION_FAILED',
+        `session ${session.id} asks ${open.length} questions`,
+        {
+          hint: `Name the task whose question you answer: ${open.map((q) => q.taskId).join(', ')}.`,
+          details: { sessionId: session.id, waitIds: open.map((q) => q.id) },
+        },
+      );
+    }
+    if (!found) {
+      const what = waitId ?? (taskId ? `the question of task ${taskId}` : undefined);
+      const why = !live
+        ? `it is ${session.state}`
+        : open.length === 0
+          ? 'no question is open'
+          : `the open questions are ${open.map((q) => q.id).join(', ')}`;
+      const current = taskId ? open.find((q) => q.taskId === taskId)?.id : undefined;
+      throw new WaitEndedError(session.id, what, why, current);
+    }
+    // The session's record says open; the task says whether it still waits at that execution.
+    const task = (await store.loadTasks(session.id, [found.taskId])).get(found.taskId)?.task;
+    if (task?.state !== 'BLOCKED' || task.attempts !== found.attempt) {
+      throw new WaitEndedError(session.id, found.id, `task ${found.taskId} moved on`);
+    }
+    return found;
   }
 
   /** The plan approval the session waits on, if `waitId` (when given) names it. */
@@ -1289,13 +1348,19 @@ export async function openClient(
     answer: (sessionId, answer, answerOptions = {}) =>
       guard(async () => {
         parseOrThrow(SessionId, sessionId, 'session id');
-        const parsed = parseOrThrow(PlanAnswer, answer, 'answer');
+        const parsed = parseOrThrow(WaitAnswer, answer, 'answer');
         if (answerOptions.waitId !== undefined) {
           parseOrThrow(WaitId, answerOptions.waitId, 'wait id');
         }
+        if (answerOptions.taskId !== undefined) {
+          parseOrThrow(TaskId, answerOptions.taskId, 'task id');
+        }
         const { session } = await store.requireSession(sessionId);
-        const wait = openWaitOrThrow(session, answerOptions.waitId);
-        if (parsed.action === 'edit') {
+        const wait =
+          parsed.action === 'answer'
+            ? await openQuestionOrThrow(session, answerOptions)
+            : openWaitOrThrow(session, answerOptions.waitId);
+        if (parsed.action === 'edit' && wait.kind === 'plan-approval') {
           const check = checkPlanEdit({
             waiting: wait.plan,
             edited: parsed.plan,
@@ -1350,7 +1415,9 @@ export async function openClient(
                 sessionId,
                 wait.id,
                 entry.reason.replace(/^answer: /, ''),
-                now.wait?.id,
+                now.wait?.id ??
+                  now.questions?.find((q) => wait.kind === 'question' && q.taskId === wait.taskId)
+                    ?.id,
               );
             }
           }
@@ -1360,6 +1427,9 @@ export async function openClient(
 
     approve: (sessionId, { comment, ...rest } = {}) =>
       client.answer(sessionId, { action: 'approve', ...(comment ? { comment } : {}) }, rest),
+
+    answerQuestion: (sessionId, text, answerOptions) =>
+      client.answer(sessionId, { action: 'answer', text }, answerOptions),
 
     reject: (sessionId, feedback, answerOptions) =>
       client.answer(sessionId, { action: 'reject', feedback }, answerOptions),
@@ -1388,7 +1458,13 @@ export async function openClient(
             ...(after ? { after } : {}),
             ...(waitingOptions.tenant ? { tenant: waitingOptions.tenant } : {}),
           });
-          found.push(...sessions.filter((x) => x.state === 'AWAITING_APPROVAL'));
+          found.push(
+            ...sessions.filter(
+              (x) =>
+                x.state === 'AWAITING_APPROVAL' ||
+                (['RUNNING', 'BLOCKED'].includes(x.state) && (x.questions ?? []).length > 0),
+            ),
+          );
           if (!next) break;
           after = next;
         }

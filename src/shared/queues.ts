@@ -6,7 +6,7 @@ import { PlanBreakdown, QualityJudgement, ReplanBreakdown } from './domain/plan.
 import { Feedback } from './domain/refinement.js';
 import { IntegrationOutcome } from './domain/integration.js';
 import { SessionId } from './domain/session.js';
-import { Answerer, HumanWaitKind, PlanAnswer, WaitId } from './domain/human-wait.js';
+import { Answerer, HumanWaitKind, WaitAnswer, WaitId } from './domain/human-wait.js';
 import { ReplanningInfo, TaskId, TaskJudgement, TaskResult, TokenUsage } from './domain/task.js';
 import type { RedisConnection } from './redis.js';
 import { withTraceparent } from './tracing/trace.js';
@@ -328,7 +328,7 @@ export const AnswerEvent = z.object({
   traceparent,
   waitId: WaitId,
   requestId: z.string().min(1).max(100),
-  answer: PlanAnswer,
+  answer: WaitAnswer,
   by: Answerer.optional(),
 });
 export type AnswerEvent = z.infer<typeof AnswerEvent>;

@@ -8,7 +8,7 @@ import type { SessionView } from '../client.js';
 import { BUDGET_RESUME_HINT } from '../../shared/llm/metered.js';
 import type { Role } from '../../shared/queues.js';
 import { describeWaitEntry } from '../../shared/wait-text.js';
-import type { HumanWait } from '../../shared/domain/human-wait.js';
+import type { HumanWait, PlanApprovalWait, QuestionWait } from '../../shared/domain/human-wait.js';
 
 const time = (iso: string) => iso.slice(11, 19);
 const clip = (text: string, max = 120) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
@@ -213,6 +213,8 @@ function sessionHeader(session: Session): string[] {
   ];
   if (session.state === 'PLANNING') lines.push(planningLine(session));
   if (session.wait) lines.push(...waitLines(session.id, session.wait));
+  for (const question of session.questions ?? [])
+    lines.push(...questionLines(session.id, question));
   const phase = integrationPhaseLine(session);
   if (phase) lines.push(phase);
   if (session.integration?.outcome) {
@@ -227,7 +229,7 @@ function sessionHeader(session: Session): string[] {
 }
 
 /** A plan that waits for a person: what they are shown, and the commands that answer. */
-export function waitLines(sessionId: string, wait: HumanWait): string[] {
+export function waitLines(sessionId: string, wait: PlanApprovalWait): string[] {
   const lines = [
     `waiting for a person: plan approval ${wait.id}${wait.timeoutAt ? ` (${wait.onTimeout === 'approve' ? 'approved' : 'rejected'} at ${wait.timeoutAt} if nobody answers)` : ''}`,
     `plan: score ${wait.score ?? 'n/a'}, ${wait.plan.tasks.length} task(s); accepted: ${clip(oneLine(wait.reason), 160)}`,
@@ -242,14 +244,25 @@ export function waitLines(sessionId: string, wait: HumanWait): string[] {
   return lines;
 }
 
+/** A question a blocked task asks a person, and the command that answers it. */
+export function questionLines(sessionId: string, question: QuestionWait): string[] {
+  return [
+    `waiting for a person: question ${question.id} of task ${question.taskId}`,
+    `question: ${clip(oneLine(question.question), 400)}`,
+    `answer: orq answer ${sessionId} --task ${question.taskId} "…"`,
+  ];
+}
+
 /** The sessions waiting for a person, under `orq status`'s list; empty when none waits. */
 export function formatWaitingList(sessions: readonly Session[]): string {
   if (sessions.length === 0) return '';
   return [
     `waiting for a person (${sessions.length}):`,
-    ...sessions.map(
-      (s) =>
-        `  ${s.id}  ${s.wait?.kind ?? 'wait'} ${s.wait?.id ?? ''}  since ${s.wait?.openedAt ?? s.updatedAt}  ${clip(oneLine(s.instruction), 60)}`,
+    ...sessions.flatMap((s) =>
+      [...(s.wait ? [s.wait] : []), ...(s.questions ?? [])].map(
+        (w: HumanWait) =>
+          `  ${s.id}  ${w.kind} ${w.id}  since ${w.openedAt}  ${clip(oneLine(w.kind === 'question' ? w.question : s.instruction), 60)}`,
+      ),
     ),
   ].join('\n');
 }
@@ -510,6 +523,10 @@ export function formatLiveView(
     footer.push(
       ...blockedReasons(tasks).slice(1, 4),
       `blocked: \`orq resume ${session.id}\` to go on`,
+      ...(session.questions ?? []).map(
+        (q) =>
+          `${q.taskId} asks: ${clip(oneLine(q.question), 160)} (\`orq answer ${session.id} --task ${q.taskId} TEXT\`)`,
+      ),
     );
   }
 
@@ -556,7 +573,11 @@ export function formatOutcomeNotice(
             ? `${t.id}: ${clip(oneLine(t.blockedReason).replace(/\.+$/, ''), 200)}`
             : t.id,
         );
-      return `session ${session.id} is BLOCKED (${blocked.join(', ') || 'no task'}). Run \`orq resume ${session.id}${here}\` to retry, with --skip to go on without, or --note TEXT to continue with a note`;
+      const asked = (session.questions ?? []).map(
+        (q) =>
+          `. ${q.taskId} asks: ${clip(oneLine(q.question), 200)} (\`orq answer ${session.id} --task ${q.taskId} TEXT\`)`,
+      );
+      return `session ${session.id} is BLOCKED (${blocked.join(', ') || 'no task'})${asked.join('')}. Run \`orq resume ${session.id}${here}\` to retry, with --skip to go on without, or --note TEXT to continue with a note`;
     }
     case 'COMPLETED':
       return undefined;

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import type { PlanAnswerInput } from '../../shared/domain/human-wait.js';
+import type { WaitAnswerInput } from '../../shared/domain/human-wait.js';
 import { OrqError } from '../../shared/errors.js';
 import type { AnswerOutcome, OrqClient } from '../client.js';
 import { callerOf, isUnauthenticated } from './auth.js';
@@ -40,8 +40,8 @@ export function answerFor(
   request: FastifyRequest,
   roles: readonly AnswerRole[],
   sessionId: string,
-  answer: PlanAnswerInput,
-  waitId: string | undefined,
+  answer: WaitAnswerInput,
+  target: { waitId?: string | undefined; taskId?: string | undefined },
 ): Promise<AnswerOutcome> {
   if (!mayAnswer(request, roles)) {
     const caller = callerOf(request);
@@ -60,6 +60,7 @@ export function answerFor(
   return client.answer(sessionId, answer, {
     by: answererOf(request),
     waitMs: ANSWER_WAIT_MS,
-    ...(waitId !== undefined ? { waitId } : {}),
+    ...(target.waitId !== undefined ? { waitId: target.waitId } : {}),
+    ...(target.taskId !== undefined ? { taskId: target.taskId } : {}),
   });
 }

@@ -998,7 +998,7 @@ export const HttpConfig = z.strictObject({
     .array(z.enum(['operator', 'api']))
     .default(['operator'])
     .describe(
-      "Credentials that may answer a session waiting for a person (approve, edit or reject its plan) over the HTTP API and in the session view: the operator token (ORQ_OPERATOR_TOKEN), and the API token (ORQ_API_TOKEN) if listed. A tenant's key may when created with `orq keys create --may-answer`. A server with no token (loopback only) lets anyone; the CLI and the library always may.",
+      "Credentials that may answer a session waiting for a person (approve, edit or reject its plan, answer a question) over the HTTP API and in the session view: the operator token (ORQ_OPERATOR_TOKEN), and the API token (ORQ_API_TOKEN) if listed. A tenant's key may when created with `orq keys create --may-answer`. A server with no token (loopback only) lets anyone; the CLI and the library always may.",
     ),
   sessionOverrides: z
     .array(

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { PlanBreakdown, QualityJudgement } from './plan.js';
 import { TaskJudgement, TaskResult } from './task.js';
-import { Answerer, HumanWait, HumanWaitKind, PlanAnswer, WaitId } from './human-wait.js';
+import { Answerer, HumanWait, HumanWaitKind, WaitAnswer, WaitId } from './human-wait.js';
 
 const base = {
   timestamp: z.string(),
@@ -83,7 +83,7 @@ export const HistoryEntry = z.discriminatedUnion('type', [
     /** On opened: what the person is shown. */
     wait: HumanWait.optional(),
     /** On answered (and timed-out, as the action the config named). */
-    answer: PlanAnswer.optional(),
+    answer: WaitAnswer.optional(),
     by: Answerer.optional(),
   }),
   z.object({

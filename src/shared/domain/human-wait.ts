@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { PlanBreakdown } from './plan.js';
+import { TaskId } from './task.js';
 
 /**
  * A session waiting for a person (issue 48). The wait is a record on the session, written by
@@ -13,7 +14,7 @@ import { PlanBreakdown } from './plan.js';
 export const WaitId = z
   .string()
   .min(1)
-  .max(100)
+  .max(300)
   .regex(/^[A-Za-z0-9_.-]+$/, 'wait ids use letters, digits and _ . - only');
 export type WaitId = z.infer<typeof WaitId>;
 
@@ -44,10 +45,28 @@ export const PlanApprovalWait = z.object({
 });
 export type PlanApprovalWait = z.infer<typeof PlanApprovalWait>;
 
-export const HumanWait = z.discriminatedUnion('kind', [PlanApprovalWait]);
+/**
+ * The Judge blocked a task for information only a person has: the task stays BLOCKED with the
+ * question, and a person's answer runs it again with the answer as its feedback (a resume
+ * --note with the question kept beside it). One per blocked execution of a task, kept on the
+ * session (session.questions) while it is open, as several tasks may ask at once.
+ */
+export const QuestionWait = z.object({
+  ...waitBase,
+  kind: z.literal('question'),
+  taskId: TaskId,
+  /** The execution whose verdict asked: an answer applies only while the task is still there. */
+  attempt: z.number().int().min(1),
+  question: z.string().min(1),
+  /** Why the Judge blocked the task. */
+  reason: z.string(),
+});
+export type QuestionWait = z.infer<typeof QuestionWait>;
+
+export const HumanWait = z.discriminatedUnion('kind', [PlanApprovalWait, QuestionWait]);
 export type HumanWait = z.infer<typeof HumanWait>;
-/** The kinds of wait; today a plan approval (questions and step approvals are to come). */
-export const HumanWaitKind = z.enum(['plan-approval']);
+/** The kinds of wait: a plan approval, a question (step approvals are to come). */
+export const HumanWaitKind = z.enum(['plan-approval', 'question']);
 export type HumanWaitKind = z.infer<typeof HumanWaitKind>;
 
 /** A person's answer to a plan approval. */
@@ -72,7 +91,19 @@ export const PlanAnswer = z.discriminatedUnion('action', [
 ]);
 export type PlanAnswer = z.infer<typeof PlanAnswer>;
 export type PlanAnswerInput = z.input<typeof PlanAnswer>;
-export type AnswerAction = PlanAnswer['action'];
+
+/** A person's answer to a question: the task runs again with it in its context. */
+export const QuestionAnswer = z.strictObject({
+  action: z.literal('answer'),
+  text: z.string().trim().min(1, 'an answer says something').max(20_000),
+});
+export type QuestionAnswer = z.infer<typeof QuestionAnswer>;
+
+/** A person's answer to any wait: the plan answers, or a question's. */
+export const WaitAnswer = z.discriminatedUnion('action', [...PlanAnswer.options, QuestionAnswer]);
+export type WaitAnswer = z.infer<typeof WaitAnswer>;
+export type WaitAnswerInput = z.input<typeof WaitAnswer>;
+export type AnswerAction = WaitAnswer['action'];
 
 /** Who answered, as the producer that took the answer knows it. */
 export const Answerer = z.string().min(1).max(200);

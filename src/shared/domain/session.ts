@@ -4,7 +4,7 @@ import { RefinementResult, RequiredTerms } from './refinement.js';
 import { TaskId } from './task.js';
 import { SessionConfig } from '../config/schema.js';
 import { SessionIntegration } from './integration.js';
-import { HumanWait } from './human-wait.js';
+import { PlanApprovalWait, QuestionWait } from './human-wait.js';
 
 export const SessionState = z.enum([
   /** Planner/Judge refinement loop in progress. */
@@ -113,7 +113,9 @@ export const Session = z.object({
   /** The integration of the tasks' branches (sessions whose tasks made git commits). */
   integration: SessionIntegration.optional(),
   /** What the session waits for a person about, while it waits (human-wait.ts). */
-  wait: HumanWait.optional(),
+  wait: PlanApprovalWait.optional(),
+  /** The questions its blocked tasks ask a person, while they are open (human-wait.ts). */
+  questions: z.array(QuestionWait).optional(),
   idempotencyKey: z.string().optional(),
   /** With an idempotency key: the digest of the submit's config and metadata (submit-digest.ts). */
   requestDigest: z.string().optional(),

@@ -81,6 +81,11 @@ const TaskJudgementFields = z.object({
    * `success`: "already done" with a failure is no verdict, and is refused.
    */
   alreadySatisfied: z.boolean().optional(),
+  /**
+   * With a blocked verdict: what the task needs from a person (information only they have). The
+   * session shows it as a question; the answer runs the task again with it (issue 48).
+   */
+  question: z.string().trim().min(1).max(4_000).optional(),
 });
 
 /** alreadySatisfied goes with success only: any other combination is a bad verdict. */

@@ -14,6 +14,7 @@ import { checkPlanEdit } from '../../shared/rules/plan-edit.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
 import { startRunning } from './plan-judged.js';
+import { onQuestionAnswer } from './questions.js';
 
 /** What the judge said of the plan that waits: shown to the person who decides. */
 export interface JudgedPlan {
@@ -140,9 +141,13 @@ export async function onAnswer(
   event: AnswerEvent,
   eventId: string,
 ): Promise<Transition> {
+  if (event.waitId.startsWith('question-')) return onQuestionAnswer(ctx, event, eventId);
   const { session, version } = await ctx.store.requireSession(event.sessionId);
   const wait = openWait(session, event.waitId);
   if (typeof wait === 'string') return ignore(eventId, wait);
+  if (event.answer.action === 'answer') {
+    return ignore(eventId, `the wait ${wait.id} is a plan approval: approve, reject or edit it`);
+  }
   return answerPlan(session, version, wait, event.answer, eventId, {
     by: event.by,
     requestId: event.requestId,
@@ -398,17 +403,25 @@ function withOutbox(transition: Transition, job: OutboxJob): Transition {
 }
 
 /**
- * A cancel of a session that waits for a person ends the wait too: the record goes, the
+ * A cancel of a session that waits for a person ends the wait (and its open questions) too: the record goes, the
  * history says so, and the webhook hears it.
  */
 export function cancelWait(
   session: Session,
   reason: string,
 ): { history: HistoryEntryDraft[]; outbox: OutboxJob[] } {
-  const { wait } = session;
-  if (!wait) return { history: [], outbox: [] };
+  const waits: HumanWait[] = [
+    ...(session.wait ? [session.wait] : []),
+    ...(session.questions ?? []),
+  ];
   return {
-    history: [{ type: 'wait', action: 'cancelled', waitId: wait.id, kind: wait.kind, by: reason }],
-    outbox: [notifyJob(session, wait, 'wait.closed', 'CANCELLED', 'cancelled')],
+    history: waits.map((wait) => ({
+      type: 'wait' as const,
+      action: 'cancelled' as const,
+      waitId: wait.id,
+      kind: wait.kind,
+      by: reason,
+    })),
+    outbox: waits.map((wait) => notifyJob(session, wait, 'wait.closed', 'CANCELLED', 'cancelled')),
   };
 }

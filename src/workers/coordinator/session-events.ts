@@ -21,6 +21,7 @@ import {
 } from './integration.js';
 import { integrationResumable } from '../../shared/rules/integration-plan.js';
 import { cancelWait } from './plan-approval.js';
+import { closeQuestions, type QuestionClosing } from './questions.js';
 
 const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
 
@@ -40,7 +41,7 @@ export async function onCancel(
       edits.put({ ...task, state: 'CANCELLED', replanPending: false }, event.reason);
   }
   // A session waiting for a person stops waiting (issue 48).
-  const { wait: _ended, ...rest } = stamp(session);
+  const { wait: _ended, questions: _asked, ...rest } = stamp(session);
   const waitEnd = cancelWait(session, event.reason);
   return {
     changeset: {
@@ -80,6 +81,30 @@ export async function onResume(
   }
   if (event.budget)
     return ignore(eventId, 'a budget is only given to resume a BUDGET_EXHAUSTED session');
+  // A resume's note answers the questions of the tasks it continues; retry and skip end them.
+  const closing: QuestionClosing =
+    event.mode === 'continue' && event.note
+      ? { answer: { action: 'answer', text: event.note }, by: 'resume' }
+      : { by: `resume (${event.mode})` };
+  return resumeBlocked(ctx, session, version, event, eventId, {
+    decision: `resume:${event.mode}`,
+    closing,
+  });
+}
+
+/**
+ * Runs blocked tasks of a BLOCKED or RUNNING session again (retry / continue with a note) or
+ * skips them: a resume's, or an answered question's (questions.ts), which names its decision
+ * and how the tasks' open questions end.
+ */
+export async function resumeBlocked(
+  ctx: CoordinatorContext,
+  session: Session,
+  version: number,
+  event: Omit<ResumeEvent, 'budget'>,
+  eventId: string,
+  how: { decision: string; closing: QuestionClosing; inputs?: Record<string, unknown> },
+): Promise<Transition> {
   const all = await ctx.store.loadTasks(session.id, session.taskIds);
   const wanted = event.taskIds ? new Set(event.taskIds) : undefined;
   const targets = [...all.values()].filter(
@@ -108,20 +133,28 @@ export async function onResume(
   }
   // Before the history is gathered: the dispatches write their state changes into it.
   const slots = await fillSlots(ctx.store, edits, session);
-  const history = [
+  const questions = closeQuestions(
+    session,
+    new Set(targets.map((t) => t.task.id)),
+    how.closing,
+    'RUNNING',
+  );
+  const history: HistoryEntryDraft[] = [
+    ...questions.history,
     {
       type: 'decision' as const,
-      decision: `resume:${event.mode}`,
+      decision: how.decision,
       reason,
       inputs: {
         taskIds: targets.map((t) => t.task.id),
         note: event.note,
         requestId: event.requestId,
+        ...how.inputs,
       },
     },
     ...edits.history,
   ];
-  const next: Session = { ...stamp(session), state: 'RUNNING' };
+  const next: Session = { ...stamp(questions.record), state: 'RUNNING' };
   if (session.state === 'BLOCKED') {
     history.push({
       type: 'state_change',
@@ -129,7 +162,7 @@ export async function onResume(
       from: 'BLOCKED',
       to: 'RUNNING',
       reason,
-    } as never);
+    });
   }
   return {
     changeset: {
@@ -139,7 +172,7 @@ export async function onResume(
       tasks: edits.changes(),
       readTasks: edits.reads(),
       counters: edits.counterDelta(),
-      outbox: edits.outbox,
+      outbox: [...edits.outbox, ...questions.outbox],
       history,
     },
   };

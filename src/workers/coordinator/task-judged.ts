@@ -7,6 +7,7 @@ import type { TaskSnapshot } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
 import { isActive, taskChangeset, TaskEdits } from './task-edits.js';
+import { openQuestion } from './questions.js';
 
 /**
  * Seed 001: apply the Judge's verdict on one execution: done, continue, replan or blocked.
@@ -152,7 +153,24 @@ async function judged(
       break;
   }
 
-  const changeset = await taskChangeset(ctx.store, eventId, edits, session);
+  // A blocking verdict that asks a person something opens a question (issue 48): the session
+  // record keeps it, so this transition writes the record as read now, not the cached parts.
+  let record: { record: Session; expectedVersion: number } | undefined;
+  if (outcome.kind === 'blocked' && event.judgement.question) {
+    const fresh = await ctx.store.requireSession(event.sessionId);
+    const asked = openQuestion(
+      fresh.session,
+      task,
+      event.attempt,
+      event.judgement.question,
+      outcome.reason,
+    );
+    record = { record: asked.record, expectedVersion: fresh.version };
+    edits.history.push(...asked.history);
+    edits.outbox.push(...asked.outbox);
+  }
+
+  const changeset = await taskChangeset(ctx.store, eventId, edits, session, record);
   return {
     // The task's record and history hold the result now: the stored copy is not read again
     // (a later delivery of this attempt's judge job or verdict finds the task moved on).

@@ -16,6 +16,10 @@ export interface AnswerCliOptions {
   comment?: string;
 }
 
+export interface QuestionCliOptions extends AnswerCliOptions {
+  task?: string;
+}
+
 export interface EditCliOptions extends AnswerCliOptions {
   allowTermLoss?: boolean;
 }
@@ -97,6 +101,23 @@ export function reject(
     options,
     (client, common) => client.reject(sessionId, options.feedback, common),
     'rejected',
+  );
+}
+
+export function answerQuestion(
+  sessionId: string,
+  text: string,
+  options: QuestionCliOptions,
+): Promise<void> {
+  return answerWith(
+    sessionId,
+    options,
+    (client, common) =>
+      client.answerQuestion(sessionId, text, {
+        ...common,
+        ...(options.task ? { taskId: options.task } : {}),
+      }),
+    'answered',
   );
 }
 

@@ -1,5 +1,10 @@
 import type { Command } from 'commander';
-import type { AnswerCliOptions, EditCliOptions, PlanCliOptions } from './approval-actions.js';
+import type {
+  AnswerCliOptions,
+  EditCliOptions,
+  PlanCliOptions,
+  QuestionCliOptions,
+} from './approval-actions.js';
 import { configOption } from '../options.js';
 
 // What the commands do loads when one runs, as for the other session commands.
@@ -10,7 +15,7 @@ const waitOption = [
   'the wait you looked at (orq status shows it): refused if the session now waits on another',
 ] as const;
 
-/** plan, approve, reject, edit: a person's answers to a session waiting for them (issue 48). */
+/** plan, approve, reject, answer, edit: a person's answers to a session waiting for them (issue 48). */
 export function registerApprovalCommands(program: Command): void {
   program
     .command('plan')
@@ -44,6 +49,20 @@ export function registerApprovalCommands(program: Command): void {
     .option(...waitOption)
     .action(async (sessionId: string, options: AnswerCliOptions & { feedback: string }) =>
       (await actions()).reject(sessionId, options),
+    );
+
+  program
+    .command('answer')
+    .description(
+      'Answer the question a blocked task asks (orq status shows it): the task runs again with your answer',
+    )
+    .argument('<sessionId>')
+    .argument('<text>', 'your answer')
+    .option(...configOption)
+    .option('--task <taskId>', 'the task whose question you answer (needed when several ask)')
+    .option(...waitOption)
+    .action(async (sessionId: string, text: string, options: QuestionCliOptions) =>
+      (await actions()).answerQuestion(sessionId, text, options),
     );
 
   program

@@ -24,7 +24,7 @@ export function registerKeysCommands(program: Command): void {
     .option('--label <text>', 'what the key is for, shown by `orq keys list`')
     .option(
       '--may-answer',
-      "let it approve, edit and reject its tenant's plans waiting for a person (the answer right)",
+      "let it approve, edit and reject its tenant's plans and answer their questions (the answer right)",
     )
     .option(...configOption)
     .action(

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { PlanAnswer, WaitId } from '../../../shared/domain/human-wait.js';
+import { PlanAnswer, QuestionAnswer, WaitId } from '../../../shared/domain/human-wait.js';
+import { TaskId } from '../../../shared/domain/task.js';
 import { OrqError } from '../../../shared/errors.js';
 import { answerFor, type AnswerRole } from '../answer-policy.js';
 import { ApiError } from '../errors.js';
@@ -16,6 +17,12 @@ const [approveAnswer, rejectAnswer, editAnswer] = PlanAnswer.options;
 const ApproveBody = approveAnswer.omit({ action: true }).extend({ waitId });
 const RejectBody = rejectAnswer.omit({ action: true }).extend({ waitId });
 const EditBody = editAnswer.omit({ action: true }).extend({ waitId });
+const QuestionBody = QuestionAnswer.omit({ action: true }).extend({
+  waitId,
+  taskId: TaskId.optional().describe(
+    'The task whose question this answers (session.questions[].taskId); needed when several ask.',
+  ),
+});
 
 export const AnswerReply = z.object({
   sessionId: z.string(),
@@ -40,11 +47,16 @@ const ACTIONS = {
     summary:
       'Run an edited plan instead of the one waiting, checked as a replan is (structure, required terms)',
   },
+  answer: {
+    body: QuestionBody,
+    summary:
+      'Answer the question a blocked task asks (session.questions): the task runs again with the answer in its context',
+  },
 } as const;
 
 /**
  * A person's answers to a session waiting for them (issue 48): `POST /sessions/:id/approve`,
- * `/reject` and `/edit`, and the session view's same routes under /ui (hidden from the API
+ * `/reject`, `/edit` and `/answer` (a question's), and the session view's same routes under /ui (hidden from the API
  * reference, refused in read-only mode). Both ask answer-policy.ts whether the caller may.
  */
 export function registerApprovalRoutes(
@@ -85,8 +97,13 @@ export function registerApprovalRoutes(
               hint: 'Use the API with a token that may answer, or start the dashboard without --read-only-board.',
             });
           }
-          const { waitId: seen, ...fields } = (request.body ?? {}) as Record<string, unknown> & {
+          const {
+            waitId: seen,
+            taskId,
+            ...fields
+          } = (request.body ?? {}) as Record<string, unknown> & {
             waitId?: string;
+            taskId?: string;
           };
           const outcome = await answerFor(
             ctx.client,
@@ -94,7 +111,7 @@ export function registerApprovalRoutes(
             options.mayAnswer,
             request.params.id,
             { action, ...fields } as never,
-            seen,
+            { waitId: seen, taskId },
           );
           ctx.metrics.sessionActions.inc({ action });
           return reply

@@ -9,7 +9,7 @@ import { entryView, fieldsView, planStory } from './history-view.js';
 import { age, html, raw, stateBadge, UI_PATH, usd, type Html } from './html.js';
 import { progressOf } from './sessions-page.js';
 import { taskGraphSvg } from './task-graph.js';
-import { waitView } from './wait-view.js';
+import { questionsView, waitView } from './wait-view.js';
 
 export interface SessionPageData {
   session: Session;
@@ -165,7 +165,8 @@ export function sessionBody(data: SessionPageData): Html {
       integration: integrationPhaseLine(session),
       failure: session.failure ? `${session.failure.code}: ${session.failure.reason}` : undefined,
     })}
-    ${waitView(session, data.readOnly)} ${actions(session, data.readOnly)}
+    ${waitView(session, data.readOnly)} ${questionsView(session, data.readOnly)}
+    ${actions(session, data.readOnly)}
     <section aria-label="task graph">
       <h2>Task graph</h2>
       <div class="scroll graph-box">

@@ -103,3 +103,44 @@ ${JSON.stringify(wait.plan, null, 2)}</textarea>
     }
   </section>`;
 }
+
+/**
+ * The questions blocked tasks ask a person (issue 48): each with the judge's question and, unless
+ * read-only, a box for the answer, sent after a confirmation; the task then runs again with it.
+ * The answer names the question shown, so one to a question answered meanwhile is refused.
+ */
+export function questionsView(session: Session, readOnly: boolean): Html {
+  const questions = session.questions ?? [];
+  if (questions.length === 0) return html``;
+  const base = `${UI_PATH}/sessions/${session.id}`;
+  return html`<section class="wait questions" aria-label="questions for a person">
+    <h2>Waiting for your answer</h2>
+    ${questions.map(
+      (q) =>
+        html`<div class="question" data-wait="${q.id}">
+          <p>Task <code>${q.taskId}</code> asks: <strong data-question>${q.question}</strong></p>
+          <p class="muted">${q.reason}</p>
+          ${
+            readOnly
+              ? html`<p class="muted">Read-only: no answers here.</p>`
+              : html`<label
+                    >Your answer
+                    <textarea data-answer-for="${q.id}" rows="2"></textarea>
+                  </label>
+                  <div class="buttons">
+                    <button
+                      type="button"
+                      data-action="${base}/answer"
+                      data-body="${JSON.stringify({ waitId: q.id, taskId: q.taskId })}"
+                      data-note="textarea[data-answer-for='${q.id}']"
+                      data-field="text"
+                      data-confirm="Send this answer and run task ${q.taskId} again with it?"
+                    >
+                      Answer
+                    </button>
+                  </div>`
+          }
+        </div>`,
+    )}
+  </section>`;
+}

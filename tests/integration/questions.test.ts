@@ -1,0 +1,160 @@
+import { describe, expect, it } from 'vitest';
+import type { HistoryEntry } from '../../src/shared/domain/history.js';
+import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import { clusterPerTest } from '../support/cluster.js';
+import { decisions, historyOf, recordingModels } from '../support/scenarios.js';
+
+const startCluster = clusterPerTest();
+const TIMEOUT = 20_000;
+const QUESTION = 'Which registry should the image go to, staging or production?';
+
+/** t2 is blocked by a judge that asks a person something; its next execution is accepted. */
+const ASKS: ScenarioInput = {
+  plans: [
+    {
+      tasks: [
+        { id: 't1', title: 'Build the image', acceptance: 'it builds', context: 'c' },
+        {
+          id: 't2',
+          title: 'Push the image',
+          acceptance: 'it is in the registry',
+          context: 'c',
+          dependencies: ['t1'],
+        },
+      ],
+    },
+  ],
+  planJudgements: [{ score: 90, isAcceptable: true }],
+  tasks: {
+    t2: {
+      results: [{ output: 'which registry?' }, { output: 'pushed to staging' }],
+      judgements: [
+        {
+          success: false,
+          shouldContinue: false,
+          shouldReplan: false,
+          reason: 'the target registry is not given',
+          question: QUESTION,
+        },
+        { success: true, reason: 'pushed' },
+      ],
+    },
+  },
+};
+
+async function asking() {
+  const { models, calls } = recordingModels(ASKS);
+  const c = await startCluster({ models });
+  const session = await c.client.submit({ instruction: 'Build and push the image' });
+  const view = await c.client.wait(session.id, { timeoutMs: TIMEOUT });
+  expect(view.session.state).toBe('BLOCKED');
+  return { c, id: session.id, calls, view };
+}
+
+const waitEntries = (all: HistoryEntry[]) =>
+  all.filter((e): e is Extract<HistoryEntry, { type: 'wait' }> => e.type === 'wait');
+
+describe('questions (the judge blocks a task for information a person has)', () => {
+  it('opens a question with the judge text, listed as waiting, and recorded in the history', async () => {
+    const { c, id, view } = await asking();
+    expect(view.session.questions).toEqual([
+      expect.objectContaining({
+        id: 'question-t2-1',
+        kind: 'question',
+        taskId: 't2',
+        attempt: 1,
+        question: QUESTION,
+      }),
+    ]);
+    expect(view.tasks.find((t) => t.id === 't2')?.state).toBe('BLOCKED');
+    expect(await c.client.waiting()).toEqual([expect.objectContaining({ id })]);
+    const opened = waitEntries(await historyOf(c.client, id));
+    expect(opened).toEqual([
+      expect.objectContaining({ action: 'opened', waitId: 'question-t2-1', kind: 'question' }),
+    ]);
+  });
+
+  it('runs the task again with the question and the answer in its prompt, once', async () => {
+    const { c, id, calls } = await asking();
+    const outcome = await c.client.answerQuestion(id, 'staging, please', {
+      taskId: 't2',
+      by: 'test',
+    });
+    expect(outcome).toMatchObject({ waitId: 'question-t2-1', applied: true });
+    const done = await c.client.wait(id, { timeoutMs: TIMEOUT });
+    expect(done.session.state).toBe('COMPLETED');
+    expect(done.session.questions).toBeUndefined();
+    const second = calls.execute.find((r) => r.task.id === 't2' && r.attempt === 2);
+    expect(second?.feedback).toContain(QUESTION);
+    expect(second?.feedback).toContain('staging, please');
+
+    const again = await c.client.answerQuestion(id, 'production', { taskId: 't2' }).catch((e) => e);
+    expect(again).toMatchObject({ code: 'WAIT_ENDED' });
+    const all = await historyOf(c.client, id);
+    expect(waitEntries(all).map((e) => [e.action, e.answer, e.by])).toEqual([
+      ['opened', undefined, undefined],
+      ['answered', { action: 'answer', text: 'staging, please' }, 'test'],
+    ]);
+    expect(decisions(all, 'question:answer')).toHaveLength(1);
+    expect(await c.client.waiting()).toEqual([]);
+  });
+
+  it('applies one of two answers given at once, and refuses the other with WAIT_ENDED', async () => {
+    const { models } = recordingModels(ASKS);
+    const c = await startCluster({ models, roles: ['planner', 'judge', 'worker', 'replanner'] });
+    const coordinator = await c.startPod(['coordinator']);
+    const session = await c.client.submit({ instruction: 'Build and push the image' });
+    expect((await c.client.wait(session.id, { timeoutMs: TIMEOUT })).session.state).toBe('BLOCKED');
+    await coordinator.close(5_000);
+    const first = c.client.answerQuestion(session.id, 'staging', { waitMs: 15_000 });
+    const second = c.client.answerQuestion(session.id, 'production', { waitMs: 15_000 });
+    await new Promise((r) => setTimeout(r, 500));
+    await c.startPod(['coordinator']);
+    const outcomes = await Promise.allSettled([first, second]);
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+    const refused = outcomes.filter((o) => o.status === 'rejected');
+    expect((refused[0] as PromiseRejectedResult).reason).toMatchObject({ code: 'WAIT_ENDED' });
+    const answered = waitEntries(await historyOf(c.client, session.id)).filter(
+      (e) => e.action === 'answered',
+    );
+    expect(answered).toHaveLength(1);
+  });
+
+  it('refuses a plan answer to a question, and a question answer naming no open question', async () => {
+    const { c, id } = await asking();
+    await expect(c.client.approve(id)).rejects.toMatchObject({ code: 'WAIT_ENDED' });
+    await expect(c.client.answerQuestion(id, 'x', { taskId: 't1' })).rejects.toMatchObject({
+      code: 'WAIT_ENDED',
+    });
+    await expect(c.client.answerQuestion(id, '  ')).rejects.toMatchObject({
+      code: 'VALIDATION_FAILED',
+    });
+    expect((await c.client.get(id)).session.questions).toHaveLength(1);
+  });
+
+  it('ends the question when the task is resumed (a note answers it) or the session cancelled', async () => {
+    const resumed = await asking();
+    await resumed.c.client.resume(resumed.id, { mode: 'continue', note: 'use staging' });
+    expect((await resumed.c.client.wait(resumed.id, { timeoutMs: TIMEOUT })).session.state).toBe(
+      'COMPLETED',
+    );
+    expect(
+      waitEntries(await historyOf(resumed.c.client, resumed.id)).map((e) => [e.action, e.by]),
+    ).toEqual([
+      ['opened', undefined],
+      ['answered', 'resume'],
+    ]);
+
+    const cancelled = await asking();
+    await cancelled.c.client.cancel(cancelled.id);
+    const view = await cancelled.c.client.wait(cancelled.id, {
+      timeoutMs: TIMEOUT,
+      until: 'finished',
+    });
+    expect(view.session.state).toBe('CANCELLED');
+    expect(view.session.questions).toBeUndefined();
+    expect(
+      waitEntries(await historyOf(cancelled.c.client, cancelled.id)).map((e) => e.action),
+    ).toEqual(['opened', 'cancelled']);
+  });
+});
