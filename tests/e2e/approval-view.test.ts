@@ -1,63 +1,14 @@
-import { chromium, type Browser, type BrowserContext } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningHttpServer } from '../../src/producers/http/server.js';
-import { CHROMIUM_ARGS, chromiumExecutable } from '../support/chromium.js';
+import { describe, expect, it } from 'vitest';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
-import { serveApi } from '../support/http.js';
+import { sessionViewBrowser, VIEW_TOKEN as TOKEN } from '../support/session-view-browser.js';
 
 // A person answering a plan approval in the session view (issue 48), in a real headless Chromium.
 
-const TOKEN = 'view-token-0123456789abcdef';
-const OPERATOR = 'view-operator-0123456789abcdef';
 const TIMEOUT = 20_000;
 const startCluster = clusterPerTest();
-let browser: Browser;
-const servers: RunningHttpServer[] = [];
-const contexts: BrowserContext[] = [];
-
-beforeAll(async () => {
-  browser = await chromium.launch({
-    executablePath: await chromiumExecutable(),
-    args: [...CHROMIUM_ARGS],
-  });
-}, 60_000);
-afterEach(async () => {
-  await Promise.all(contexts.splice(0).map((c) => c.close()));
-  await Promise.all(servers.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  await browser?.close();
-});
-
-async function serve(c: TestCluster, readOnly = false): Promise<RunningHttpServer> {
-  const server = await serveApi(c.client, {
-    token: TOKEN,
-    operatorToken: OPERATOR,
-    readOnlyBoard: readOnly,
-  });
-  servers.push(server);
-  return server;
-}
-
-/** A page signed in with `token`, at the session's view, collecting errors and dialogs. */
-async function openSession(server: RunningHttpServer, id: string, token = OPERATOR) {
-  const context = await browser.newContext();
-  contexts.push(context);
-  const page = await context.newPage();
-  const errors: string[] = [];
-  const dialogs: string[] = [];
-  page.on('pageerror', (error) => errors.push(error.message));
-  page.on('console', (m) => {
-    if (m.type() === 'error') errors.push(m.text());
-  });
-  page.on('dialog', (dialog) => {
-    dialogs.push(dialog.message());
-    void dialog.accept();
-  });
-  expect((await page.goto(`${server.url}/ui?token=${token}`))?.status()).toBe(200);
-  await page.goto(`${server.url}/ui/sessions/${id}`);
-  return { page, errors, dialogs };
-}
+const view = sessionViewBrowser();
+const serve = (c: TestCluster, readOnly = false) => view.serve(c.client, readOnly);
+const openSession = view.openSession;
 
 async function waiting(c: TestCluster): Promise<string> {
   const session = await c.client.submit({

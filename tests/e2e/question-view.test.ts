@@ -1,17 +1,12 @@
-import { chromium, type Browser, type BrowserContext } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningHttpServer } from '../../src/producers/http/server.js';
+import { describe, expect, it } from 'vitest';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
-import { CHROMIUM_ARGS, chromiumExecutable } from '../support/chromium.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
-import { serveApi } from '../support/http.js';
 import { recordingModels } from '../support/scenarios.js';
+import { sessionViewBrowser } from '../support/session-view-browser.js';
 
 // A person answering a blocked task's question in the session view (issue 48), in a real
 // headless Chromium.
 
-const TOKEN = 'view-token-0123456789abcdef';
-const OPERATOR = 'view-operator-0123456789abcdef';
 const TIMEOUT = 20_000;
 const QUESTION = 'Which registry should the image go to?';
 const ASKS: ScenarioInput = {
@@ -29,48 +24,16 @@ const ASKS: ScenarioInput = {
 };
 
 const startCluster = clusterPerTest();
-let browser: Browser;
-const servers: RunningHttpServer[] = [];
-const contexts: BrowserContext[] = [];
-
-beforeAll(async () => {
-  browser = await chromium.launch({
-    executablePath: await chromiumExecutable(),
-    args: [...CHROMIUM_ARGS],
-  });
-}, 60_000);
-afterEach(async () => {
-  await Promise.all(contexts.splice(0).map((c) => c.close()));
-  await Promise.all(servers.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  await browser?.close();
-});
+const view = sessionViewBrowser();
 
 /** A session blocked on the question, served with or without actions. */
 async function asking(readOnly: boolean) {
   const recorded = recordingModels(ASKS);
   const c: TestCluster = await startCluster({ models: recorded.models });
-  const server = await serveApi(c.client, {
-    token: TOKEN,
-    operatorToken: OPERATOR,
-    readOnlyBoard: readOnly,
-  });
-  servers.push(server);
+  const server = await view.serve(c.client, readOnly);
   const { id } = await c.client.submit({ instruction: 'Push the image' });
   expect((await c.client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('BLOCKED');
-  const context = await browser.newContext();
-  contexts.push(context);
-  const page = await context.newPage();
-  const errors: string[] = [];
-  const dialogs: string[] = [];
-  page.on('pageerror', (error) => errors.push(error.message));
-  page.on('dialog', (dialog) => {
-    dialogs.push(dialog.message());
-    void dialog.accept();
-  });
-  expect((await page.goto(`${server.url}/ui?token=${OPERATOR}`))?.status()).toBe(200);
-  await page.goto(`${server.url}/ui/sessions/${id}`);
+  const { page, errors, dialogs } = await view.openSession(server, id);
   return { c, id, page, errors, dialogs, recorded };
 }
 
