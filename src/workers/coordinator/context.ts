@@ -2,6 +2,9 @@ import type { Logger } from '../../shared/logger.js';
 import type { RoleMetrics } from '../metrics.js';
 import type { Changeset, SessionStore } from '../../shared/store/session-store.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
+import type { Session } from '../../shared/domain/session.js';
+import { inBand } from '../../shared/fair-release.js';
+import { jobIds, outboxJob, type OutboxJob, type PlanJob } from '../../shared/queues.js';
 
 export interface CoordinatorContext {
   store: SessionStore;
@@ -45,4 +48,23 @@ export function recordOnly(
       ],
     },
   };
+}
+
+/**
+ * The Planner's job for `attempt` of the session's plan, in the session's band: after a replan
+ * decision, an interrupted attempt, or a person's rejection.
+ */
+export function planJob(
+  session: Session,
+  attempt: number,
+  feedback?: PlanJob['feedback'],
+): OutboxJob {
+  return inBand(
+    session,
+    outboxJob('plan', 'plan', jobIds.plan(session.id, attempt), {
+      sessionId: session.id,
+      attempt,
+      ...(feedback ? { feedback } : {}),
+    }),
+  );
 }

@@ -2,7 +2,6 @@ import type { PlanBreakdown } from '../../shared/domain/plan.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { HumanWait, PlanAnswer, PlanApprovalWait } from '../../shared/domain/human-wait.js';
 import type { Session } from '../../shared/domain/session.js';
-import { inBand } from '../../shared/fair-release.js';
 import {
   jobIds,
   outboxJob,
@@ -12,7 +11,7 @@ import {
 } from '../../shared/queues.js';
 import { checkPlanEdit } from '../../shared/rules/plan-edit.js';
 import type { CoordinatorContext, Transition } from './context.js';
-import { ignore } from './context.js';
+import { ignore, planJob } from './context.js';
 import { startRunning } from './plan-judged.js';
 import { onQuestionAnswer } from './questions.js';
 
@@ -324,17 +323,7 @@ function answerPlan(
     changeset: {
       eventId,
       session: { record: next, expectedVersion: version },
-      outbox: [
-        inBand(
-          session,
-          outboxJob('plan', 'plan', jobIds.plan(session.id, attempt), {
-            sessionId: session.id,
-            attempt,
-            feedback: planFeedback,
-          }),
-        ),
-        notify('PLANNING'),
-      ],
+      outbox: [planJob(session, attempt, planFeedback), notify('PLANNING')],
       history: [
         closed,
         {

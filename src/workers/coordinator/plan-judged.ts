@@ -1,5 +1,4 @@
 import type { PlanBreakdown, PlannedTask } from '../../shared/domain/plan.js';
-import { inBand } from '../../shared/fair-release.js';
 import type {
   Feedback,
   RefinementResult,
@@ -8,7 +7,7 @@ import type {
 import type { Session } from '../../shared/domain/session.js';
 import { Task } from '../../shared/domain/task.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
-import { jobIds, outboxJob, type PlanJudgedEvent } from '../../shared/queues.js';
+import type { PlanJudgedEvent } from '../../shared/queues.js';
 import {
   advanceRefinementCounters,
   decideBrokenReplan,
@@ -22,7 +21,7 @@ import {
   validateStructure,
 } from '../../shared/rules/structure.js';
 import type { CoordinatorContext, Transition } from './context.js';
-import { ignore } from './context.js';
+import { ignore, planJob } from './context.js';
 import { executorsRefused } from './executors-refused.js';
 import { TaskEdits } from './task-edits.js';
 import { criticalPaths } from '../../shared/rules/critical-path.js';
@@ -302,16 +301,7 @@ function replan(
     changeset: {
       eventId,
       session: { record: next, expectedVersion: version },
-      outbox: [
-        inBand(
-          session,
-          outboxJob('plan', 'plan', jobIds.plan(session.id, nextAttempt), {
-            sessionId: session.id,
-            attempt: nextAttempt,
-            ...(result.feedback ? { feedback: result.feedback } : {}),
-          }),
-        ),
-      ],
+      outbox: [planJob(session, nextAttempt, result.feedback)],
       history,
     },
   };

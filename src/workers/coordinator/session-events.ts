@@ -1,8 +1,5 @@
 import { FINISHED_SESSION_STATES, type Session } from '../../shared/domain/session.js';
-import { inBand } from '../../shared/fair-release.js';
 import {
-  jobIds,
-  outboxJob,
   type CancelEvent,
   type JobFailedEvent,
   type OutboxJob,
@@ -11,7 +8,7 @@ import {
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { Counters } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
-import { ignore, recordOnly } from './context.js';
+import { ignore, planJob, recordOnly } from './context.js';
 import { fillSlots, isActive, isOpen, TaskEdits } from './task-edits.js';
 import {
   integrationFailed,
@@ -362,14 +359,7 @@ function planAgain(session: Session): {
   const feedback = session.planning.refinementHistory.at(-1)?.feedback;
   return {
     record: { ...session, state: 'PLANNING', planning: { ...session.planning, attempt } },
-    job: inBand(
-      session,
-      outboxJob('plan', 'plan', jobIds.plan(session.id, attempt), {
-        sessionId: session.id,
-        attempt,
-        ...(feedback ? { feedback } : {}),
-      }),
-    ),
+    job: planJob(session, attempt, feedback),
     inputs: { interruptedPlanAttempt: interrupted, planAttempt: attempt },
   };
 }
