@@ -366,7 +366,8 @@ export interface OrqClient {
    * edited plan instead (checked as a replan is: structure and required terms), or reject it
    * with feedback for the Planner. Waits up to `waitMs` (default 5 s) for the coordinator to
    * apply it. WAIT_ENDED when the wait is not open (answered, timed out, or `waitId` names an
-   * older one); the same when a concurrent answer to it was applied first.
+   * older one); the same when a concurrent answer to it was applied first. ANSWER_NOT_APPLIED
+   * when the coordinator failed to apply it on every try: the wait is still open.
    */
   answer(
     sessionId: string,
@@ -1408,6 +1409,12 @@ export async function openClient(
             if (entry.inputs.requestId === requestId) {
               applied = true;
               break;
+            }
+            if (entry.decision === 'wait:answer-failed' && entry.inputs.eventId === eventId) {
+              throw new OrqError('ANSWER_NOT_APPLIED', entry.reason, {
+                hint: `Answer again: orq status ${sessionId} shows what waits; the session's history (orq history ${sessionId}) has the coordinator's error.`,
+                details: { sessionId, waitId: wait.id, requestId },
+              });
             }
             if (entry.decision === 'event:ignored' && entry.inputs.eventId === eventId) {
               const now = (await store.requireSession(sessionId)).session;

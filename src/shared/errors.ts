@@ -33,7 +33,9 @@ export type OrqErrorCode =
   /** A job's delivery lost its lock (its pod paused or cut off past it): it stops (issue 35). */
   | 'DELIVERY_LOST'
   /** An answer came for a wait for a person that has ended (answered, timed out, cancelled). */
-  | 'WAIT_ENDED';
+  | 'WAIT_ENDED'
+  /** The coordinator failed to apply an answer on every try: the wait is still open. */
+  | 'ANSWER_NOT_APPLIED';
 
 export interface OrqErrorOptions {
   /** What the user can do about it. */

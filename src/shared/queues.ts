@@ -396,6 +396,8 @@ export const JobFailedEvent = z.object({
   code: z.string().optional(),
   /** The job's payload did not match its schema: bad input to record, not a step of the session. */
   malformed: z.boolean().optional(),
+  /** The wait a failed answer or wait-timed-out event was for: it stays open (wait-failures.ts). */
+  waitId: WaitId.optional(),
 });
 export type JobFailedEvent = z.infer<typeof JobFailedEvent>;
 

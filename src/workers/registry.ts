@@ -125,8 +125,10 @@ function jobSchema(role: Role, name: string): ZodType | undefined {
 /**
  * Coordinator events that move a session on: if one is lost for good, its session would wait
  * for it for ever, so its final failure is reported like a role job's (the task it was about
- * is blocked, or the planning attempt failed). Cancel, resume and job-failed events are not:
- * their callers see the outcome, and a failure report must not cause another.
+ * is blocked, or the planning attempt failed). A person's answer and a wait's timeout are too:
+ * the history says the answer was not applied and the wait is still open. Cancel, resume and
+ * job-failed events are not: their callers see the outcome, and a failure report must not
+ * cause another.
  */
 const REPORTED_COORDINATOR_EVENTS: ReadonlySet<string> = new Set([
   'plan-judged',
@@ -135,6 +137,8 @@ const REPORTED_COORDINATOR_EVENTS: ReadonlySet<string> = new Set([
   'task-replanned',
   'integrated',
   'result-judged',
+  'answer',
+  'wait-timed-out',
 ]);
 
 /**
@@ -157,8 +161,15 @@ function failureEvent(
     const unknownSession = error instanceof OrqError && error.code === 'NOT_FOUND';
     if (!REPORTED_COORDINATOR_EVENTS.has(job.name) || malformed || unknownSession) return undefined;
   }
-  const data = (job.data ?? {}) as { sessionId?: unknown; taskId?: unknown; attempt?: unknown };
+  const data = (job.data ?? {}) as {
+    sessionId?: unknown;
+    taskId?: unknown;
+    attempt?: unknown;
+    waitId?: unknown;
+  };
   const attempt = JobFailedEvent.shape.attempt.safeParse(data.attempt);
+  const waitId =
+    role === 'coordinator' ? JobFailedEvent.shape.waitId.safeParse(data.waitId).data : undefined;
   const taskId =
     role === 'planner' || jobKind(job.name) === 'judge-plan' || job.name === 'plan-judged'
       ? undefined
@@ -170,6 +181,7 @@ function failureEvent(
     error: message,
     ...(attempt.success && attempt.data !== undefined ? { attempt: attempt.data } : {}),
     ...(taskId !== undefined ? { taskId } : {}),
+    ...(waitId !== undefined ? { waitId } : {}),
     ...(error instanceof OrqError ? { code: error.code } : {}),
     ...(malformed ? { malformed: true } : {}),
   });

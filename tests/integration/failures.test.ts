@@ -151,11 +151,16 @@ describe('coordinator events that keep failing', () => {
     target: TestCluster,
     refuse: (eventId: string) => boolean,
     message: string,
-  ): { count: number } {
+  ): { count: number; stop(): void } {
     const store = target.pods[0]?.store;
     if (!store) throw new Error('the cluster has no pod');
     const apply = store.apply.bind(store);
-    const refused = { count: 0 };
+    const refused = {
+      count: 0,
+      stop: () => {
+        store.apply = apply;
+      },
+    };
     store.apply = async (sessionId, changeset) => {
       if (refuse(changeset.eventId)) {
         refused.count += 1;
@@ -220,6 +225,71 @@ describe('coordinator events that keep failing', () => {
     expect(refused.count).toBe(10);
     const error = (await historyOf(client, id)).find((e) => e.type === 'error');
     expect(error).toMatchObject({ role: 'coordinator', taskId: 'A', attempt: 1 });
+  });
+
+  it('says an answer it could not apply was not applied, and keeps the question open', async () => {
+    const path = scenarios.write('answer-lost', {
+      ...A_THEN_B,
+      tasks: {
+        B: {
+          judgements: [
+            { success: false, reason: 'no registry given', question: 'Which registry?' },
+            { success: true, reason: 'pushed' },
+          ],
+        },
+      },
+    });
+    cluster = await startCluster({ config: fastRetries });
+    const { client } = cluster;
+    const { id } = await client.submit({ instruction: 'x', config: { llm: { scenario: path } } });
+    expect((await client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('BLOCKED');
+    const refused = refuseWrites(
+      cluster,
+      (eventId) => eventId.startsWith('ev-answer|'),
+      'answer write refused by the test',
+    );
+    // Before, the answer's event was dropped after its last try: the person was told it was
+    // queued, and nothing ever said it was lost.
+    const lost = await client
+      .answerQuestion(id, 'staging', { waitMs: TIMEOUT })
+      .catch((error: unknown) => error);
+    expect(lost).toMatchObject({ code: 'ANSWER_NOT_APPLIED' });
+    expect((lost as Error).message).toContain('answer write refused by the test');
+    expect((lost as Error).message).toContain('the wait question-B-1 is still open');
+    expect(refused.count).toBe(10);
+    const history = await historyOf(client, id);
+    expect(history.find((e) => e.type === 'error')).toMatchObject({ role: 'coordinator' });
+    expect(decisions(history, 'wait:answer-failed')).toEqual([
+      expect.objectContaining({ inputs: expect.objectContaining({ stillOpen: true }) }),
+    ]);
+    expect((await client.get(id)).session.questions?.map((q) => q.id)).toEqual(['question-B-1']);
+
+    // Once the coordinator can write again, the person's next answer is applied.
+    refused.stop();
+    await client.answerQuestion(id, 'staging', { waitMs: TIMEOUT });
+    expect((await client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');
+  });
+
+  it("says a plan approval's timeout it could not apply was not applied, and the wait stays open", async () => {
+    cluster = await startCluster({ config: fastRetries });
+    const { client } = cluster;
+    refuseWrites(
+      cluster,
+      (eventId) => eventId.startsWith('ev-wait-timed-out|'),
+      'timeout write refused by the test',
+    );
+    const { id } = await client.submit({
+      instruction: 'x',
+      config: { approval: { plan: 'required', timeoutSeconds: 1, onTimeout: 'reject' } },
+    });
+    const failed = await eventually(
+      async () => decisions(await historyOf(client, id), 'wait:timeout-failed')[0],
+      'the timeout reported as not applied',
+      TIMEOUT,
+    );
+    expect(failed.reason).toContain('timeout write refused by the test');
+    expect(failed.reason).toContain('the wait plan-0 stays open until a person answers it');
+    expect((await client.get(id)).session.state).toBe('AWAITING_APPROVAL');
   });
 
   it('fails the session when the verdict on its plan cannot be applied', async () => {

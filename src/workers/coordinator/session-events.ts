@@ -19,6 +19,7 @@ import {
 import { integrationResumable } from '../../shared/rules/integration-plan.js';
 import { cancelWait } from './plan-approval.js';
 import { closeQuestions, type QuestionClosing } from './questions.js';
+import { waitEventFailed } from './wait-failures.js';
 
 const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
 
@@ -200,6 +201,9 @@ export async function onJobFailed(
     return stopOnBudget(ctx, session, version, event, eventId, errorEntry);
   if (isIntegrationJob(event.jobId)) {
     return integrationFailed(session, version, event, eventId, errorEntry);
+  }
+  if (event.waitId !== undefined) {
+    return waitEventFailed(session, { ...event, waitId: event.waitId }, eventId, errorEntry);
   }
   if (!event.taskId) {
     if (session.state !== 'PLANNING' || session.planning.attempt !== event.attempt) {
