@@ -87,7 +87,7 @@ import {
   type DeletedSession,
   type PruneReport,
 } from '../shared/store/session-retention.js';
-import { leastReservation } from '../shared/llm/metered.js';
+import { BUDGET_RESUME_HINT, leastReservation } from '../shared/llm/metered.js';
 import { MODEL_ROLES } from '../shared/llm/role-config.js';
 import { builtinUse } from '../shared/llm/builtin-roles.js';
 import { UsageStore, type SessionUsage } from '../shared/store/usage-store.js';
@@ -636,6 +636,17 @@ export async function openClient(
     { waitId, taskId }: AnswerOptions,
   ): Promise<QuestionWait> {
     const open = session.questions ?? [];
+    if (session.state === 'BUDGET_EXHAUSTED') {
+      const asked =
+        waitId !== undefined
+          ? open.find((q) => q.id === waitId)
+          : taskId !== undefined
+            ? open.find((q) => q.taskId === taskId)
+            : open.length === 1
+              ? open[0]
+              : undefined;
+      if (asked) throw budgetStoppedQuestion(session, asked);
+    }
     const live = ['RUNNING', 'BLOCKED'].includes(session.state);
     const found = !live
       ? undefined
@@ -672,6 +683,21 @@ export async function openClient(
       throw new WaitEndedError(session.id, found.id, `task ${found.taskId} moved on`);
     }
     return found;
+  }
+
+  /**
+   * The question of a session its budget stopped, which stays open: nothing runs to apply an
+   * answer until the budget is raised, so the answer is refused, saying how to go on.
+   */
+  function budgetStoppedQuestion(session: Session, question: QuestionWait): OrqError {
+    return new OrqError(
+      'BUDGET_EXHAUSTED',
+      `session ${session.id} is stopped by its budget (BUDGET_EXHAUSTED); its question ${question.id} stays open, and is answered once the budget is raised`,
+      {
+        hint: `${BUDGET_RESUME_HINT}: orq resume ${session.id} --max-tokens <n> or --max-usd <usd> (HTTP: POST /sessions/${session.id}/resume with a budget); then answer: orq answer ${session.id} --task ${question.taskId} "…"`,
+        details: { sessionId: session.id, waitId: question.id, taskId: question.taskId },
+      },
+    );
   }
 
   /** The plan approval the session waits on, if `waitId` (when given) names it. */
@@ -1418,6 +1444,11 @@ export async function openClient(
             }
             if (entry.decision === 'event:ignored' && entry.inputs.eventId === eventId) {
               const now = (await store.requireSession(sessionId)).session;
+              // Stopped by its budget after the answer was sent: the question is still open.
+              const stillAsked = now.questions?.find((q) => q.id === wait.id);
+              if (now.state === 'BUDGET_EXHAUSTED' && stillAsked) {
+                throw budgetStoppedQuestion(now, stillAsked);
+              }
               throw new WaitEndedError(
                 sessionId,
                 wait.id,

@@ -2,7 +2,13 @@ import { describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import { clusterPerTest } from '../support/cluster.js';
-import { decisions, historyOf, recordingModels } from '../support/scenarios.js';
+import {
+  decisions,
+  deferred,
+  eventually,
+  historyOf,
+  recordingModels,
+} from '../support/scenarios.js';
 
 const startCluster = clusterPerTest();
 const TIMEOUT = 20_000;
@@ -156,5 +162,69 @@ describe('questions (the judge blocks a task for information a person has)', () 
     expect(
       waitEntries(await historyOf(cancelled.c.client, cancelled.id)).map((e) => e.action),
     ).toEqual(['opened', 'cancelled']);
+  });
+
+  it('keeps a question open across a budget stop: the answer is refused until the budget is raised, then runs the task', async () => {
+    // Q asks; W, beside it, spends past the budget once Q's question is open: its verdict's
+    // reservation is refused, and the session stops in BUDGET_EXHAUSTED with the question open.
+    const scenario: ScenarioInput = {
+      plans: [
+        {
+          tasks: [
+            { id: 'Q', title: 'Push the image', acceptance: 'pushed', context: 'c' },
+            { id: 'W', title: 'Write the notes', acceptance: 'written', context: 'c' },
+          ],
+        },
+      ],
+      planJudgements: [{ score: 90, isAcceptable: true }],
+      tasks: {
+        Q: ASKS.tasks!.t2!,
+        W: { results: [{ output: 'notes', tokenUsage: { inputTokens: 50_000, outputTokens: 0 } }] },
+      },
+    };
+    const asked = deferred();
+    const { models, calls } = recordingModels(scenario, {
+      beforeExecute: (request) => (request.task.id === 'W' ? asked.promise : undefined),
+    });
+    const c = await startCluster({ models });
+    const { id } = await c.client.submit({
+      instruction: 'Push the image and write the notes',
+      config: { budget: { maxTokens: 20_000, reserveTokensPerCall: 100 } },
+    });
+    await eventually(
+      async () => ((await c.client.get(id)).session.questions?.length ? true : undefined),
+      "Q's question",
+    );
+    asked.resolve();
+    const stopped = await c.client.wait(id, { timeoutMs: TIMEOUT });
+    expect(stopped.session.state).toBe('BUDGET_EXHAUSTED');
+    expect(stopped.session.questions?.map((q) => q.id)).toEqual(['question-Q-1']);
+    expect(stopped.tasks.map((t) => [t.id, t.state])).toEqual([
+      ['Q', 'BLOCKED'],
+      ['W', 'CANCELLED'],
+    ]);
+
+    // Before, WAIT_ENDED: as if the question had ended, and nothing said how to go on.
+    const refused = await c.client.answerQuestion(id, 'staging').catch((error: unknown) => error);
+    expect(refused).toMatchObject({
+      code: 'BUDGET_EXHAUSTED',
+      hint: expect.stringContaining(`orq resume ${id} --max-tokens <n>`),
+    });
+    expect((refused as Error).message).toContain('question-Q-1 stays open');
+
+    // Raised, W runs again; Q keeps waiting with its question, and the answer runs it.
+    await c.client.resume(id, { budget: { maxTokens: 1_000_000 } });
+    const blocked = await c.client.wait(id, { timeoutMs: TIMEOUT });
+    expect(blocked.session.state).toBe('BLOCKED');
+    expect(blocked.session.questions?.map((q) => q.id)).toEqual(['question-Q-1']);
+    await c.client.answerQuestion(id, 'staging', { taskId: 'Q' });
+    const done = await c.client.wait(id, { timeoutMs: TIMEOUT });
+    expect(done.session.state).toBe('COMPLETED');
+    const second = calls.execute.find((r) => r.task.id === 'Q' && r.attempt === 2);
+    expect(second?.feedback).toContain('staging');
+    expect(waitEntries(await historyOf(c.client, id)).map((e) => e.action)).toEqual([
+      'opened',
+      'answered',
+    ]);
   });
 });

@@ -330,6 +330,30 @@ describe('formatOutcomeNotice', () => {
     );
   });
 
+  it('says, after a budget stop with a question open, to raise the budget and then answer it', () => {
+    const stopped = view('BUDGET_EXHAUSTED', [
+      ['t1', 'CANCELLED'],
+      ['t2', 'BLOCKED'],
+    ]);
+    stopped.session.questions = [
+      {
+        id: 'question-t2-1',
+        kind: 'question',
+        openedAt: now,
+        taskId: 't2',
+        attempt: 1,
+        question: 'Which registry?',
+        reason: 'no registry given',
+      },
+    ];
+    expect(formatOutcomeNotice(stopped)).toBe(
+      "session s1 is BUDGET_EXHAUSTED. Run `orq resume s1 --max-tokens N` (or --max-usd X) to go on with a higher limit; then answer t2's question (`orq answer s1 --task t2 TEXT`)",
+    );
+    expect(formatSessionTable(stopped)).toContain(
+      'answer: raise the budget first (orq resume s1 --max-tokens N), then orq answer s1 --task t2 "…"',
+    );
+  });
+
   it("gives the resume command once, not also the refusal's own hint", () => {
     const stopped = view('BUDGET_EXHAUSTED', [['t1', 'CANCELLED']]);
     stopped.session.failure = {

@@ -214,7 +214,7 @@ function sessionHeader(session: Session): string[] {
   if (session.state === 'PLANNING') lines.push(planningLine(session));
   if (session.wait) lines.push(...waitLines(session.id, session.wait));
   for (const question of session.questions ?? [])
-    lines.push(...questionLines(session.id, question));
+    lines.push(...questionLines(session.id, question, session.state));
   const phase = integrationPhaseLine(session);
   if (phase) lines.push(phase);
   if (session.integration?.outcome) {
@@ -244,12 +244,23 @@ export function waitLines(sessionId: string, wait: PlanApprovalWait): string[] {
   return lines;
 }
 
-/** A question a blocked task asks a person, and the command that answers it. */
-export function questionLines(sessionId: string, question: QuestionWait): string[] {
+/**
+ * A question a blocked task asks a person, and the command that answers it: once the budget is
+ * raised, when the budget stopped the session (the question stays open meanwhile).
+ */
+export function questionLines(
+  sessionId: string,
+  question: QuestionWait,
+  state?: Session['state'],
+): string[] {
+  const raise =
+    state === 'BUDGET_EXHAUSTED'
+      ? `raise the budget first (orq resume ${sessionId} --max-tokens N), then `
+      : '';
   return [
     `waiting for a person: question ${question.id} of task ${question.taskId}`,
     `question: ${clip(oneLine(question.question), 400)}`,
-    `answer: orq answer ${sessionId} --task ${question.taskId} "…"`,
+    `answer: ${raise}orq answer ${sessionId} --task ${question.taskId} "…"`,
   ];
 }
 
@@ -595,7 +606,12 @@ export function formatOutcomeNotice(
       const why = reason ? `: ${reason}` : '';
       // Stopped while planning (no tasks yet), the resume plans again; after, it runs the rest.
       const goOn = tasks.length > 0 ? 'go on' : 'plan again';
-      return `session ${session.id} is BUDGET_EXHAUSTED${why}. Run \`orq resume ${session.id} --max-tokens N${here}\` (or --max-usd X) to ${goOn} with a higher limit`;
+      // Its questions stay open across the stop: answered once the budget is raised.
+      const asked = (session.questions ?? []).map(
+        (q) =>
+          `; then answer ${q.taskId}'s question (\`orq answer ${session.id} --task ${q.taskId} TEXT\`)`,
+      );
+      return `session ${session.id} is BUDGET_EXHAUSTED${why}. Run \`orq resume ${session.id} --max-tokens N${here}\` (or --max-usd X) to ${goOn} with a higher limit${asked.join('')}`;
     }
     default: {
       // FAILED and any later end state: say why when the session knows.

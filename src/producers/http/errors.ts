@@ -25,6 +25,8 @@ const STATUS_BY_CODE: Partial<Record<string, number>> = {
   INVALID_STATE: 409,
   CONFLICT: 409,
   WAIT_ENDED: 409,
+  // An answer to a question of a session its budget stopped: raise the budget first.
+  BUDGET_EXHAUSTED: 409,
   TOO_MANY_REQUESTS: 429,
   REDIS_UNAVAILABLE: 503,
 };

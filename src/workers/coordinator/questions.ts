@@ -105,6 +105,12 @@ export async function onQuestionAnswer(
   eventId: string,
 ): Promise<Transition> {
   const { session, version } = await ctx.store.requireSession(event.sessionId);
+  if (session.state === 'BUDGET_EXHAUSTED') {
+    return ignore(
+      eventId,
+      `session ${session.id} is stopped by its budget (BUDGET_EXHAUSTED): its questions stay open; raise the budget (orq resume ${session.id} --max-tokens <n>), then answer again`,
+    );
+  }
   if (session.state !== 'BLOCKED' && session.state !== 'RUNNING') {
     return ignore(
       eventId,

@@ -313,6 +313,17 @@ async function resumeWithBudget(
   if (targets.length === 0 && session.integration) {
     return resumeIntegration(session, version, event, eventId, raisedSession);
   }
+  // Only tasks asking a person are left: the session waits for their answers, BLOCKED.
+  if (targets.length === 0 && (session.questions ?? []).length > 0) {
+    return {
+      changeset: {
+        eventId,
+        session: { record: { ...raisedSession, state: 'BLOCKED' }, expectedVersion: version },
+        budgetRaised: true,
+        history: [decision({ taskIds: [] }), stateChange('BLOCKED')],
+      },
+    };
+  }
   if (targets.length === 0) {
     return ignore(eventId, 'the budget stopped the session with no task left to go on with');
   }
@@ -391,7 +402,12 @@ async function stopOnBudget(
   const reason = `budget exhausted: ${event.error}`;
   const tasks = await ctx.store.loadTasks(session.id, session.taskIds);
   const edits = new TaskEdits(session, tasks.values());
+  // A task that asks a person a question stays BLOCKED with it: it runs no job, and its
+  // question stays open to be answered once the budget is raised (a resume would otherwise run
+  // it again without the answer, and leave the question open for ever).
+  const asked = new Set((session.questions ?? []).map((q) => `${q.taskId}|${q.attempt}`));
   for (const { task } of tasks.values()) {
+    if (task.state === 'BLOCKED' && asked.has(`${task.id}|${task.attempts}`)) continue;
     if (isOpen(task.state))
       edits.put({ ...task, state: 'CANCELLED', replanPending: false }, reason);
   }
