@@ -4,6 +4,8 @@ import type { PlanApprovalWait } from '../../src/shared/domain/human-wait.js';
 import { OrqError } from '../../src/shared/errors.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { bullQueue } from '../support/pods.js';
+import { eventually } from '../support/scenarios.js';
+import { jobIds } from '../../src/shared/queues.js';
 
 const startCluster = clusterPerTest();
 const INSTRUCTION = '認証機能とバリデーションを実装して';
@@ -209,6 +211,31 @@ describe('plan approval (approval.plan: required)', () => {
     expect(view.session.state).toBe('COMPLETED');
     const all = await entries(c, id);
     expect(all.some((e) => e.type === 'wait' && e.action === 'timed-out')).toBe(true);
+  });
+
+  it('lets the timeout of a wait answered before it pass quietly, writing nothing', async () => {
+    const { c, id } = await waitingSession({
+      config: { approval: { plan: 'required', timeoutSeconds: 1 } },
+    });
+    await c.client.approve(id);
+    expect((await c.client.wait(id, { timeoutMs: 20_000 })).session.state).toBe('COMPLETED');
+    const before = await entries(c, id);
+    // The delayed timeout event still fires, and the coordinator takes it.
+    const coordinator = bullQueue(c.client.store.redis, c.prefix, 'coordinator');
+    try {
+      await eventually(
+        async () =>
+          (await coordinator.getJobState(jobIds.waitTimedOut(id, 'plan-0'))) === 'completed'
+            ? true
+            : undefined,
+        'the timeout event taken',
+        20_000,
+      );
+    } finally {
+      await coordinator.close();
+    }
+    // Before, it wrote event:ignored ("the wait plan-0 is no longer open") after the end.
+    expect(await entries(c, id)).toEqual(before);
   });
 
   it('fails the session at approval.timeoutSeconds by default', async () => {

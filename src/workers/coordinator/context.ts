@@ -15,14 +15,24 @@ export interface CoordinatorContext {
 
 /**
  * What a handler concluded: a changeset to apply, or why the event changes nothing. `applied`
- * runs once the changeset is written (status OK), for clean-up the write makes safe.
+ * runs once the changeset is written (status OK), for clean-up the write makes safe. An ignored
+ * event is recorded in the history (event:ignored) unless `quiet`: an event that was due to
+ * change nothing, as a timer whose wait ended before it, is only logged.
  */
 export type Transition =
-  { changeset: Changeset; applied?: () => Promise<void> } | { ignore: string; eventId: string };
+  | { changeset: Changeset; applied?: () => Promise<void> }
+  | { ignore: string; eventId: string; quiet?: true };
 
 export const ignore = (eventId: string, reason: string): Transition => ({
   ignore: reason,
   eventId,
+});
+
+/** An event that changes nothing and is no news: logged at debug, not written to the history. */
+export const ignoreQuietly = (eventId: string, reason: string): Transition => ({
+  ignore: reason,
+  eventId,
+  quiet: true,
 });
 
 /**

@@ -72,18 +72,23 @@ export async function applyEvent(
   const usage = event.unsettledUsage?.length ? { unsettledUsage: event.unsettledUsage } : {};
   const log = ctx.logger.child({ sessionId: event.sessionId, event: name, eventId });
 
-  /** Records that the event changes nothing, and why (counting its usage), once. */
-  const ignored = async (reason: string): Promise<CoordinatorOutcome> => {
+  /**
+   * Records that the event changes nothing, and why (counting its usage), once; a quiet one
+   * only marks the event applied, writing no history.
+   */
+  const ignored = async (reason: string, quiet = false): Promise<CoordinatorOutcome> => {
     const result = await ctx.store.apply(event.sessionId, {
       eventId,
-      history: [
-        {
-          type: 'decision',
-          decision: 'event:ignored',
-          reason: `${name}: ${reason}`,
-          inputs: { eventId },
-        },
-      ],
+      history: quiet
+        ? []
+        : [
+            {
+              type: 'decision',
+              decision: 'event:ignored',
+              reason: `${name}: ${reason}`,
+              inputs: { eventId },
+            },
+          ],
       ...usage,
     });
     if (result.status === 'GONE') return gone(log);
@@ -100,7 +105,7 @@ export async function applyEvent(
     const transition = await handler(ctx, event as never, eventId);
     if ('ignore' in transition) {
       log.debug({ reason: transition.ignore }, 'event changes nothing');
-      return ignored(transition.ignore);
+      return ignored(transition.ignore, transition.quiet === true);
     }
     const result = await ctx.store.apply(event.sessionId, { ...transition.changeset, ...usage });
     if (result.status === 'GONE') return gone(log);

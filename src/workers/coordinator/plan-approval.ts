@@ -11,7 +11,7 @@ import {
 } from '../../shared/queues.js';
 import { checkPlanEdit } from '../../shared/rules/plan-edit.js';
 import type { CoordinatorContext, Transition } from './context.js';
-import { ignore, planJob } from './context.js';
+import { ignore, ignoreQuietly, planJob } from './context.js';
 import { startRunning } from './plan-judged.js';
 import { onQuestionAnswer } from './questions.js';
 
@@ -162,7 +162,8 @@ export async function onWaitTimedOut(
 ): Promise<Transition> {
   const { session, version } = await ctx.store.requireSession(event.sessionId);
   const wait = openWait(session, event.waitId);
-  if (typeof wait === 'string') return ignore(eventId, wait);
+  // The wait ended before its timer (answered, cancelled): its end is in the history already.
+  if (typeof wait === 'string') return ignoreQuietly(eventId, wait);
   if (wait.onTimeout === 'approve') {
     return answerPlan(session, version, wait, { action: 'approve' }, eventId, {
       action: 'timed-out',
