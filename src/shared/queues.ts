@@ -221,6 +221,11 @@ export const IntegrateJob = z.object({
   traceparent,
   /** Which integration of the session this is (1 for the first). */
   round: z.number().int().min(1),
+  /**
+   * Not a merge: push the round's result branch, which the final judge found done, and open its
+   * pull request (integration.pullRequest), handing on a `published` event.
+   */
+  publish: z.literal(true).optional(),
 });
 export type IntegrateJob = z.infer<typeof IntegrateJob>;
 
@@ -372,6 +377,15 @@ export const IntegratedEvent = z.object({
 });
 export type IntegratedEvent = z.infer<typeof IntegratedEvent>;
 
+/** The pull request of a round's result branch, opened once the final judge found it done. */
+export const PublishedEvent = z.object({
+  sessionId: SessionId,
+  traceparent,
+  round: z.number().int().min(1),
+  pullRequest: IntegrationOutcome.shape.pullRequest.unwrap(),
+});
+export type PublishedEvent = z.infer<typeof PublishedEvent>;
+
 /** The final judge's verdict on an integration round's result branch. */
 export const ResultJudgedEvent = z.object({
   sessionId: SessionId,
@@ -422,6 +436,7 @@ export const JobSchemas = {
     'job-failed': JobFailedEvent,
     integrated: IntegratedEvent,
     'result-judged': ResultJudgedEvent,
+    published: PublishedEvent,
     answer: AnswerEvent,
     'wait-timed-out': WaitTimedOutEvent,
     /** Not an event: a webhook delivery, taken by the coordinator's pods (webhook.ts). */
@@ -528,6 +543,9 @@ export const jobIds = {
     `ev-integrated|${sid}|${round}${fenceSuffix(fence)}`,
   judgeResult: (sid: string, round: number) => `judge-result|${sid}|${round}`,
   resultJudged: (sid: string, round: number) => `ev-result-judged|${sid}|${round}`,
+  /** The pull request of a round the final judge found done (an integrate job with publish). */
+  publish: (sid: string, round: number) => `publish|${sid}|${round}`,
+  published: (sid: string, round: number) => `ev-published|${sid}|${round}`,
   /** One per answer given (several may race for one wait; the first applied wins). */
   answer: (sid: string, requestId: string) => `ev-answer|${sid}|${requestId}`,
   waitTimedOut: (sid: string, waitId: string) => `ev-wait-timed-out|${sid}|${waitId}`,

@@ -137,6 +137,7 @@ const REPORTED_COORDINATOR_EVENTS: ReadonlySet<string> = new Set([
   'task-replanned',
   'integrated',
   'result-judged',
+  'published',
   'answer',
   'wait-timed-out',
 ]);

@@ -81,6 +81,11 @@ function validPayloads(sessionId: string): Record<QueueName, Record<string, unkn
         },
       },
       'result-judged': { sessionId, round: 1, judgement: verdict },
+      published: {
+        sessionId,
+        round: 1,
+        pullRequest: { provider: 'github', url: 'https://forge.test/o/r/pull/1', number: 1 },
+      },
       'task-replanned': { sessionId, taskId: 'A', attempt: 1, breakdown: { reason: 'r', tasks } },
       cancel: { sessionId, reason: 'stop' },
       resume: { sessionId, mode: 'retry', requestId: 'r1' },

@@ -9,6 +9,7 @@ import { PullRequestConfig } from '../../src/shared/config/schema.js';
 import { openPullRequest } from '../../src/workers/integration/pull-request.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { git } from '../support/git.js';
+import { recordingModels } from '../support/scenarios.js';
 
 const FAKE_AGENT = fileURLToPath(new URL('../fixtures/fake-coding-agent.mjs', import.meta.url));
 
@@ -209,6 +210,72 @@ describe('the pull request of a result branch', () => {
       url: 'https://forge.test/o/r/pull/1',
       number: 1,
     });
+    // Opened once the final judge found the branch done, then the session completed.
+    const steps = (await cluster.client.history(session.id))
+      .map((e) => e.entry)
+      .flatMap((e) =>
+        e.type === 'decision' && e.decision.startsWith('integration:')
+          ? [e.decision]
+          : e.type === 'state_change' && e.entity === 'session'
+            ? [e.to]
+            : [],
+      );
+    expect(steps.slice(-6)).toEqual([
+      'INTEGRATING',
+      'integration:merged',
+      'integration:done',
+      'integration:publish',
+      'integration:published',
+      'COMPLETED',
+    ]);
+  });
+
+  it('opens none for a result branch the final judge finds wanting', async () => {
+    forge = await fakeForge('github');
+    const { repo, remote } = repoWithRemote();
+    process.env.ORQ_TEST_WANTING_TOKEN = 'wanting-token';
+    const { models } = recordingModels({
+      tasks: {
+        'final-judgement-1': {
+          judgements: [
+            {
+              success: false,
+              shouldContinue: false,
+              shouldReplan: true,
+              reason: 'the printer is missing',
+              missingRequirements: ['Write the printer'],
+            },
+          ],
+        },
+      },
+    });
+    const cluster = await startCluster({
+      models,
+      config: {
+        execution: {
+          defaultExecutor: 'command',
+          workspaceRoot: join(tmp, 'ws-wanting'),
+          command: { template: [process.execPath, FAKE_AGENT, '{{prompt}}'], repository: repo },
+        },
+        integration: {
+          maxRounds: 0,
+          pullRequest: {
+            provider: 'github',
+            project: 'o/r',
+            apiUrl: forge.url,
+            tokenEnv: 'ORQ_TEST_WANTING_TOKEN',
+          },
+        },
+      },
+    });
+    const session = await cluster.client.submit({ instruction: 'Write the parser' });
+    const view = await cluster.client.wait(session.id, { timeoutMs: 60_000 });
+    expect(view.session.state).toBe('FAILED');
+    expect(view.session.failure?.code).toBe('INTEGRATION_INCOMPLETE');
+    // Before, the request was opened with the merge, before the judge had looked.
+    expect(forge.opened).toEqual([]);
+    expect(forge.creates()).toBe(0);
+    expect(git(['branch', '--list'], remote)).not.toContain(`orq/${session.id}/result`);
   });
 
   it('fails the session with INTEGRATION_FAILED when the request cannot be opened', async () => {

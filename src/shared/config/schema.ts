@@ -780,7 +780,7 @@ export const IntegrationConfig = z.strictObject({
       'Times the final judge may send the session back for what it finds missing on the result branch (a failing check counts): its findings become tasks through the Replanner, held to the required terms, and the integration runs again on the moved branch. Past it, the session fails with what is missing. 0: fail at once.',
     ),
   pullRequest: PullRequestConfig.optional().describe(
-    "Push the result branch and open a pull request (GitHub) or merge request (GitLab) for it, with the session's summary as its body; once, however often the integration runs.",
+    "Once the final judge finds the result branch done: push it and open a pull request (GitHub) or merge request (GitLab) for it, with the session's summary as its body; once, however often the integration runs. None for a branch the session fails on.",
   ),
 });
 export type IntegrationConfig = z.infer<typeof IntegrationConfig>;

@@ -89,9 +89,10 @@ export type IntegrationOutcome = z.infer<typeof IntegrationOutcome>;
  * merging: the integrate job merges and checks (INTEGRATING); judging: the final judge reviews
  * the result branch (INTEGRATING); resolving: a conflict-resolution task runs (RUNNING);
  * fixing: the tasks the final judge asked for run (RUNNING). Each phase of RUNNING ends in the
- * next round's merging.
+ * next round's merging. publishing: the final judge found the branch done, and a worker pushes
+ * it and opens its pull request (INTEGRATING, with integration.pullRequest only).
  */
-export const IntegrationPhase = z.enum(['merging', 'judging', 'resolving', 'fixing']);
+export const IntegrationPhase = z.enum(['merging', 'judging', 'resolving', 'fixing', 'publishing']);
 export type IntegrationPhase = z.infer<typeof IntegrationPhase>;
 
 /** The final judge's word on the integrated result (issue 47, item 3). */

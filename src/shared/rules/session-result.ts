@@ -273,6 +273,8 @@ export function integrationPhaseLine(session: {
       return `final judgement (${round}): the judge reviews ${branch} at ${(integration.outcome?.commit ?? '').slice(0, 12)}`;
     case 'resolving':
       return `resolving conflicts: a resolution task ${session.state === 'BLOCKED' ? 'waits for a resume' : 'runs'}; then integration ${round}`;
+    case 'publishing':
+      return `publishing (${round}): the final judge found ${branch} done; pushing it and opening its pull request`;
     case 'fixing':
       return `fixing: tasks for what the final judge found missing (${integration.verdict?.missing.length ?? 0} item(s)) ${session.state === 'BLOCKED' ? 'wait for a resume' : 'run'}; then integration ${round}`;
     default:

@@ -10,7 +10,7 @@ import { onTaskChecked } from './task-checked.js';
 import { onTaskJudged } from './task-judged.js';
 import { onTaskReplanned } from './task-replanned.js';
 import { onIntegrated } from './integration.js';
-import { onResultJudged } from './final-judgement.js';
+import { onPublished, onResultJudged } from './final-judgement.js';
 import { onAnswer, onWaitTimedOut } from './plan-approval.js';
 import { ValidationError } from '../../shared/errors.js';
 import { SessionId } from '../../shared/domain/session.js';
@@ -31,6 +31,7 @@ const handlers: Record<CoordinatorEventName, Handler> = {
   'job-failed': onJobFailed as Handler,
   integrated: onIntegrated as Handler,
   'result-judged': onResultJudged as Handler,
+  published: onPublished as Handler,
   answer: onAnswer as Handler,
   'wait-timed-out': onWaitTimedOut as Handler,
 };

@@ -1,7 +1,12 @@
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { Session } from '../../shared/domain/session.js';
 import { inBand } from '../../shared/fair-release.js';
-import { jobIds, outboxJob, type ResultJudgedEvent } from '../../shared/queues.js';
+import {
+  jobIds,
+  outboxJob,
+  type PublishedEvent,
+  type ResultJudgedEvent,
+} from '../../shared/queues.js';
 import { blockingFailures, finalVerdict, fixTask } from '../../shared/rules/final-judgement.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
@@ -57,6 +62,43 @@ export async function onResultJudged(
       missing: verdict.missing,
     },
   };
+  // Done, with a pull request asked for: a worker pushes the branch and opens it; the session
+  // completes once it is open. Never before: a request is for a result the judge accepted.
+  if (verdict.done && session.config.integration.pullRequest && outcome.status === 'merged') {
+    const reason = `${outcome.branch} is done: pushing it and opening its pull request`;
+    return {
+      changeset: {
+        eventId,
+        requireStates: ['INTEGRATING'],
+        session: {
+          record: {
+            ...stamp(session),
+            integration: inPhase(session, 'publishing', { verdict }),
+          },
+          expectedVersion: version,
+        },
+        outbox: [
+          inBand(
+            session,
+            outboxJob('work', 'integrate', jobIds.publish(session.id, event.round), {
+              sessionId: session.id,
+              round: event.round,
+              publish: true,
+            }),
+          ),
+        ],
+        history: [
+          judged,
+          {
+            type: 'decision',
+            decision: 'integration:publish',
+            reason,
+            inputs: { round: event.round, phase: 'publishing', branch: outcome.branch },
+          },
+        ],
+      },
+    };
+  }
   if (verdict.done || fixes >= maxRounds) {
     const failed = blockingFailures(outcome).length > 0;
     const reason = verdict.done
@@ -134,5 +176,55 @@ export async function onResultJudged(
       },
       [judged],
     ),
+  };
+}
+
+/**
+ * The pull request of the result branch the final judge found done is open: the session is
+ * COMPLETED, the request's address in its outcome. Applied once, for the round that waits.
+ */
+export async function onPublished(
+  ctx: CoordinatorContext,
+  event: PublishedEvent,
+  eventId: string,
+): Promise<Transition> {
+  const { session, version } = await ctx.store.requireSession(event.sessionId);
+  const integration = session.integration;
+  const outcome = integration?.outcome;
+  if (
+    session.state !== 'INTEGRATING' ||
+    integration?.round !== event.round ||
+    integration.phase !== 'publishing' ||
+    !outcome
+  ) {
+    return ignore(
+      eventId,
+      `session is ${session.state} (${integration?.phase ?? 'no integration'}), not opening the pull request of round ${event.round}`,
+    );
+  }
+  const { pullRequest } = event;
+  const reason = `${outcome.branch} is done: ${integration.verdict?.reason ?? 'the final judge accepted it'}; opened ${pullRequest.url}`;
+  return {
+    changeset: {
+      eventId,
+      requireStates: ['INTEGRATING'],
+      session: {
+        record: {
+          ...stamp(session),
+          state: 'COMPLETED',
+          integration: inPhase(session, 'publishing', { outcome: { ...outcome, pullRequest } }),
+        },
+        expectedVersion: version,
+      },
+      history: [
+        {
+          type: 'decision',
+          decision: 'integration:published',
+          reason: `opened ${pullRequest.url} for ${outcome.branch}`,
+          inputs: { round: event.round, phase: 'publishing', pullRequest },
+        },
+        { type: 'state_change', entity: 'session', from: 'INTEGRATING', to: 'COMPLETED', reason },
+      ],
+    },
   };
 }

@@ -26,9 +26,14 @@ const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date(
 
 /** Whether a job id is an integration's: its integrate job or the event it hands on. */
 export const isIntegrationJob = (jobId: string): boolean =>
-  ['integrate|', 'ev-integrated|', 'judge-result|', 'ev-result-judged|'].some((p) =>
-    jobId.startsWith(p),
-  );
+  [
+    'integrate|',
+    'ev-integrated|',
+    'judge-result|',
+    'ev-result-judged|',
+    'publish|',
+    'ev-published|',
+  ].some((p) => jobId.startsWith(p));
 
 /** The session's integration record moved on to `phase` (the rest kept). */
 export const inPhase = (

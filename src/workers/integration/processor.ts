@@ -22,6 +22,7 @@ export function createIntegrationProcessor(ctx: RoleContext) {
   return async (job: Job, token?: string, signal?: AbortSignal): Promise<string> => {
     const data = parseOrThrow(IntegrateJob, job.data, 'integrate job');
     const { sessionId, round } = data;
+    if (data.publish) return publish(ctx, job, token, signal, data);
     if (job.attemptsStarted > 1) {
       const latest = await ctx.store.currentFence(sessionId, INTEGRATION_FENCE_ID, round);
       const handOff = jobIds.integrated(sessionId, round, latest);
@@ -50,8 +51,7 @@ export function createIntegrationProcessor(ctx: RoleContext) {
     const confirmCurrent = () => confirmDelivery(job, token, ctx.lockDurationMs, stopped);
     let outcome: IntegrationOutcome;
     try {
-      const integrated = await integrate(session, command, tasks, stopped, confirmCurrent);
-      outcome = await withPullRequest(integrated, session, stopped, confirmCurrent);
+      outcome = await integrate(session, command, tasks, stopped, confirmCurrent);
     } catch (error) {
       if (!controls.sessionFinished()) throw error;
       logger.info({ err: (error as Error).message }, 'integration stopped: the session ended');
@@ -109,27 +109,57 @@ function integrate(
 }
 
 /**
- * The outcome with its pull request, opened when the config asks for one and the merge went
- * through: on every delivery, since the outcome read back from the repository has none; the
- * request is found before it is opened, so it is opened once.
+ * The publish job of a round the final judge found done (integration.pullRequest): pushes the
+ * result branch and opens its pull request, then hands the request on. Safe to deliver twice:
+ * the request is found before it is opened, so it is opened once; the event's id is the
+ * round's, so it is applied once.
  */
-async function withPullRequest(
-  outcome: IntegrationOutcome,
-  session: Session,
-  signal: AbortSignal,
-  confirmCurrent: () => Promise<void>,
-): Promise<IntegrationOutcome> {
+async function publish(
+  ctx: RoleContext,
+  job: Job,
+  token: string | undefined,
+  signal: AbortSignal | undefined,
+  { sessionId, round }: IntegrateJob,
+): Promise<string> {
+  const { session } = await ctx.store.requireSession(sessionId);
+  const integration = session.integration;
+  const outcome = integration?.outcome;
   const config = session.config.integration.pullRequest;
-  if (!config || outcome.status !== 'merged') return outcome;
-  await confirmCurrent();
-  const baseBranch = session.config.execution.command?.baseBranch;
-  const pullRequest = await openPullRequest({
-    config,
-    repository: outcome.repository,
-    branch: outcome.branch,
-    ...(baseBranch ? { baseBranch } : {}),
-    ...describeRequest(session.instruction, session.id, outcome),
-    signal,
-  });
-  return { ...outcome, pullRequest };
+  if (
+    session.state !== 'INTEGRATING' ||
+    integration?.phase !== 'publishing' ||
+    integration.round !== round ||
+    !outcome ||
+    !config
+  ) {
+    return 'stale';
+  }
+  const controls = ctx.models.forExecution(session, INTEGRATION_FENCE_ID, signal);
+  let pullRequest: NonNullable<IntegrationOutcome['pullRequest']>;
+  try {
+    await confirmDelivery(job, token, ctx.lockDurationMs, controls.signal);
+    const baseBranch = session.config.execution.command?.baseBranch;
+    pullRequest = await openPullRequest({
+      config,
+      repository: outcome.repository,
+      branch: outcome.branch,
+      ...(baseBranch ? { baseBranch } : {}),
+      ...describeRequest(session.instruction, session.id, outcome),
+      signal: controls.signal,
+    });
+  } catch (error) {
+    if (!controls.sessionFinished()) throw error;
+    return 'session ended';
+  } finally {
+    controls.release();
+  }
+  await confirmDelivery(job, token, ctx.lockDurationMs);
+  await ctx.queues.add(
+    outboxJob('coordinator', 'published', jobIds.published(sessionId, round), {
+      sessionId,
+      round,
+      pullRequest,
+    }),
+  );
+  return 'published';
 }
