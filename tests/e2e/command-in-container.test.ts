@@ -94,7 +94,11 @@ describe('the command executor in a container with no git identity anywhere', ()
       execution: {
         defaultExecutor: 'command',
         workspaceRoot: join(work, 'workspaces'),
-        command: { repository: repo, template: ['node', FAKE_AGENT, '{{prompt}}'] },
+        // The agent commits its own work, as aider does, with whatever identity git has.
+        command: {
+          repository: repo,
+          template: ['node', FAKE_AGENT, '--commit-as-is', '{{prompt}}'],
+        },
       },
     };
     const run = await inPod(work, [
@@ -115,6 +119,10 @@ describe('the command executor in a container with no git identity anywhere', ()
     expect(tasks.length, branches.join('\n')).toBeGreaterThanOrEqual(2);
     const identity = (rev: string) => git(['log', '-1', '--format=%an <%ae>|%cn <%ce>', rev], repo);
     for (const branch of tasks) expect(identity(branch), branch).toBe(ORQ);
+    // Those are the agent's own commits, which git took with orq's fallback identity.
+    for (const branch of tasks) {
+      expect(git(['log', '-1', '--format=%s', branch], repo), branch).toMatch(/^fake agent: /);
+    }
     // The run records, which the pod failed to write (a commit-tree with no identity).
     const records = git(['for-each-ref', '--format=%(refname)', 'refs/orq/'], repo)
       .split('\n')

@@ -358,6 +358,47 @@ describe('the command executor', () => {
       expect(identityOf(idle.repo, idle.branch)).toBe(ORQ);
     });
 
+    it("gives the agent's own commits orq's identity, where nothing names one", async () => {
+      const { repo, session, branch } = setup({}, ['--commit-as-is']);
+      const result = await createCommandExecutor().execute(
+        executorContext(db.store, session, task),
+      );
+      // Before, git refused the agent's commit (Author identity unknown) and the agent failed.
+      expect(result.error).toBeUndefined();
+      expect(git(['log', '-1', '--format=%s', branch], repo)).toBe('fake agent: t1');
+      expect(identityOf(repo, branch)).toBe(ORQ);
+      expect(git(['rev-list', '--count', `main..${branch}`], repo)).toBe('1');
+      // The worktree's config went with it: nothing of it is in the repository.
+      expect(git(['status', '--porcelain'], repo)).toBe('');
+    });
+
+    it('lets what git has win over the fallback: the real global config, the repository, the agent', async () => {
+      // A global config naming only an email: the name is orq's, the email the global one.
+      const global = join(tmp, 'global.gitconfig');
+      writeFileSync(global, '[user]\n\temail = grace@example.com\n');
+      process.env.GIT_CONFIG_GLOBAL = global;
+      try {
+        const partial = setup({}, ['--commit-as-is']);
+        await createCommandExecutor().execute(executorContext(db.store, partial.session, task));
+        expect(identityOf(partial.repo, partial.branch)).toBe(
+          'orq <grace@example.com>|orq <grace@example.com>',
+        );
+      } finally {
+        process.env.GIT_CONFIG_GLOBAL = '/dev/null';
+      }
+      const configured = setup({}, ['--commit-as-is']);
+      execFileSync('git', ['config', 'user.name', 'Ada'], { cwd: configured.repo });
+      await createCommandExecutor().execute(executorContext(db.store, configured.session, task));
+      expect(identityOf(configured.repo, configured.branch)).toBe(
+        'Ada <orq@localhost>|Ada <orq@localhost>',
+      );
+      const own = setup({}, ['--commit']);
+      await createCommandExecutor().execute(executorContext(db.store, own.session, task));
+      expect(identityOf(own.repo, own.branch)).toBe(
+        'Fake Agent <fake-agent@example.com>|Fake Agent <fake-agent@example.com>',
+      );
+    });
+
     it("keeps the repository's own identity where it has one", async () => {
       const { repo, session, branch } = setup();
       execFileSync('git', ['config', 'user.name', 'Ada'], { cwd: repo });

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import {
+  fallbackGlobalConfig,
   fallbackIdentityEnv,
   gitSubcommand,
+  globalConfigPaths,
   identityHint,
   makesCommits,
   parseConfigLines,
@@ -88,5 +90,43 @@ describe('a commit git refuses for want of an identity', () => {
 
   it('and no other failure does', () => {
     expect(identityHint('CONFLICT (content): Merge conflict in a.txt')).toBeUndefined();
+  });
+});
+
+describe('the global git config a coding agent gets where git has no identity', () => {
+  it('gives the fallback identity first, then includes the real global config files, which win', () => {
+    expect(fallbackGlobalConfig(['/home/ada/.config/git/config', '/home/ada/.gitconfig'])).toBe(
+      [
+        "# orq's fallback identity for the agent's own commits (git-identity.ts); the files below win",
+        '[user]',
+        '\tname = orq',
+        '\temail = orq@localhost',
+        '[include]',
+        '\tpath = "/home/ada/.config/git/config"',
+        '[include]',
+        '\tpath = "/home/ada/.gitconfig"',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('quotes a path with quotes or backslashes, and leaves out one git could not read back', () => {
+    const config = fallbackGlobalConfig(['/tmp/a "b"\\c', '/tmp/two\nlines']);
+    expect(config).toContain('\tpath = "/tmp/a \\"b\\"\\\\c"\n');
+    expect(config).not.toContain('two');
+  });
+
+  it('includes what git reads: GIT_CONFIG_GLOBAL alone, else the XDG file then ~/.gitconfig', () => {
+    expect(globalConfigPaths({ GIT_CONFIG_GLOBAL: '/etc/pod.gitconfig' }, '/home/ada')).toEqual([
+      '/etc/pod.gitconfig',
+    ]);
+    expect(globalConfigPaths({ XDG_CONFIG_HOME: '/xdg' }, '/home/ada')).toEqual([
+      '/xdg/git/config',
+      '/home/ada/.gitconfig',
+    ]);
+    expect(globalConfigPaths({}, '/home/ada')).toEqual([
+      '/home/ada/.config/git/config',
+      '/home/ada/.gitconfig',
+    ]);
   });
 });

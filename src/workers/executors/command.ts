@@ -6,6 +6,7 @@ import type { TaskResult } from '../../shared/domain/task.js';
 import { OrqError, ValidationError } from '../../shared/errors.js';
 import { providerKey } from '../../shared/llm/provider-keys.js';
 import {
+  agentIdentityEnv,
   commitAll,
   commitEmpty,
   git,
@@ -217,6 +218,9 @@ async function runCommandTask(
       // pod's job redelivered) makes its outside effects once by it (docs/guarantees.md).
       ORQ_IDEMPOTENCY_KEY: idempotencyKey(session.id, task.id, ctx.attempt),
       ORQ_BRANCH: branch,
+      // In a pod with no git identity, the agent's own commits are orq's fallback's (the
+      // repository's, the agent's -c and the real global config win where they name one).
+      ...(await agentIdentityEnv(worktree.path, signal)),
     };
     const basePrompt = `${taskPrompt(ctx)}\n${instructionsFor(worktree)}`;
 

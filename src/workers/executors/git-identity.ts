@@ -89,3 +89,38 @@ export function identityHint(stderr: string): string | undefined {
     `that orq's fallback identity ${FALLBACK_IDENTITY.name} <${FALLBACK_IDENTITY.email}> applies`
   );
 }
+
+/**
+ * The global config files git reads when GIT_CONFIG_GLOBAL does not name one, in the order it
+ * reads them (a later value wins): $XDG_CONFIG_HOME/git/config (else ~/.config/git/config),
+ * then ~/.gitconfig. Just the one GIT_CONFIG_GLOBAL names when it is set.
+ */
+export function globalConfigPaths(env: NodeJS.ProcessEnv, home: string): string[] {
+  if (env.GIT_CONFIG_GLOBAL !== undefined) return [env.GIT_CONFIG_GLOBAL];
+  const xdg = env.XDG_CONFIG_HOME?.trim() ? env.XDG_CONFIG_HOME : `${home}/.config`;
+  return [`${xdg}/git/config`, `${home}/.gitconfig`];
+}
+
+/** A value in a git config file, quoted: backslashes and double quotes escaped. */
+const quoted = (value: string) => `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+
+/**
+ * The global git config a coding agent's process gets (GIT_CONFIG_GLOBAL) where git has no
+ * identity of its own: orq's fallback identity, then the real global config files included
+ * after it, so that git's own precedence applies as if the fallback were the lowest global
+ * setting. The real global config, the repository's, `-c user.name=…` on the agent's own command
+ * line and GIT_AUTHOR_* in its environment all win over it. (Environment variables given to
+ * the agent instead would win over all of those.) An include of a missing file is skipped.
+ */
+export function fallbackGlobalConfig(includes: readonly string[]): string {
+  return [
+    "# orq's fallback identity for the agent's own commits (git-identity.ts); the files below win",
+    '[user]',
+    `\tname = ${FALLBACK_IDENTITY.name}`,
+    `\temail = ${FALLBACK_IDENTITY.email}`,
+    ...includes
+      .filter((path) => !/[\n\r\0]/.test(path))
+      .flatMap((path) => ['[include]', `\tpath = ${quoted(path)}`]),
+    '',
+  ].join('\n');
+}

@@ -1,11 +1,14 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { rm, rmdir, stat } from 'node:fs/promises';
-import { dirname, resolve } from 'node:path';
+import { rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { OrqError, ValidationError } from '../../shared/errors.js';
 import { distinctName } from './distinct-name.js';
 import {
+  fallbackGlobalConfig,
   fallbackIdentityEnv,
+  globalConfigPaths,
   identityHint,
   IDENTITY_KEYS,
   makesCommits,
@@ -36,6 +39,24 @@ export async function git(
 ): Promise<GitResult> {
   const identity = makesCommits(args) ? await fallbackIdentity(cwd, signal) : {};
   return runGit(args, cwd, identity, signal, maxBytes);
+}
+
+/**
+ * What a coding agent run in the worktree at `cwd` gets in its environment so that its own
+ * commits have an identity where git has none (a pod's bare HOME): GIT_CONFIG_GLOBAL naming a
+ * config with orq's fallback identity that includes the real global config
+ * (fallbackGlobalConfig), written in the worktree's own git directory, which goes with the
+ * worktree. Nothing where the config or the environment names an identity.
+ */
+export async function agentIdentityEnv(
+  cwd: string,
+  signal?: AbortSignal,
+): Promise<Record<string, string>> {
+  if (Object.keys(await fallbackIdentity(cwd, signal)).length === 0) return {};
+  const gitDir = resolve(cwd, await gitOk(['rev-parse', '--git-dir'], cwd, signal));
+  const path = join(gitDir, 'orq-agent-global.gitconfig');
+  await writeFile(path, fallbackGlobalConfig(globalConfigPaths(process.env, homedir())));
+  return { GIT_CONFIG_GLOBAL: path };
 }
 
 /**
