@@ -5,6 +5,7 @@ import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import { parseSseStream } from '../../src/producers/http/sse.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import { clusterPerTest } from '../support/cluster.js';
+import { budgetStoppedQuestion } from '../support/budget-question.js';
 import { bearer, serveApi } from '../support/http.js';
 import { eventually, recordingModels } from '../support/scenarios.js';
 
@@ -142,5 +143,21 @@ describe('questions over the HTTP API', () => {
       delete process.env.ORQ_TEST_WEBHOOK_SECRET;
       await hook.close();
     }
+  });
+
+  it('answers 409 BUDGET_EXHAUSTED with the command that raises the budget, for a session its budget stopped', async () => {
+    const { c, id } = await budgetStoppedQuestion(startCluster);
+    const server = await serveApi(c.client, { token: TOKEN, operatorToken: OPERATOR });
+    servers.push(server);
+    const refused = await post(server, `/sessions/${id}/answer`, OPERATOR, {
+      text: 'staging',
+      taskId: 'Q',
+    });
+    expect(refused.status).toBe(409);
+    const body = (await refused.json()) as { error: string; message: string; hint: string };
+    expect(body.error).toBe('BUDGET_EXHAUSTED');
+    expect(body.message).toContain('question-Q-1 stays open');
+    expect(body.hint).toContain(`POST /sessions/${id}/resume with a budget`);
+    expect((await c.client.get(id)).session.questions?.map((q) => q.id)).toEqual(['question-Q-1']);
   });
 });

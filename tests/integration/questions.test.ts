@@ -2,13 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import { clusterPerTest } from '../support/cluster.js';
-import {
-  decisions,
-  deferred,
-  eventually,
-  historyOf,
-  recordingModels,
-} from '../support/scenarios.js';
+import { budgetStoppedQuestion } from '../support/budget-question.js';
+import { decisions, historyOf, recordingModels } from '../support/scenarios.js';
 
 const startCluster = clusterPerTest();
 const TIMEOUT = 20_000;
@@ -165,39 +160,8 @@ describe('questions (the judge blocks a task for information a person has)', () 
   });
 
   it('keeps a question open across a budget stop: the answer is refused until the budget is raised, then runs the task', async () => {
-    // Q asks; W, beside it, spends past the budget once Q's question is open: its verdict's
-    // reservation is refused, and the session stops in BUDGET_EXHAUSTED with the question open.
-    const scenario: ScenarioInput = {
-      plans: [
-        {
-          tasks: [
-            { id: 'Q', title: 'Push the image', acceptance: 'pushed', context: 'c' },
-            { id: 'W', title: 'Write the notes', acceptance: 'written', context: 'c' },
-          ],
-        },
-      ],
-      planJudgements: [{ score: 90, isAcceptable: true }],
-      tasks: {
-        Q: ASKS.tasks!.t2!,
-        W: { results: [{ output: 'notes', tokenUsage: { inputTokens: 50_000, outputTokens: 0 } }] },
-      },
-    };
-    const asked = deferred();
-    const { models, calls } = recordingModels(scenario, {
-      beforeExecute: (request) => (request.task.id === 'W' ? asked.promise : undefined),
-    });
-    const c = await startCluster({ models });
-    const { id } = await c.client.submit({
-      instruction: 'Push the image and write the notes',
-      config: { budget: { maxTokens: 20_000, reserveTokensPerCall: 100 } },
-    });
-    await eventually(
-      async () => ((await c.client.get(id)).session.questions?.length ? true : undefined),
-      "Q's question",
-    );
-    asked.resolve();
-    const stopped = await c.client.wait(id, { timeoutMs: TIMEOUT });
-    expect(stopped.session.state).toBe('BUDGET_EXHAUSTED');
+    const { c, id, calls } = await budgetStoppedQuestion(startCluster);
+    const stopped = await c.client.get(id);
     expect(stopped.session.questions?.map((q) => q.id)).toEqual(['question-Q-1']);
     expect(stopped.tasks.map((t) => [t.id, t.state])).toEqual([
       ['Q', 'BLOCKED'],

@@ -87,6 +87,7 @@ export function registerApprovalRoutes(
               403: ApiError,
               404: ApiError,
               409: ApiError,
+              500: ApiError,
               503: ApiError,
             },
           },
