@@ -313,17 +313,6 @@ async function resumeWithBudget(
   if (targets.length === 0 && session.integration) {
     return resumeIntegration(session, version, event, eventId, raisedSession);
   }
-  // Only tasks asking a person are left: the session waits for their answers, BLOCKED.
-  if (targets.length === 0 && (session.questions ?? []).length > 0) {
-    return {
-      changeset: {
-        eventId,
-        session: { record: { ...raisedSession, state: 'BLOCKED' }, expectedVersion: version },
-        budgetRaised: true,
-        history: [decision({ taskIds: [] }), stateChange('BLOCKED')],
-      },
-    };
-  }
   if (targets.length === 0) {
     return ignore(eventId, 'the budget stopped the session with no task left to go on with');
   }
