@@ -2,8 +2,13 @@ import { describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import { clusterPerTest } from '../support/cluster.js';
-import { budgetStoppedQuestion } from '../support/budget-question.js';
-import { decisions, historyOf, recordingModels } from '../support/scenarios.js';
+import {
+  budgetQuestionModels,
+  budgetStoppedQuestion,
+  questionAsked,
+} from '../support/budget-question.js';
+import { bullQueue } from '../support/pods.js';
+import { decisions, eventually, historyOf, recordingModels } from '../support/scenarios.js';
 
 const startCluster = clusterPerTest();
 const TIMEOUT = 20_000;
@@ -190,5 +195,35 @@ describe('questions (the judge blocks a task for information a person has)', () 
       'opened',
       'answered',
     ]);
+  });
+
+  it('refuses with BUDGET_EXHAUSTED an answer sent before a budget stop the coordinator applied first', async () => {
+    const { models, spend, submit } = budgetQuestionModels();
+    const c = await startCluster({ models, roles: ['planner', 'judge', 'worker', 'replanner'] });
+    const coordinator = await c.startPod(['coordinator'], { concurrency: 1 });
+    const { id } = await c.client.submit(submit);
+    await questionAsked(c, id);
+    await coordinator.close(5_000);
+    // W's refused verdict is reported to the coordinator's queue, and waits there.
+    spend();
+    const queue = bullQueue(c.client.store.redis, c.prefix, 'coordinator');
+    try {
+      await eventually(
+        async () =>
+          (await queue.getJobs(['waiting'])).some((j) => j.name === 'job-failed') || undefined,
+        "W's refusal reported",
+      );
+    } finally {
+      await queue.close();
+    }
+    // The session still looks open to the client, which queues the answer after the refusal.
+    const answer = c.client
+      .answerQuestion(id, 'staging', { waitMs: TIMEOUT })
+      .catch((error: unknown) => error);
+    await c.startPod(['coordinator'], { concurrency: 1 });
+    expect(await answer).toMatchObject({ code: 'BUDGET_EXHAUSTED' });
+    const view = await c.client.get(id);
+    expect(view.session.state).toBe('BUDGET_EXHAUSTED');
+    expect(view.session.questions?.map((q) => q.id)).toEqual(['question-Q-1']);
   });
 });
