@@ -176,7 +176,7 @@ export function createApiMetrics(sources: MetricsSources): ApiMetrics {
 
   new Gauge({
     name: 'orq_sessions_integrating',
-    help: `Sessions whose integration is under way, by phase (merging, judging: the final judgement, resolving: conflicts, fixing: what the final judge found missing), read at scrape time (the newest ${SESSION_SCAN_LIMIT}).`,
+    help: `Sessions whose integration is under way, by phase (merging, judging: the final judgement, resolving: conflicts, fixing: what the final judge found missing, publishing: its pull request), read at scrape time (the newest ${SESSION_SCAN_LIMIT}).`,
     labelNames: ['phase'] as const,
     registers: [registry],
     async collect() {
