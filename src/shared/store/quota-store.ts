@@ -264,7 +264,8 @@ local function refuse(reason, wait)
 end
 
 local per_request = rpm > 0 and 60000 / rpm or 0
-if paused > now then return refuse('paused', paused - now + ahead * per_request) end
+-- The buckets restart empty after a pause: the first request comes one refill after it ends.
+if paused > now then return refuse('paused', paused - now + (ahead + 1) * per_request) end
 -- While calls wait, the last requests of the bucket are kept for calls spending a session's
 -- credit (a tag below V) and for steps: a backlog that binds leaves them (RESERVED_REQUESTS). A
 -- call with no one waiting (not tagged) takes what there is.
