@@ -24,6 +24,7 @@ import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-serv
 import { eventually } from '../support/scenarios.js';
 import {
   QuotaStore,
+  quotaKeys,
   type LineCaller,
   type QuotaSettings,
 } from '../../src/shared/store/quota-store.js';
@@ -581,6 +582,28 @@ describe('nothing stuck in the line', () => {
     expect((await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, next)).granted).toBe(true);
   });
 
+  it('a session that ends leaves at once with all its calls, and no longer counts for its tenant', async () => {
+    const [a, b] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    // Tenant A: a session that will end, with 10 calls waiting (it would count for its tenant
+    // until a second past the last one's turn, 2 s off), and one that goes on.
+    const ending = Array.from({ length: 10 }, (_, i) => caller('ending', i, { tenant: 'A' }));
+    for (const call of ending) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    const goesOn = [0, 1, 2].map((i) => caller('goes-on', i, { tenant: 'A' }));
+    await b.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, goesOn[0] as LineCaller);
+    expect(await b.leaveSession(id, 'ending')).toBe(10);
+    expect((await b.line(id)).entries.map((e) => e.callId)).toEqual([goesOn[0]?.callId]);
+    // The session that goes on is its tenant's only one now: its next calls are a tag apart.
+    for (const call of goesOn.slice(1)) {
+      await b.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    }
+    const waiters = await connect().hgetall(quotaKeys(b.prefix, id).waiters);
+    const tag = (call: LineCaller | undefined) =>
+      Number((waiters[call?.callId ?? ''] ?? '').split('|')[0]);
+    expect(tag(goesOn[2]) - tag(goesOn[1])).toBe(1);
+  });
+
   it("shows the line by tenant and session, with each session's first place", async () => {
     const [a] = twoPods();
     const id = limitId();
@@ -685,7 +708,8 @@ describe('a job whose call waits in the line', () => {
 
   it('shows its place in its progress and in client.quotas() under its tenant, and leaves the line when its session is cancelled', async () => {
     const cluster = await startCluster();
-    const rateLimit = { requestsPerMinute: 60, burstSeconds: 1 };
+    // 6 a minute: its turn, 4th in line, is 40 s off; it leaves long before it comes back.
+    const rateLimit = { requestsPerMinute: 6, burstSeconds: 10 };
     const limit = providerLimit('openai', server.baseUrl, KEY);
     // Three urgent calls of another process wait ahead and never come back (their lease is long).
     const other = new QuotaStore(connect(), cluster.prefix);
@@ -741,8 +765,8 @@ describe('a job whose call waits in the line', () => {
     const [others, acme] = quota?.line ?? [];
     expect(others?.oldestWaitMs).toBeGreaterThanOrEqual(acme?.oldestWaitMs ?? 0);
     await cluster.client.cancel(session.id);
-    // When it comes back it finds its session cancelled and ends: its place goes with it,
-    // long before its lease would lapse.
+    // The session's end is announced and the pod takes its calls out of the line, without
+    // waiting for the job to come back at its turn (when it would find its session over).
     await eventually(
       async () =>
         (await other.line(limit.id)).entries.some((e) => e.callId === callId) ? undefined : true,

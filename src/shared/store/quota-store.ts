@@ -334,6 +334,27 @@ end
 return left
 `;
 
+/**
+ * KEYS: line, leases, waiters, fair. ARGV: session id. Its session ended: every call of it leaves
+ * the line now, not when its job comes back at its turn (a handed-back job of a cancelled
+ * session holds its place until then, and the requests kept for it go unused), and it no
+ * longer counts for its tenant. O(waiters): once per session end.
+ */
+const LEAVE_SESSION_SCRIPT = `
+local flat = redis.call('HGETALL', KEYS[3])
+local left = 0
+for i = 1, #flat, 2 do
+  if string.match(flat[i + 1], '^[^|]*|[^|]*|[^|]*|([^|]*)|') == ARGV[1] then
+    redis.call('ZREM', KEYS[1], flat[i])
+    redis.call('ZREM', KEYS[2], flat[i])
+    redis.call('HDEL', KEYS[3], flat[i])
+    left = left + 1
+  end
+end
+redis.call('HDEL', KEYS[4], 's|' .. ARGV[1])
+return left
+`;
+
 /** KEYS: line, leases, waiters. Returns {now, ids in order, their infos} of the live waiters. */
 const LINE_SCRIPT = `
 local t = redis.call('TIME')
@@ -420,6 +441,13 @@ declare module 'ioredis' {
       waiters: string,
       ...callIds: string[]
     ): Result<number, Context>;
+    orqQuotaLeaveSession(
+      line: string,
+      leases: string,
+      waiters: string,
+      fair: string,
+      sessionId: string,
+    ): Result<number, Context>;
     orqQuotaLine(
       line: string,
       leases: string,
@@ -475,6 +503,7 @@ export class QuotaStore {
     defineScripts(redis, {
       orqQuotaAcquire: [6, ACQUIRE_SCRIPT],
       orqQuotaLeave: [3, LEAVE_SCRIPT],
+      orqQuotaLeaveSession: [4, LEAVE_SESSION_SCRIPT],
       orqQuotaLine: [3, LINE_SCRIPT],
       orqQuotaSettle: [2, SETTLE_SCRIPT],
       orqQuotaPause: [1, PAUSE_SCRIPT],
@@ -534,6 +563,15 @@ export class QuotaStore {
     if (callIds.length === 0) return 0;
     const { line, leases, waiters } = quotaKeys(this.prefix, limitId);
     return this.redis.orqQuotaLeave(line, leases, waiters, ...callIds);
+  }
+
+  /**
+   * The session ended: its calls leave the limit's line and it stops counting for its tenant.
+   * Returns how many calls left.
+   */
+  async leaveSession(limitId: string, sessionId: string): Promise<number> {
+    const { line, leases, waiters, fair } = quotaKeys(this.prefix, limitId);
+    return this.redis.orqQuotaLeaveSession(line, leases, waiters, fair, sessionId);
   }
 
   /** The calls waiting in a limit's line now, first first. */
