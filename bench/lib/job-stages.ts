@@ -73,6 +73,25 @@ export class JobStages {
   }
 
   /**
+   * A session's tasks, one line each: when (ms after `since`) its work and judge jobs were
+   * taken, handed back and completed.
+   */
+  timeline(sessionId: string, since: number): string {
+    const lines: string[] = [];
+    for (const [jobId, events] of this.jobs) {
+      const [kind, sid, tid, attempt] = jobId.split('|');
+      if (kind !== 'work' || sid !== sessionId || attempt !== '1' || !tid) continue;
+      const judge = this.merged(`judge-task|${sid}|${tid}|1`);
+      const at = (e: JobEvents | undefined, type: string) =>
+        (e?.get(type) ?? []).map((t) => t - since).join(',') || '-';
+      lines.push(
+        `${tid}: work added ${at(events, 'added')} active ${at(events, 'active')} delayed ${at(events, 'delayed')} done ${at(events, 'completed')}; judge active ${at(judge, 'active')} delayed ${at(judge, 'delayed')} done ${at(judge, 'completed')}`,
+      );
+    }
+    return lines.sort().join('\n');
+  }
+
+  /**
    * Per tenant: how often its work and judge jobs were taken (active), handed back (delayed)
    * and completed between `from` and `to`; and medians (and 90th percentiles) of each stage, in
    * ms, over the tasks whose work job completed then. `tenantOf` maps a session id to its tenant.

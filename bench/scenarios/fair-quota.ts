@@ -144,6 +144,8 @@ async function run(ctx: BenchContext): Promise<void> {
   const llm = sessionLlm(server.baseUrl);
   const pods = startPods(ctx, prefix);
   const client = await benchClient(url, config);
+  const stages = process.env.BENCH_FAIR_QUOTA_DEBUG ? new JobStages(admin, prefix) : undefined;
+  stages?.start();
   /** The bucket refilled: a session alone starts with the whole burst, as in production. */
   const refill = () => sleep(QUOTA.perMs + 500);
   const small = async () => {
@@ -159,6 +161,9 @@ async function run(ctx: BenchContext): Promise<void> {
       log(`small session: ${steps.join('; ')}`);
       const calls = smallCalls.map((c) => `${c.at - submittedAt}ms ${c.schema}`);
       log(`small session's calls answered: ${calls.join('; ')}`);
+      await stages?.stop();
+      stages?.start();
+      log(`small session's jobs:\n${stages?.timeline(id, submittedAt) ?? ''}`);
     }
     return { submittedAt, completedAt: Date.parse(session.updatedAt) };
   };
@@ -247,6 +252,7 @@ async function run(ctx: BenchContext): Promise<void> {
       ...context,
     });
   } finally {
+    await stages?.stop();
     await closeAll(client, pods, ctx);
     await server.close();
     await ctx.flush();
