@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { BenchContext, BenchScenario } from '../lib/context.js';
 import { benchClient, benchConfig, pollSessionEnd, waitForSessionEnd } from '../lib/orq.js';
 import { spawnOrqStart, stopPods, type OrqPod } from '../lib/processes.js';
+import { JobStages } from '../lib/job-stages.js';
 import { log } from '../lib/report.js';
 import { median } from '../lib/stats.js';
 import type { OrqClient } from '../../src/producers/client.js';
@@ -143,6 +144,8 @@ async function run(ctx: BenchContext): Promise<void> {
   const llm = sessionLlm(server.baseUrl);
   const pods = startPods(ctx, prefix);
   const client = await benchClient(url, config);
+  const stages = process.env.BENCH_FAIR_QUOTA_DEBUG ? new JobStages(admin, prefix) : undefined;
+  stages?.start();
   /** The bucket refilled: a session alone starts with the whole burst, as in production. */
   const refill = () => sleep(QUOTA.perMs + 500);
   const small = async () => {
@@ -158,6 +161,9 @@ async function run(ctx: BenchContext): Promise<void> {
       log(`small session: ${steps.join('; ')}`);
       const calls = smallCalls.map((c) => `${c.at - submittedAt}ms ${c.schema}`);
       log(`small session's calls answered: ${calls.join('; ')}`);
+      await stages?.stop();
+      stages?.start();
+      log(`small session's jobs:\n${stages?.timeline(id, submittedAt) ?? ''}`);
     }
     return { submittedAt, completedAt: Date.parse(session.updatedAt) };
   };
@@ -246,6 +252,7 @@ async function run(ctx: BenchContext): Promise<void> {
       ...context,
     });
   } finally {
+    await stages?.stop();
     await closeAll(client, pods, ctx);
     await server.close();
     await ctx.flush();
@@ -272,14 +279,15 @@ async function tenantShare(ctx: BenchContext, weights?: Record<string, number>) 
   const { url, admin } = ctx.redis;
   const config = benchConfig(weights ? 'fqw' : 'fqt');
   const prefix = config.redis.prefix;
-  const answered: { at: number; tenant: string; task: boolean }[] = [];
+  const answered: { at: number; tenant: string; task: boolean; execution: boolean }[] = [];
   const server = await startFakeLlmServer(
     'openai',
     async (request) => {
       const reply = await answer(request);
       const tenant = /tenant(A|B)/.exec(request.text)?.[1];
-      const task = request.schemaName === 'TaskOutput' || request.schemaName === 'TaskJudgement';
-      if (tenant) answered.push({ at: Date.now(), tenant, task });
+      const execution = request.schemaName === 'TaskOutput';
+      const task = execution || request.schemaName === 'TaskJudgement';
+      if (tenant) answered.push({ at: Date.now(), tenant, task, execution });
       return reply;
     },
     { quota: QUOTA },
@@ -293,6 +301,9 @@ async function tenantShare(ctx: BenchContext, weights?: Record<string, number>) 
   const pods = startPods(ctx, prefix, extra);
   const client = await benchClient(url, config);
   const llm = sessionLlm(server.baseUrl);
+  // BENCH_FAIR_QUOTA_DEBUG: where each tenant's tasks spend their time (job-stages.ts).
+  const stages = process.env.BENCH_FAIR_QUOTA_DEBUG ? new JobStages(admin, prefix) : undefined;
+  stages?.start();
   try {
     await Promise.all(pods.map((p) => p.ready));
     const submit = (tenant: string, i: number, tasks: number) =>
@@ -323,20 +334,40 @@ async function tenantShare(ctx: BenchContext, weights?: Record<string, number>) 
       }
     }
     const tasks = (tenant: string) => answered.filter((a) => a.task && a.tenant === tenant);
+    const executions = (tenant: string) => tasks(tenant).filter((a) => a.execution);
     const from = Math.max(tasks('A')[0]?.at ?? 0, tasks('B')[0]?.at ?? 0) + 1_000;
     const to = Math.min(tasks('A').at(-1)?.at ?? 0, tasks('B').at(-1)?.at ?? 0) - 1_000;
-    const within = answered.filter((a) => a.at >= from && a.at <= to);
-    const share = (tenant: string) =>
-      within.filter((a) => a.tenant === tenant).length / within.length;
+    // Also while both still have executions to answer: under CPU load the judge pod lags (task
+    // judgements seconds in its queue, job-stages.ts), and once a tenant's executions are done
+    // its last judgements trickle out of that queue while the other's executions use the quota.
+    const toExecuting =
+      Math.min(executions('A').at(-1)?.at ?? 0, executions('B').at(-1)?.at ?? 0) - 1_000;
+    const shareOf = (tenant: string, until: number) => {
+      const within = answered.filter((a) => a.at >= from && a.at <= until);
+      return within.filter((a) => a.tenant === tenant).length / within.length;
+    };
+    const calls = answered.filter((a) => a.at >= from && a.at <= to).length;
     const { accepted, refused } = server.quotaLog;
+    const allowed = ((to - from) * QUOTA.requests) / QUOTA.perMs;
+    const used = accepted.filter((t) => t >= from && t <= to).length / allowed;
+    if (stages) {
+      await stages.stop();
+      const tenantOf = new Map(sessions.map((s, i) => [s.id, i < A_SESSIONS ? 'A' : 'B']));
+      log(`fair-quota-tenants (${weights ? 'weighted' : 'equal'}), ${calls} calls in ${((to - from) / 1000).toFixed(1)} s, B ${(shareOf('B', to) * 100).toFixed(1)} % (${(shareOf('B', toExecuting) * 100).toFixed(1)} % while both executed, to ${((to - toExecuting) / 1000).toFixed(1)} s before), ${(used * 100).toFixed(1)} % of the quota used:
+${stages.summary((id) => tenantOf.get(id), from, to)}`);
+    }
     return {
-      shareA: share('A'),
-      shareB: share('B'),
-      calls: within.length,
+      shareA: shareOf('A', to),
+      shareB: shareOf('B', to),
+      shareAExecuting: shareOf('A', toExecuting),
+      shareBExecuting: shareOf('B', toExecuting),
+      calls,
       span_s: (to - from) / 1000,
+      quotaUsed: used,
       http429: refused.length / (accepted.length + refused.length),
     };
   } finally {
+    await stages?.stop();
     await closeAll(client, pods, ctx);
     await server.close();
     await ctx.flush();
@@ -366,6 +397,8 @@ async function runTenants(ctx: BenchContext): Promise<void> {
     goal: '>= 0.45',
     calls_counted: equal.calls,
     span_s: equal.span_s,
+    quota_used: equal.quotaUsed,
+    share_while_both_execute: equal.shareBExecuting,
     http_429_share: equal.http429,
     ...context,
   });
@@ -377,6 +410,8 @@ async function runTenants(ctx: BenchContext): Promise<void> {
     weights: 'A 3, B 1',
     calls_counted: weighted.calls,
     span_s: weighted.span_s,
+    quota_used: weighted.quotaUsed,
+    share_while_both_execute: weighted.shareAExecuting,
     http_429_share: weighted.http429,
     ...context,
   });

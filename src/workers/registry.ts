@@ -627,7 +627,16 @@ export async function launchRoles(
     ? await followSessionEnds(
         redis,
         config.redis.prefix,
-        ({ sessionId, state }) => models.sessionEnded(sessionId, state),
+        ({ sessionId, state }) => {
+          models.sessionEnded(sessionId, state);
+          // Every such pod does it; it is idempotent and cheap (once per session end).
+          quotas.sessionEnded(sessionId).catch((error: unknown) => {
+            logger.debug(
+              { sessionId, err: (error as Error).message },
+              'quota lines not left; the places lapse with their leases',
+            );
+          });
+        },
         logger,
       )
     : () => undefined;

@@ -8,6 +8,7 @@ import { createApiMetrics } from '../../src/producers/http/metrics.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { RunningRoles } from '../../src/workers/registry.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { RoleModels } from '../../src/shared/llm/types.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { eventually, recordingModels } from '../support/scenarios.js';
 
@@ -240,5 +241,57 @@ describe('sessions behind another session’s backlog', () => {
   it('with a higher priority run before every job of a lower one', async () => {
     const positions = await backlogThen({ priority: 9 });
     expect(positions).toEqual([0, 1]);
+  });
+});
+
+describe('a session still planning', () => {
+  it("counts for its tenant: another of the tenant's sessions released meanwhile takes half its share", async () => {
+    const four: ScenarioInput = {
+      plans: [{ tasks: ['a', 'b', 'c', 'd'].map((id) => task(id)) }],
+      planJudgements: [{ score: 90, isAcceptable: true }],
+    };
+    const { models: inner } = recordingModels(four);
+    let planning = false;
+    let letPlan = () => {};
+    const held = new Promise<void>((resolve) => (letPlan = resolve));
+    const models: RoleModels = {
+      ...inner,
+      // The first session's planner waits until the test lets it go.
+      async plan(request) {
+        if (request.instruction === 'held') {
+          planning = true;
+          await held;
+        }
+        return inner.plan(request);
+      },
+    };
+    // No worker: the released work jobs stay queued with their numbers. Two plans at once.
+    const cluster = await startCluster({ pods: 0 });
+    await cluster.startPod(['planner', 'judge', 'replanner', 'coordinator'], {
+      concurrency: 2,
+      models,
+    });
+    const queue = new Queue('work', {
+      connection: { url: inject('redisUrl') },
+      prefix: bullPrefix(cluster.prefix),
+    });
+    try {
+      await cluster.client.submit({ instruction: 'held', tenant: 'acme' });
+      await eventually(() => (planning ? true : undefined), 'the first session to be planning');
+      const second = await cluster.client.submit({ instruction: 'second', tenant: 'acme' });
+      const jobs = await eventually(async () => {
+        const queued = await queue.getJobs(['prioritized', 'waiting']);
+        return queued.length === 4 ? queued : undefined;
+      }, "the second session's 4 work jobs");
+      expect(jobs.every((j) => (j.data as { sessionId: string }).sessionId === second.id)).toBe(
+        true,
+      );
+      // Two sessions of the tenant: each job costs the second one 2 places, not 1.
+      const numbers = jobs.map((j) => j.opts.priority ?? 0).sort((a, b) => a - b);
+      expect(numbers.slice(1).map((n, i) => n - (numbers[i] ?? 0))).toEqual([2, 2, 2]);
+    } finally {
+      letPlan();
+      await queue.close();
+    }
   });
 });

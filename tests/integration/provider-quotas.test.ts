@@ -550,6 +550,10 @@ describe('the quotas people see', () => {
       expect(metrics).toContain(
         `orq_quota_line_tenant_waiting{limit="${limit.name}",tenant="default"} 1`,
       );
+      // Per session waiting (a call of no job has no session id): its calls and first place.
+      const session = `{limit="${limit.name}",tenant="default",session=""}`;
+      expect(metrics).toContain(`orq_quota_line_session_waiting${session} 1`);
+      expect(metrics).toContain(`orq_quota_line_session_place${session} 1`);
       // What is left of the 30 s pause: less the time this test took to get here (seconds on a
       // loaded machine), give or take a second for the clocks.
       const left = Number(

@@ -24,6 +24,7 @@ import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-serv
 import { eventually } from '../support/scenarios.js';
 import {
   QuotaStore,
+  quotaKeys,
   type LineCaller,
   type QuotaSettings,
 } from '../../src/shared/store/quota-store.js';
@@ -430,6 +431,119 @@ describe('no call starves within its band', () => {
   }, 120_000);
 });
 
+describe('calls handed back to wait', () => {
+  /**
+   * 10 a second: a request every 100 ms, up to 10 at once (so a waiter back late does not make
+   * those behind it late too: the bucket keeps filling for them).
+   */
+  const TENTH: QuotaSettings = { requestsPerMinute: 600, burstSeconds: 1 };
+
+  it('are each told to come back about when their turn comes, later the further back', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await a.pause(id, 500);
+    /** When each call is told its turn comes (ms, this clock). */
+    const turns: number[] = [];
+    for (let i = 0; i < 20; i += 1) {
+      const asked = Date.now();
+      const outcome = await a.acquire(id, TENTH, 0, randomUUID(), 10_000, caller('s', i));
+      if (outcome.granted) throw new Error('granted during a pause');
+      turns.push(asked + outcome.waitMs);
+    }
+    // One request's time (100 ms) later for each place further back, not one time for all
+    // (give or take this process's own delays in reaching Redis, under 50 ms).
+    for (let i = 1; i < turns.length; i += 1) {
+      expect((turns[i] ?? 0) - (turns[i - 1] ?? 0)).toBeGreaterThanOrEqual(50);
+    }
+    expect((turns.at(-1) ?? 0) - (turns[0] ?? 0)).toBeGreaterThanOrEqual(1_800);
+  });
+
+  it('come back one by one, each near its turn: no stampede of retries', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await a.pause(id, 300);
+    const calls = Array.from({ length: 30 }, (_, i) => caller('s', i));
+    let asks = 0;
+    // Each waiter does what a handed-back job does: it comes back when told, and asks again.
+    await Promise.all(
+      calls.map(async (call) => {
+        for (;;) {
+          asks += 1;
+          const outcome = await a.acquire(id, TENTH, 0, randomUUID(), 10_000, call);
+          if (outcome.granted) return;
+          await sleep(outcome.waitMs);
+        }
+      }),
+    );
+    // 30 first asks, and a few more for a waiter back before the one ahead of it was granted
+    // (one back late shifts those behind it by a turn; 70-88 asks in all at load 9-12);
+    // waiters all told the same short wait asked 470-529 times.
+    expect(asks).toBeLessThanOrEqual(120);
+    expect((await a.line(id)).entries).toEqual([]);
+  });
+});
+
+describe('a call with a large token estimate', () => {
+  /** 100 tokens a second, a bucket of 100 (1 s); no request limit. */
+  const TOKENS: QuotaSettings = { tokensPerMinute: 6_000, burstSeconds: 1 };
+
+  /** Takes every token in the bucket, as a call that just started would. */
+  async function emptyTokens(store: QuotaStore, id: string): Promise<void> {
+    expect(await store.acquire(id, TOKENS, 100, randomUUID(), 10_000)).toEqual({ granted: true });
+  }
+
+  it('is not starved by small calls behind it: the tokens build up for it, and it goes first', async () => {
+    const [a, b] = twoPods();
+    const id = limitId();
+    await emptyTokens(a, id);
+    // One session's calls: the large one first, the small ones ranked behind it.
+    const big = caller('s', 0);
+    const joined = await a.acquire(id, TOKENS, 80, randomUUID(), 10_000, big);
+    expect(joined).toMatchObject({ granted: false, reason: 'tokens', place: 1 });
+    const small = Array.from({ length: 4 }, (_, i) => caller('s', i + 1));
+    for (const call of small) await b.acquire(id, TOKENS, 10, randomUUID(), 10_000, call);
+    // The small calls ask again and again while the bucket refills: enough for each of them
+    // comes after 100 ms, but not one passes the large call ahead of them.
+    const order: string[] = [];
+    let waiting = [...small];
+    const bigTurn = Date.now() + (joined.granted ? 0 : joined.waitMs);
+    while (Date.now() < bigTurn) {
+      for (const call of waiting) {
+        if ((await b.acquire(id, TOKENS, 10, randomUUID(), 10_000, call)).granted) {
+          order.push(call.callId);
+        }
+      }
+      waiting = waiting.filter((c) => !order.includes(c.callId));
+      await sleep(20);
+    }
+    await eventually(
+      async () =>
+        (await a.acquire(id, TOKENS, 80, randomUUID(), 10_000, big)).granted ? true : undefined,
+      'the large call to be granted',
+    );
+    order.push(big.callId);
+    expect(order[0]).toBe(big.callId);
+  });
+
+  it('holds the line up no longer than a full bucket takes, however large it is', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await emptyTokens(a, id);
+    // Ten buckets' worth: it waits for one full bucket (1 s), then runs into debt.
+    const huge = caller('huge', 0);
+    const joined = await a.acquire(id, TOKENS, 1_000, randomUUID(), 10_000, huge);
+    expect(joined).toMatchObject({ granted: false, reason: 'tokens' });
+    expect(joined.granted === false && joined.waitMs).toBeLessThanOrEqual(1_000);
+    const granted = await eventually(
+      async () =>
+        (await a.acquire(id, TOKENS, 1_000, randomUUID(), 10_000, huge)).granted ? true : undefined,
+      'the huge call to be granted',
+    );
+    expect(granted).toBe(true);
+    expect((await a.line(id)).entries).toEqual([]);
+  });
+});
+
 describe('nothing stuck in the line', () => {
   it('a waiter that never comes back (its pod killed) gives its place up when its lease lapses', async () => {
     const [a, b] = twoPods(1_000);
@@ -466,6 +580,28 @@ describe('nothing stuck in the line', () => {
     expect(await a.leave(id, [gone.callId])).toBe(1);
     await refilled(a, id);
     expect((await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, next)).granted).toBe(true);
+  });
+
+  it('a session that ends leaves at once with all its calls, and no longer counts for its tenant', async () => {
+    const [a, b] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    // Tenant A: a session that will end, with 10 calls waiting (it would count for its tenant
+    // until a second past the last one's turn, 2 s off), and one that goes on.
+    const ending = Array.from({ length: 10 }, (_, i) => caller('ending', i, { tenant: 'A' }));
+    for (const call of ending) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    const goesOn = [0, 1, 2].map((i) => caller('goes-on', i, { tenant: 'A' }));
+    await b.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, goesOn[0] as LineCaller);
+    expect(await b.leaveSession(id, 'ending')).toBe(10);
+    expect((await b.line(id)).entries.map((e) => e.callId)).toEqual([goesOn[0]?.callId]);
+    // The session that goes on is its tenant's only one now: its next calls are a tag apart.
+    for (const call of goesOn.slice(1)) {
+      await b.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    }
+    const waiters = await connect().hgetall(quotaKeys(b.prefix, id).waiters);
+    const tag = (call: LineCaller | undefined) =>
+      Number((waiters[call?.callId ?? ''] ?? '').split('|')[0]);
+    expect(tag(goesOn[2]) - tag(goesOn[1])).toBe(1);
   });
 
   it("shows the line by tenant and session, with each session's first place", async () => {
@@ -570,9 +706,10 @@ describe('a job whose call waits in the line', () => {
   });
   afterAll(() => server.close());
 
-  it('shows its place in its progress, and leaves the line when its session is cancelled', async () => {
+  it('shows its place in its progress and in client.quotas() under its tenant, and leaves the line when its session is cancelled', async () => {
     const cluster = await startCluster();
-    const rateLimit = { requestsPerMinute: 60, burstSeconds: 1 };
+    // 6 a minute: its turn, 4th in line, is 40 s off; it leaves long before it comes back.
+    const rateLimit = { requestsPerMinute: 6, burstSeconds: 10 };
     const limit = providerLimit('openai', server.baseUrl, KEY);
     // Three urgent calls of another process wait ahead and never come back (their lease is long).
     const other = new QuotaStore(connect(), cluster.prefix);
@@ -583,6 +720,7 @@ describe('a job whose call waits in the line', () => {
     }
     const session = await cluster.client.submit({
       instruction: 'write the parser',
+      tenant: 'acme',
       config: {
         llm: {
           default: {
@@ -607,9 +745,28 @@ describe('a job whose call waits in the line', () => {
     });
     const callId = `${delayed.id ?? ''}|0`;
     expect((await other.line(limit.id)).entries.map((e) => e.callId)).toContain(callId);
+    // What orq status, GET /quotas and /metrics read: the line by tenant, then by session.
+    const quota = (await cluster.client.quotas()).find((q) => q.id === limit.id);
+    expect(quota?.waiting).toBe(4);
+    expect(quota?.line).toEqual([
+      {
+        tenant: 'default',
+        waiting: 3,
+        oldestWaitMs: expect.any(Number) as number,
+        sessions: [{ sessionId: 'other', waiting: 3, place: 1 }],
+      },
+      {
+        tenant: 'acme',
+        waiting: 1,
+        oldestWaitMs: expect.any(Number) as number,
+        sessions: [{ sessionId: session.id, waiting: 1, place: 4 }],
+      },
+    ]);
+    const [others, acme] = quota?.line ?? [];
+    expect(others?.oldestWaitMs).toBeGreaterThanOrEqual(acme?.oldestWaitMs ?? 0);
     await cluster.client.cancel(session.id);
-    // When it comes back it finds its session cancelled and ends: its place goes with it,
-    // long before its lease would lapse.
+    // The session's end is announced and the pod takes its calls out of the line, without
+    // waiting for the job to come back at its turn (when it would find its session over).
     await eventually(
       async () =>
         (await other.line(limit.id)).entries.some((e) => e.callId === callId) ? undefined : true,

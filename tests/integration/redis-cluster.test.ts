@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
 import type { OrqConfig } from '../../src/shared/config/schema.js';
@@ -13,6 +14,7 @@ import {
 import { sessionKeys } from '../../src/shared/store/keys.js';
 import { QuotaStore, quotaKeys } from '../../src/shared/store/quota-store.js';
 import { providerLimit } from '../../src/shared/llm/quota.js';
+import { lineClass } from '../../src/shared/quota-line.js';
 import { createClient, openClient, type OrqClient } from '../../src/producers/client.js';
 import { createHttpServer } from '../../src/producers/http/server.js';
 import { sweepOutboxes } from '../../src/workers/coordinator/outbox-sweeper.js';
@@ -285,5 +287,43 @@ describe('orq on a Redis Cluster of three nodes', () => {
     expect(report.every((q) => q.granted === 1 && q.throttled === 1 && q.usedTokens === 5)).toBe(
       true,
     );
+  });
+
+  it("grants a limit's waiting calls in the line's order, whichever pod asks first", async () => {
+    const [a, b] = [pods[0], pods[1]].map(
+      (pod) => new QuotaStore(pod?.store.redis as RedisConnection, config.redis.prefix),
+    ) as [QuotaStore, QuotaStore];
+    const limit = providerLimit('openai', undefined, `sk-line-${randomUUID()}`);
+    // One request at a time, back 200 ms after it is taken.
+    const settings = { requestsPerMinute: 300, burstSeconds: 0.2 };
+    const call = (sessionId: string, n: number) => ({
+      callId: `${sessionId}|job${n}|0`,
+      sessionId,
+      tenant: 'default',
+      lineClass: lineClass({ priority: 5, step: false }),
+      pathLead: 0,
+      weight: 1,
+    });
+    await a.pause(limit.id, 1_000);
+    // Pod a's session waits with 10 calls; then pod b's session with one, ranked second.
+    const backlog = Array.from({ length: 10 }, (_, i) => call('big', i));
+    for (const c of backlog) await a.acquire(limit.id, settings, 0, randomUUID(), 10_000, c);
+    const small = call('small', 0);
+    const joined = await b.acquire(limit.id, settings, 0, randomUUID(), 10_000, small);
+    expect(joined).toMatchObject({ granted: false, place: 2 });
+    // Each refill, pod a's waiters ask first: pod b's call is still granted second.
+    const granted: string[] = [];
+    let waiting = [...backlog];
+    for (let round = 0; round < 5 && !granted.includes(small.callId); round += 1) {
+      while (((await a.read(limit.id, settings)).requestsLeft ?? 0) < 1) await sleep(5);
+      for (const [store, c] of [...waiting.map((c) => [a, c] as const), [b, small] as const]) {
+        if ((await store.acquire(limit.id, settings, 0, randomUUID(), 10_000, c)).granted) {
+          granted.push(c.callId);
+          break;
+        }
+      }
+      waiting = waiting.filter((c) => !granted.includes(c.callId));
+    }
+    expect(granted).toEqual([backlog[0]?.callId, small.callId]);
   });
 });

@@ -403,6 +403,31 @@ const QUOTA_LINE_GAUGES: {
   },
 ];
 
+/**
+ * A limit's fair line per session (issue 46): its calls waiting and the place of its first.
+ * Only the sessions waiting at the scrape, the first LINE_SESSION_SERIES in line of each limit:
+ * a series per session that ever waited would grow without bound.
+ */
+const QUOTA_LINE_SESSION_GAUGES: {
+  name: string;
+  help: string;
+  value: (session: QuotaLineTenant['sessions'][number]) => number;
+}[] = [
+  {
+    name: 'orq_quota_line_session_waiting',
+    help: "A session's calls waiting in the limit's fair line now.",
+    value: (s) => s.waiting,
+  },
+  {
+    name: 'orq_quota_line_session_place',
+    help: "The place of a session's first call in the limit's fair line (1 = next).",
+    value: (s) => s.place,
+  },
+];
+
+/** Sessions per limit the per-session line gauges show: the first in line. */
+export const LINE_SESSION_SERIES = 50;
+
 /** The provider limits' gauges, by limit name, read from Redis once per scrape. */
 function registerQuotaGauges(registry: Registry, sources: MetricsSources): void {
   const store = new QuotaStore(sources.redis, sources.prefix);
@@ -441,6 +466,27 @@ function registerQuotaGauges(registry: Registry, sources: MetricsSources): void 
         for (const view of views) {
           for (const t of view.line)
             this.set({ limit: view.name, tenant: t.tenant }, gauge.value(t));
+        }
+      },
+    });
+  }
+  for (const gauge of QUOTA_LINE_SESSION_GAUGES) {
+    new Gauge({
+      name: gauge.name,
+      help: `${gauge.help} Read at scrape time, by limit, tenant and session; the first ${LINE_SESSION_SERIES} sessions in line.`,
+      labelNames: ['limit', 'tenant', 'session'] as const,
+      registers: [registry],
+      async collect() {
+        this.reset();
+        const views = await report().catch(() => []);
+        for (const view of views) {
+          const sessions = view.line
+            .flatMap((t) => t.sessions.map((s) => ({ tenant: t.tenant, ...s })))
+            .sort((a, b) => a.place - b.place)
+            .slice(0, LINE_SESSION_SERIES);
+          for (const s of sessions) {
+            this.set({ limit: view.name, tenant: s.tenant, session: s.sessionId }, gauge.value(s));
+          }
         }
       },
     });

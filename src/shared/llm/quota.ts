@@ -302,6 +302,15 @@ export class ProviderQuotas {
   }
 
   /**
+   * A session ended (cancelled, failed, done, blocked): its calls leave every limit's line now,
+   * where its handed-back jobs would hold their places until their turns came.
+   */
+  async sessionEnded(sessionId: string): Promise<void> {
+    const limits = Object.keys(await this.store.limits());
+    await Promise.all(limits.map((id) => this.store.leaveSession(id, sessionId)));
+  }
+
+  /**
    * Sleeps out a short wait (with a little jitter, so the waiters of many pods do not all come
    * back at once); throws QuotaWaitError for one that would take this call past maxInJobWaitMs.
    * The wait is about when the call's turn in the line comes, so the handed-back jobs of a long

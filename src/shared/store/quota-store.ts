@@ -264,7 +264,8 @@ local function refuse(reason, wait)
 end
 
 local per_request = rpm > 0 and 60000 / rpm or 0
-if paused > now then return refuse('paused', paused - now + ahead * per_request) end
+-- The buckets restart empty after a pause: the first request comes one refill after it ends.
+if paused > now then return refuse('paused', paused - now + (ahead + 1) * per_request) end
 -- While calls wait, the last requests of the bucket are kept for calls spending a session's
 -- credit (a tag below V) and for steps: a backlog that binds leaves them (RESERVED_REQUESTS). A
 -- call with no one waiting (not tagged) takes what there is.
@@ -330,6 +331,27 @@ for _, id in ipairs(ARGV) do
   redis.call('ZREM', KEYS[2], id)
   redis.call('HDEL', KEYS[3], id)
 end
+return left
+`;
+
+/**
+ * KEYS: line, leases, waiters, fair. ARGV: session id. Its session ended: every call of it leaves
+ * the line now, not when its job comes back at its turn (a handed-back job of a cancelled
+ * session holds its place until then, and the requests kept for it go unused), and it no
+ * longer counts for its tenant. O(waiters): once per session end.
+ */
+const LEAVE_SESSION_SCRIPT = `
+local flat = redis.call('HGETALL', KEYS[3])
+local left = 0
+for i = 1, #flat, 2 do
+  if string.match(flat[i + 1], '^[^|]*|[^|]*|[^|]*|([^|]*)|') == ARGV[1] then
+    redis.call('ZREM', KEYS[1], flat[i])
+    redis.call('ZREM', KEYS[2], flat[i])
+    redis.call('HDEL', KEYS[3], flat[i])
+    left = left + 1
+  end
+end
+redis.call('HDEL', KEYS[4], 's|' .. ARGV[1])
 return left
 `;
 
@@ -419,6 +441,13 @@ declare module 'ioredis' {
       waiters: string,
       ...callIds: string[]
     ): Result<number, Context>;
+    orqQuotaLeaveSession(
+      line: string,
+      leases: string,
+      waiters: string,
+      fair: string,
+      sessionId: string,
+    ): Result<number, Context>;
     orqQuotaLine(
       line: string,
       leases: string,
@@ -474,6 +503,7 @@ export class QuotaStore {
     defineScripts(redis, {
       orqQuotaAcquire: [6, ACQUIRE_SCRIPT],
       orqQuotaLeave: [3, LEAVE_SCRIPT],
+      orqQuotaLeaveSession: [4, LEAVE_SESSION_SCRIPT],
       orqQuotaLine: [3, LINE_SCRIPT],
       orqQuotaSettle: [2, SETTLE_SCRIPT],
       orqQuotaPause: [1, PAUSE_SCRIPT],
@@ -533,6 +563,15 @@ export class QuotaStore {
     if (callIds.length === 0) return 0;
     const { line, leases, waiters } = quotaKeys(this.prefix, limitId);
     return this.redis.orqQuotaLeave(line, leases, waiters, ...callIds);
+  }
+
+  /**
+   * The session ended: its calls leave the limit's line and it stops counting for its tenant.
+   * Returns how many calls left.
+   */
+  async leaveSession(limitId: string, sessionId: string): Promise<number> {
+    const { line, leases, waiters, fair } = quotaKeys(this.prefix, limitId);
+    return this.redis.orqQuotaLeaveSession(line, leases, waiters, fair, sessionId);
   }
 
   /** The calls waiting in a limit's line now, first first. */

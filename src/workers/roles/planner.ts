@@ -16,6 +16,10 @@ export function createPlannerProcessor(ctx: RoleContext) {
     if (!snapshot) return 'session gone';
     const { session } = snapshot;
     if (session.state !== 'PLANNING' || session.planning.attempt !== data.attempt) return 'stale';
+    // The session counts for its tenant in fair release from now, not from its first release:
+    // its tenant's other sessions released meanwhile then share with it, instead of taking
+    // their whole share each (fair-release.ts). Ordering only: a failure costs no plan.
+    await ctx.queues.fair.release(session.id, session.tenant, 0).catch(() => undefined);
     const reply = await (
       await ctx.models.forSession(session, 'planner')
     ).plan({
