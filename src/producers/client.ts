@@ -22,12 +22,13 @@ import {
   SessionPriority,
   TenantId,
 } from '../shared/domain/session.js';
-import { TaskId, type Task } from '../shared/domain/task.js';
+import { isExecuting, TaskId, type Task } from '../shared/domain/task.js';
 import type { PlanBreakdown } from '../shared/domain/plan.js';
 import {
   WaitAnswer,
   WaitId,
   type QuestionWait,
+  type StepApprovalWait,
   type WaitAnswerInput,
 } from '../shared/domain/human-wait.js';
 import { checkPlanEdit } from '../shared/rules/plan-edit.js';
@@ -665,13 +666,70 @@ export async function openClient(
       const current = taskId ? open.find((q) => q.taskId === taskId)?.id : undefined;
       throw new WaitEndedError(session.id, what, why, current);
     }
-    // The session's record says open; the task says whether it still waits at that execution.
+    // The session's record says open; the task says whether it still waits at that execution:
+    // BLOCKED for a Judge's question, still executing for an agent's (issue 48).
     const task = (await store.loadTasks(session.id, [found.taskId])).get(found.taskId)?.task;
-    if (task?.state !== 'BLOCKED' || task.attempts !== found.attempt) {
+    const waiting =
+      found.step === undefined ? task?.state === 'BLOCKED' : !!task && isExecuting(task);
+    if (!waiting || task?.attempts !== found.attempt) {
       throw new WaitEndedError(session.id, found.id, `task ${found.taskId} moved on`);
     }
     return found;
   }
+
+  /**
+   * The step approval an approve or reject is for (approval.steps): the one `waitId` names, else
+   * the one of task `taskId`, else the only one open. WAIT_ENDED when it is not open.
+   */
+  async function openStepOrThrow(
+    session: Session,
+    { waitId, taskId }: AnswerOptions,
+  ): Promise<StepApprovalWait> {
+    const open = session.state === 'RUNNING' ? (session.stepWaits ?? []) : [];
+    const found =
+      waitId !== undefined
+        ? open.find((w) => w.id === waitId && (taskId === undefined || w.taskId === taskId))
+        : taskId !== undefined
+          ? open.find((w) => w.taskId === taskId)
+          : open.length === 1
+            ? open[0]
+            : undefined;
+    if (!found && waitId === undefined && taskId === undefined && open.length > 1) {
+      throw new OrqError(
+        'VALIDATION_FAILED',
+        `session ${session.id} has ${open.length} steps waiting`,
+        {
+          hint: `Name the wait you answer (--wait): ${open.map((w) => w.id).join(', ')}.`,
+          details: { sessionId: session.id, waitIds: open.map((w) => w.id) },
+        },
+      );
+    }
+    if (!found) {
+      const why =
+        session.state !== 'RUNNING'
+          ? `it is ${session.state}`
+          : open.length === 0
+            ? 'no step waits for approval'
+            : `the steps waiting are ${open.map((w) => w.id).join(', ')}`;
+      throw new WaitEndedError(
+        session.id,
+        waitId ?? (taskId ? `the step of task ${taskId}` : undefined),
+        why,
+      );
+    }
+    const task = (await store.loadTasks(session.id, [found.taskId])).get(found.taskId)?.task;
+    if (!task || !isExecuting(task) || task.attempts !== found.attempt) {
+      throw new WaitEndedError(session.id, found.id, `task ${found.taskId} moved on`);
+    }
+    return found;
+  }
+
+  /** Whether an approve or reject is for a step approval rather than the plan's. */
+  const answersStep = (session: Session, { waitId, taskId }: AnswerOptions): boolean =>
+    waitId !== undefined
+      ? waitId.startsWith('step-')
+      : taskId !== undefined ||
+        (session.state !== 'AWAITING_APPROVAL' && (session.stepWaits ?? []).length > 0);
 
   /** The plan approval the session waits on, if `waitId` (when given) names it. */
   function openWaitOrThrow(session: Session, waitId: string | undefined) {
@@ -1359,7 +1417,9 @@ export async function openClient(
         const wait =
           parsed.action === 'answer'
             ? await openQuestionOrThrow(session, answerOptions)
-            : openWaitOrThrow(session, answerOptions.waitId);
+            : parsed.action !== 'edit' && answersStep(session, answerOptions)
+              ? await openStepOrThrow(session, answerOptions)
+              : openWaitOrThrow(session, answerOptions.waitId);
         if (parsed.action === 'edit' && wait.kind === 'plan-approval') {
           const check = checkPlanEdit({
             waiting: wait.plan,
@@ -1462,7 +1522,8 @@ export async function openClient(
             ...sessions.filter(
               (x) =>
                 x.state === 'AWAITING_APPROVAL' ||
-                (['RUNNING', 'BLOCKED'].includes(x.state) && (x.questions ?? []).length > 0),
+                (['RUNNING', 'BLOCKED'].includes(x.state) &&
+                  ((x.questions ?? []).length > 0 || (x.stepWaits ?? []).length > 0)),
             ),
           );
           if (!next) break;

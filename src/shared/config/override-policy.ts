@@ -48,6 +48,7 @@ export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'budget.reserveTokensPerCall',
   'result',
   'approval.plan',
+  'approval.steps',
   'approval.timeoutSeconds',
   'approval.onTimeout',
 ];

@@ -38,7 +38,7 @@ export async function onCancel(
       edits.put({ ...task, state: 'CANCELLED', replanPending: false }, event.reason);
   }
   // A session waiting for a person stops waiting (issue 48).
-  const { wait: _ended, questions: _asked, ...rest } = stamp(session);
+  const { wait: _ended, questions: _asked, stepWaits: _steps, ...rest } = stamp(session);
   const waitEnd = cancelWait(session, event.reason);
   return {
     changeset: {
