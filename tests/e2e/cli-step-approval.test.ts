@@ -6,6 +6,7 @@ import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import { orq } from '../support/cli.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { eventually, recordingModels } from '../support/scenarios.js';
+import { createScriptedAgentModel } from '../../src/workers/executors/agent/scripted-model.js';
 
 // A person approving a step of a running agent from the CLI (approval.steps, issue 48):
 // separate processes pointed at the roles, which run in this test process.
@@ -70,5 +71,47 @@ describe('step approval from the CLI', () => {
       `waiting for a person: step approval (${wait.id}): t1 would run write_file`,
     );
     expect(history.stdout).toContain(`step approval (${wait.id}) approved by cli`);
+  });
+});
+
+describe("an agent's question from the CLI", () => {
+  let asking: TestCluster;
+  let askingEnv: Record<string, string>;
+  beforeAll(async () => {
+    const agent = createScriptedAgentModel({
+      actions: [
+        { tool: 'ask_human', input: { question: 'Staging or production?' } },
+        { done: true, summary: 'pushed' },
+      ],
+    });
+    asking = await startCluster({
+      models: recordingModels(ONE_TASK).models,
+      agentModel: () => agent,
+      config: { execution: { defaultExecutor: 'agent', workspaceRoot: join(tmp, 'asking') } },
+    });
+    askingEnv = { REDIS_URL: inject('redisUrl'), ORQ_PREFIX: asking.prefix };
+  });
+  afterAll(async () => {
+    await asking?.close();
+  });
+
+  it('shows the question in status and history, and orq answer resumes the run', async () => {
+    const { id } = await asking.client.submit({ instruction: 'Write the notes' });
+    const question = await eventually(
+      async () => (await asking.client.get(id)).session.questions?.[0],
+      'the question',
+    );
+    const status = await orq(['status', id], { env: askingEnv });
+    expect(status.stdout).toContain(`waiting for a person: question ${question.id} of task t1`);
+    expect(status.stdout).toContain('question: Staging or production?');
+    const answered = await orq(['answer', id, '--task', 't1', 'staging'], { env: askingEnv });
+    expect(answered.code, answered.stderr).toBe(0);
+    expect(answered.stdout).toBe(`answered ${question.id} of ${id}\n`);
+    expect((await asking.client.wait(id, { timeoutMs: 20_000 })).session.state).toBe('COMPLETED');
+    const history = await orq(['history', id], { env: askingEnv });
+    expect(history.stdout).toContain(
+      `waiting for a person: question (${question.id}): Staging or production?`,
+    );
+    expect(history.stdout).toContain(`question (${question.id}) answered: staging by cli`);
   });
 });

@@ -6,6 +6,7 @@ import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { eventually, recordingModels } from '../support/scenarios.js';
 import { sessionViewBrowser } from '../support/session-view-browser.js';
+import { createScriptedAgentModel } from '../../src/workers/executors/agent/scripted-model.js';
 
 // A person approving or rejecting a step of a running agent (approval.steps, issue 48) in the
 // session view, in a real headless Chromium.
@@ -85,5 +86,40 @@ describe('step approvals in the session view', () => {
     expect(await step.locator('[data-input]').innerText()).toContain('t1.md');
     expect(await page.getByRole('button', { name: 'Approve step' }).count()).toBe(0);
     expect(await step.locator('textarea').count()).toBe(0);
+  });
+});
+
+describe("an agent's question in the session view", () => {
+  it('shows the question and sends the answer to the running agent after the confirmation', async () => {
+    const agent = createScriptedAgentModel({
+      actions: [
+        { tool: 'ask_human', input: { question: 'Staging or production?' } },
+        { done: true, summary: 'pushed' },
+      ],
+    });
+    const c: TestCluster = await startCluster({
+      models: recordingModels(ONE_TASK).models,
+      agentModel: () => agent,
+      config: { execution: { defaultExecutor: 'agent', workspaceRoot: join(tmp, 'asking') } },
+    });
+    const server = await view.serve(c.client, false);
+    const { id } = await c.client.submit({ instruction: 'Write the notes' });
+    const asked = await eventually(
+      async () => (await c.client.get(id)).session.questions?.[0],
+      'the question',
+    );
+    const { page, errors, dialogs } = await view.openSession(server, id);
+    const question = page.locator(`.question[data-wait="${asked.id}"]`);
+    await question.waitFor();
+    expect(await question.locator('[data-question]').innerText()).toBe('Staging or production?');
+    await question.locator('textarea').fill('staging');
+    await question.getByRole('button', { name: 'Answer' }).click();
+    await page.locator('h1 .state-COMPLETED').waitFor({ timeout: TIMEOUT });
+    expect(dialogs).toEqual(['Send this answer to the agent of task t1?']);
+    const output = (await c.client.history(id)).find(
+      (e) => e.entry.type === 'action' && e.entry.tool === 'ask_human' && e.entry.output,
+    );
+    expect(output?.entry).toMatchObject({ output: 'A person answered (operator token): staging' });
+    expect(errors).toEqual([]);
   });
 });

@@ -127,6 +127,25 @@ describe('step approval (approval.steps) with the agent executor', () => {
     expect((await c.client.get(id)).tasks[0]).toMatchObject({ state: 'RUNNING', attempts: 1 });
   });
 
+  it('applies one of two answers given at once, and refuses the other with WAIT_ENDED', async () => {
+    const { c, id, wait } = await waiting();
+    const coordinator = c.pods[0]!;
+    await coordinator.close(5_000);
+    c.pods.splice(0, 1);
+    const first = c.client.approve(id, { waitId: wait.id, waitMs: 15_000 });
+    const second = c.client.reject(id, 'no', { waitId: wait.id, waitMs: 15_000 });
+    await new Promise((r) => setTimeout(r, 500));
+    await c.startPod();
+    const outcomes = await Promise.allSettled([first, second]);
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+    const refused = outcomes.find((o) => o.status === 'rejected');
+    expect((refused as PromiseRejectedResult).reason).toMatchObject({ code: 'WAIT_ENDED' });
+    const answered = waitEntries(await historyOf(c.client, id)).filter(
+      (e) => e.action === 'answered' && e.waitId === wait.id,
+    );
+    expect(answered).toHaveLength(1);
+  });
+
   it('ends the wait when the session is cancelled', async () => {
     const { c, id, wait } = await waiting();
     await c.client.cancel(id);
