@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import type { StepApprovalWait } from '../../src/shared/domain/human-wait.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import { jobIds, outboxJob } from '../../src/shared/queues.js';
+import { UsageStore } from '../../src/shared/store/usage-store.js';
 import { taskWorkspacePath } from '../../src/workers/executors/workspace-dir.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { decisions, eventually, historyOf, recordingModels } from '../support/scenarios.js';
@@ -144,6 +146,31 @@ describe('step approval (approval.steps) with the agent executor', () => {
       (e) => e.action === 'answered' && e.waitId === wait.id,
     );
     expect(answered).toHaveLength(1);
+  });
+
+  it('ends the wait when the session runs out of budget (its tasks are cancelled)', async () => {
+    const { c, id, wait } = await waiting();
+    // Another call of the session is refused its budget: the refusal marks the session, and
+    // the failed job's event stops it.
+    const usage = new UsageStore(c.client.store.redis, c.prefix);
+    await usage.reserve(id, { tokens: 1_000_000, usdMicros: 0 }, { maxTokens: 10 }, 1_000);
+    await c.pods[0]!.queues.add(
+      outboxJob('coordinator', 'job-failed', jobIds.jobFailed('work', `budget-${id}`), {
+        sessionId: id,
+        role: 'worker',
+        jobId: `budget-${id}`,
+        error: 'the budget is exhausted',
+        code: 'BUDGET_EXHAUSTED',
+      }),
+    );
+    const view = await c.client.wait(id, { timeoutMs: TIMEOUT, until: 'finished' });
+    expect(view.session.state).toBe('BUDGET_EXHAUSTED');
+    expect(view.session.stepWaits).toBeUndefined();
+    expect(waitEntries(await historyOf(c.client, id)).map((e) => [e.action, e.waitId])).toEqual([
+      ['opened', wait.id],
+      ['cancelled', wait.id],
+    ]);
+    expect(await c.client.waiting()).toEqual([]);
   });
 
   it('ends the wait when the session is cancelled', async () => {

@@ -19,6 +19,7 @@ import {
 import { integrationResumable } from '../../shared/rules/integration-plan.js';
 import { cancelWait } from './plan-approval.js';
 import { closeQuestions, type QuestionClosing } from './questions.js';
+import { endExecutionWaits } from './step-waits.js';
 
 const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
 
@@ -391,8 +392,10 @@ async function stopOnBudget(
     if (isOpen(task.state))
       edits.put({ ...task, state: 'CANCELLED', replanPending: false }, reason);
   }
+  // The steps its cancelled executions wait at end with them (issue 48).
+  const steps = endExecutionWaits(session, reason, 'BUDGET_EXHAUSTED');
   const record: Session = {
-    ...stamp(session),
+    ...stamp(steps.record),
     state: 'BUDGET_EXHAUSTED',
     failure: { code: 'BUDGET_EXHAUSTED', reason },
   };
@@ -402,8 +405,10 @@ async function stopOnBudget(
       session: { record, expectedVersion: version },
       tasks: edits.changes(),
       counters: edits.counterDelta(),
+      ...(steps.outbox.length > 0 ? { outbox: steps.outbox } : {}),
       history: [
         errorEntry,
+        ...steps.history,
         {
           type: 'state_change',
           entity: 'session',

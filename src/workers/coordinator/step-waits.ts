@@ -245,3 +245,30 @@ export async function onStepAnswer(
     }),
   };
 }
+
+/**
+ * Ends every wait of a running execution when the session stops its tasks (its budget ran out:
+ * they are CANCELLED): the record goes, the history says so, and the webhook hears it. A resume
+ * runs those tasks afresh, and their steps ask again.
+ */
+export function endExecutionWaits(
+  session: Session,
+  reason: string,
+  state: Session['state'],
+): { record: Session; history: HistoryEntryDraft[]; outbox: ReturnType<typeof notifyJob>[] } {
+  const open = executionWaits(session);
+  if (open.length === 0) return { record: session, history: [], outbox: [] };
+  const record = open.reduce((s, wait) => withoutWait(s, wait.id), session);
+  return {
+    record,
+    history: open.map((wait) => ({
+      type: 'wait' as const,
+      taskId: wait.taskId,
+      action: 'cancelled' as const,
+      waitId: wait.id,
+      kind: wait.kind,
+      by: reason,
+    })),
+    outbox: open.map((wait) => notifyJob(session, wait, 'wait.closed', state, 'cancelled')),
+  };
+}
