@@ -33,9 +33,9 @@ afterAll(() => {
 const task = { id: 't1', title: 'Write the notes', acceptance: 'notes.txt holds the notes' };
 const WRITE = { tool: 'write_file', input: { path: 'notes.txt', content: 'the notes' } };
 
-function setup(script: AgentScript) {
+function setup(script: AgentScript, askHuman = true) {
   const session = makeSession({
-    execution: { workspaceRoot: join(tmp, 'ws') },
+    execution: { workspaceRoot: join(tmp, 'ws'), askHuman },
     approval: { steps: [{ tool: 'write_file' }] },
     planning: { enabled: false },
   });
@@ -159,5 +159,27 @@ describe('ask_human, in the agent executor', () => {
     const result = await executor.execute(deliver());
     expect(result.output).toBe('went on');
     expect(result.log).toMatch(/ask_human .* error: ask_human takes/);
+  });
+
+  it('is not offered with execution.askHuman false: a call is an unknown tool', async () => {
+    let offered: string[] = [];
+    const { executor, deliver, model } = setup(
+      {
+        actions: [
+          { tool: 'ask_human', input: { question: 'Anyone?' } },
+          { done: true, summary: 'went on alone' },
+        ],
+      },
+      false,
+    );
+    const nextAction = model.nextAction.bind(model);
+    model.nextAction = (request) => {
+      offered = request.tools.map((t) => t.name);
+      return nextAction(request);
+    };
+    const result = await executor.execute(deliver());
+    expect(offered).not.toContain('ask_human');
+    expect(result.output).toBe('went on alone');
+    expect(result.log).toMatch(/ask_human .* error: unknown tool "ask_human"/);
   });
 });

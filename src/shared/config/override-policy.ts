@@ -31,6 +31,7 @@ export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'planning.revision',
   'execution.maxContinuations',
   'execution.maxAgentActions',
+  'execution.askHuman',
   'execution.toolTimeoutSeconds',
   'execution.toolMaxOutputBytes',
   'llm.*.provider',

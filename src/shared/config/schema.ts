@@ -256,6 +256,12 @@ export const ExecutionConfig = z.strictObject({
     .max(1000)
     .default(30)
     .describe('Tool calls one agent run may make before it stops (the agent executor).'),
+  askHuman: z
+    .boolean()
+    .default(true)
+    .describe(
+      "Offer the agent executor's model the tool ask_human: it asks a person and the run waits for the answer, holding nothing (docs/people-in-the-loop.md). false where nobody answers.",
+    ),
   workspaceRoot: pathSetting(
     'directory',
     z

@@ -47,6 +47,8 @@ export interface AgentLoopOptions {
   root?: string;
   /** A person's decision on the step the run waits at, when this delivery resumes it. */
   decision?: StepDecision;
+  /** Offer ask_human (execution.askHuman; default true). */
+  askHuman?: boolean;
 }
 
 type ToolOutcome = { ok: true; output: string } | { ok: false; error: string };
@@ -147,7 +149,7 @@ export async function runAgentLoop(
   const planning = options.request.planning;
   const request: AgentRunRequest = {
     ...options.request,
-    tools: [...toolbox.specs, ASK_HUMAN_SPEC],
+    tools: options.askHuman === false ? toolbox.specs : [...toolbox.specs, ASK_HUMAN_SPEC],
   };
   const usage: TokenUsage = { inputTokens: 0, outputTokens: 0 };
   const count = (u: TokenUsage) => {
@@ -357,7 +359,7 @@ export async function runAgentLoop(
     } else {
       tool = decision.data.tool;
       input = decision.data.input;
-      if (tool === ASK_HUMAN) {
+      if (tool === ASK_HUMAN && options.askHuman !== false) {
         const asked = AskHumanInput.safeParse(input);
         if (asked.success) await pause({ kind: 'question', tool, input: asked.data });
         outcome = { ok: false, error: 'ask_human takes {question: "…"}' };
