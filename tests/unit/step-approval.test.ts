@@ -121,6 +121,12 @@ describe('approval.steps: which step waits for a person', () => {
       false,
     );
     expect(ApprovalConfig.parse({}).steps).toEqual([]);
+    expect(() => parseConfig({ approval: { steps: [{ comand: '^git' }] } })).toThrow(
+      'approval.steps.0: a step rule is one of { tool: NAME, match?: REGEX }, { command: REGEX } or { writeOutsideWorktree: true }',
+    );
+    expect(() => parseConfig({ approval: { steps: [{ tool: 'x', match: '(' }] } })).toThrow(
+      'approval.steps.0.match: not a valid regular expression',
+    );
   });
 });
 

@@ -837,35 +837,41 @@ const Pattern = z
  * One rule of approval.steps (shared/rules/step-approval.ts): which steps of a running task wait
  * for a person first. A step waits when any rule matches it.
  */
-export const StepRule = z.union([
-  z
-    .strictObject({
-      tool: z
-        .string()
-        .min(1)
-        .describe("An agent tool's name (run_command, write_file, an MCP tool), or * for any."),
-      match: Pattern.optional().describe(
-        "A regular expression the call's input must match: run_command's command, a file tool's path, else the input as JSON. Unset: every call.",
-      ),
-    })
-    .describe('An agent tool call.'),
-  z
-    .strictObject({
-      command: Pattern.describe(
-        "A regular expression a command line must match: the command executor's run, or an agent's run_command.",
-      ),
-    })
-    .describe('A program about to start.'),
-  z
-    .strictObject({
-      writeOutsideWorktree: z
-        .literal(true)
-        .describe(
-          "An agent tool that writes (its name says write, edit, create, move, delete…) given a path outside the task's workspace (MCP servers' file tools; orq's own refuse such paths).",
+export const StepRule = z.union(
+  [
+    z
+      .strictObject({
+        tool: z
+          .string()
+          .min(1)
+          .describe("An agent tool's name (run_command, write_file, an MCP tool), or * for any."),
+        match: Pattern.optional().describe(
+          "A regular expression the call's input must match: run_command's command, a file tool's path, else the input as JSON. Unset: every call.",
         ),
-    })
-    .describe('A write outside the workspace.'),
-]);
+      })
+      .describe('An agent tool call.'),
+    z
+      .strictObject({
+        command: Pattern.describe(
+          "A regular expression a command line must match: the command executor's run, or an agent's run_command.",
+        ),
+      })
+      .describe('A program about to start.'),
+    z
+      .strictObject({
+        writeOutsideWorktree: z
+          .literal(true)
+          .describe(
+            "An agent tool that writes (its name says write, edit, create, move, delete…) given a path outside the task's workspace (MCP servers' file tools; orq's own refuse such paths).",
+          ),
+      })
+      .describe('A write outside the workspace.'),
+  ],
+  {
+    error:
+      'a step rule is one of { tool: NAME, match?: REGEX }, { command: REGEX } or { writeOutsideWorktree: true }',
+  },
+);
 export type StepRule = z.infer<typeof StepRule>;
 
 /** Where a person decides before the session goes on (issue 48, docs/people-in-the-loop.md). */
