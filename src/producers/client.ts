@@ -280,9 +280,15 @@ export interface SubmitOutcome {
 export type PlanBreakdownInput = z.input<typeof PlanBreakdown>;
 
 export interface AnswerOptions {
-  /** The wait the person saw (session.wait.id): refused if the session waits on another now. */
+  /**
+   * The wait the person saw (session.wait.id, a question's or a step's id): refused if it is not
+   * open now. A step approval's id (step-…) sends an approve or reject to that step.
+   */
   waitId?: string;
-  /** A question's answer: the task whose question it answers (else `waitId`, or the only one). */
+  /**
+   * The task whose question it answers, or (approve, reject) whose step approval it answers
+   * (else `waitId`, or the only one open).
+   */
   taskId?: string;
   /** Who answers, for the history (`cli`, `operator`, `tenant acme`...). */
   by?: string;
@@ -390,7 +396,7 @@ export interface OrqClient {
     options?: AnswerOptions & { allowTermLoss?: boolean; comment?: string },
   ): Promise<AnswerOutcome>;
   /**
-   * Sessions that wait for a person now (AWAITING_APPROVAL, or with a question open) among the
+   * Sessions that wait for a person now (AWAITING_APPROVAL, or with a question or step open) among the
    * 1,000 newest, newest first, at most `limit`.
    */
   waiting(options?: { tenant?: string; limit?: number }): Promise<Session[]>;
