@@ -95,7 +95,12 @@ describe('step approval (approval.steps) with the agent executor', () => {
     const done = await c.client.wait(id, { timeoutMs: TIMEOUT });
     expect(done.session.state).toBe('COMPLETED');
     expect(done.session.stepWaits).toBeUndefined();
-    expect(done.tasks.find((t) => t.id === 't1')).toMatchObject({ state: 'DONE', attempts: 1 });
+    expect(done.tasks.find((t) => t.id === 't1')).toMatchObject({
+      state: 'DONE',
+      attempts: 1,
+      // Status views read the resumed execution's progress from its own job.
+      resumedAfter: { attempt: 1, waitId: wait.id },
+    });
     expect(
       readFileSync(join(taskWorkspacePath(workspaceRoot, id, 't1'), 't1.md'), 'utf8'),
     ).toContain('Write the notes');
@@ -109,6 +114,18 @@ describe('step approval (approval.steps) with the agent executor', () => {
     ]);
     expect(decisions(all, 'step-approval:approve')).toHaveLength(1);
     expect(await c.client.waiting()).toEqual([]);
+  });
+
+  it("shows the resumed execution's job as queued until a worker takes it", async () => {
+    const { c, id, wait } = await waiting();
+    // Only the worker role goes: the answer is applied, and its work job waits for a worker.
+    await c.startPod(['planner', 'judge', 'replanner', 'coordinator']);
+    await c.pods[0]!.close(5_000);
+    c.pods.splice(0, 1);
+    await c.client.approve(id, { waitId: wait.id });
+    expect((await c.client.get(id)).queued).toEqual(['t1']);
+    await c.startPod(['worker']);
+    expect((await c.client.wait(id, { timeoutMs: TIMEOUT })).session.state).toBe('COMPLETED');
   });
 
   it('gives the agent the rejection and its reason; it asks again at a later step', async () => {

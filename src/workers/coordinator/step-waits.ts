@@ -206,8 +206,9 @@ export async function onStepAnswer(
         ? `step ${wait.step} of task ${wait.taskId} approved${by}: it runs`
         : `step ${wait.step} of task ${wait.taskId} rejected${by}: the executor hears why`;
   const edits = new TaskEdits(session, [loaded]);
-  // Written again (same state) so a change to the task meanwhile fences this write.
-  edits.put({ ...loaded.task });
+  // Written (same state) so a change to the task meanwhile fences this write; it names the job
+  // that carries the execution on, for status views.
+  edits.put({ ...loaded.task, resumedAfter: { attempt: wait.attempt, waitId: wait.id } });
   edits.sendToWorker(wait.taskId, wait.attempt, decision);
   const closed: HistoryEntryDraft[] = [
     {
