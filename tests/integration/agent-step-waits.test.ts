@@ -129,6 +129,32 @@ describe('a step that waits for a person, in the agent executor', () => {
   });
 });
 
+describe('a run_command rule, in the agent executor', () => {
+  it('stops a git push (argv) before it starts, showing its command line; other commands run', async () => {
+    const session = makeSession({
+      execution: { workspaceRoot: join(tmp, 'ws') },
+      approval: { steps: [{ tool: 'run_command', match: '^git push' }] },
+      planning: { enabled: false },
+    });
+    const model = createScriptedAgentModel({
+      actions: [
+        { tool: 'run_command', input: { command: [process.execPath, '-e', '1'] } },
+        { tool: 'run_command', input: { command: ['git', 'push', 'origin', 'main'] } },
+      ],
+    });
+    const executor = createAgentExecutor({ model: () => model });
+    const wait = await paused(executor.execute(executorContext(db.store, session, task)));
+    expect(wait.request).toEqual({
+      kind: 'step-approval',
+      step: 1,
+      tool: 'run_command',
+      input: { command: ['git', 'push', 'origin', 'main'] },
+      command: 'git push origin main',
+      rule: 'tool run_command with input matching /^git push/',
+    });
+  });
+});
+
 describe('ask_human, in the agent executor', () => {
   it('stops with the question, and the answer comes back as the tool result', async () => {
     const { session, executor, deliver } = setup({

@@ -3,6 +3,7 @@ import { callerLimitIssues } from '../../src/shared/config/caller-limits.js';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { ApprovalConfig, type StepRule } from '../../src/shared/config/schema.js';
 import {
+  commandOf,
   describeStepRule,
   stepRuleFor,
   type StepCall,
@@ -16,17 +17,17 @@ const tool = (name: string, input: unknown): StepCall => ({ kind: 'tool', tool: 
 
 describe('approval.steps: which step waits for a person', () => {
   const cases: [string, StepRule[], StepCall, StepRule | undefined][] = [
-    ['no rule: nothing waits', [], tool('run_command', { command: 'git push' }), undefined],
+    ['no rule: nothing waits', [], tool('run_command', { command: ['git', 'push'] }), undefined],
     [
       'a tool rule with a match: its command',
       [push],
-      tool('run_command', { command: 'git push origin main' }),
+      tool('run_command', { command: ['git', 'push', 'origin', 'main'] }),
       push,
     ],
     [
       'a tool rule: another command runs',
       [push],
-      tool('run_command', { command: 'git status' }),
+      tool('run_command', { command: ['git', 'status'] }),
       undefined,
     ],
     ['a tool rule: another tool runs', [push], tool('write_file', { path: 'git push' }), undefined],
@@ -58,7 +59,7 @@ describe('approval.steps: which step waits for a person', () => {
     [
       'a command rule: an agent run_command too',
       [{ command: 'rm -rf' }],
-      tool('run_command', { command: 'rm -rf build' }),
+      tool('run_command', { command: ['rm', '-rf', 'build'] }),
       { command: 'rm -rf' },
     ],
     [
@@ -96,12 +97,20 @@ describe('approval.steps: which step waits for a person', () => {
     [
       'the first matching rule is the one named',
       [push, anyCommand],
-      tool('run_command', { command: 'git push' }),
+      tool('run_command', { command: ['git', 'push'] }),
       push,
     ],
   ];
   it.each(cases)('%s', (_name, rules, call, expected) => {
     expect(stepRuleFor(rules, call, ROOT)).toEqual(expected);
+  });
+
+  it("reads run_command's argv as the command line a person reads", () => {
+    expect(commandOf(tool('run_command', { command: ['git', 'commit', '-m', 'a message'] }))).toBe(
+      'git commit -m "a message"',
+    );
+    expect(commandOf({ kind: 'command', command: 'claude -p x' })).toBe('claude -p x');
+    expect(commandOf(tool('write_file', { command: ['x'] }))).toBeUndefined();
   });
 
   it('describes a rule for the person who decides', () => {

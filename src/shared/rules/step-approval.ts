@@ -16,12 +16,22 @@ const PATH_FIELDS = ['path', 'file_path', 'filePath', 'file', 'target', 'destina
 /** Tool names that say the tool changes files. */
 const WRITING_TOOL = /write|edit|create|move|rename|delete|remove|mkdir|patch|append|copy|save/i;
 
-/** The command a step starts, if it starts one: the executor's, or run_command's. */
+/** A command line as a person reads it: arguments with spaces or quotes quoted. */
+export const commandLine = (argv: readonly string[]): string =>
+  argv.map((arg) => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : JSON.stringify(arg))).join(' ');
+
+/**
+ * The command a step starts, if it starts one: the executor's, or run_command's (its argv,
+ * `["git", "push"]`, as the line `git push`).
+ */
 export function commandOf(call: StepCall): string | undefined {
   if (call.kind === 'command') return call.command;
   if (call.tool !== 'run_command') return undefined;
   const command = (call.input as { command?: unknown } | null)?.command;
-  return typeof command === 'string' ? command : undefined;
+  if (typeof command === 'string') return command;
+  return Array.isArray(command) && command.every((a) => typeof a === 'string')
+    ? commandLine(command)
+    : undefined;
 }
 
 function pathsOf(input: unknown): string[] {

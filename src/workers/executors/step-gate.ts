@@ -1,4 +1,4 @@
-import { describeStepRule, stepRuleFor } from '../../shared/rules/step-approval.js';
+import { commandLine, describeStepRule, stepRuleFor } from '../../shared/rules/step-approval.js';
 import type { StepRequest } from '../../shared/queues.js';
 import { ExecutionPaused, type ExecutorContext } from './types.js';
 
@@ -11,10 +11,6 @@ import { ExecutionPaused, type ExecutorContext } from './types.js';
  */
 
 export type CommandGate = { run: true } | { run: false; reason: string };
-
-/** A command line as a person reads it: arguments with spaces or quotes quoted. */
-export const commandLine = (argv: readonly string[]): string =>
-  argv.map((arg) => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : JSON.stringify(arg))).join(' ');
 
 export async function gateCommand(
   ctx: ExecutorContext,

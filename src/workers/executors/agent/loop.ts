@@ -5,7 +5,7 @@ import { checkReply } from '../../../shared/llm/check-reply.js';
 import type { Logger } from '../../../shared/logger.js';
 import type { StepRule } from '../../../shared/config/schema.js';
 import type { StepDecision } from '../../../shared/domain/human-wait.js';
-import { describeStepRule, stepRuleFor } from '../../../shared/rules/step-approval.js';
+import { commandOf, describeStepRule, stepRuleFor } from '../../../shared/rules/step-approval.js';
 import type { StepRequest } from '../../../shared/queues.js';
 import { ExecutionPaused, type StepHistory } from '../types.js';
 import { ASK_HUMAN, ASK_HUMAN_SPEC, AskHumanInput } from './tools/ask-human.js';
@@ -80,16 +80,13 @@ function requestOf(awaiting: AwaitingStep): StepRequest {
       question: parsed.success ? parsed.data.question : JSON.stringify(awaiting.input),
     };
   }
-  const command =
-    awaiting.tool === 'run_command'
-      ? (awaiting.input as { command?: unknown } | null)?.command
-      : undefined;
+  const command = commandOf({ kind: 'tool', tool: awaiting.tool, input: awaiting.input });
   return {
     kind: 'step-approval',
     step: awaiting.step,
     tool: awaiting.tool,
     input: awaiting.input,
-    ...(typeof command === 'string' ? { command } : {}),
+    ...(command !== undefined ? { command } : {}),
     rule: awaiting.rule ?? 'approval.steps',
   };
 }
