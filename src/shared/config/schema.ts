@@ -846,7 +846,7 @@ export const StepRule = z.union(
           .min(1)
           .describe("An agent tool's name (run_command, write_file, an MCP tool), or * for any."),
         match: Pattern.optional().describe(
-          "A regular expression the call's input must match: run_command's command, a file tool's path, else the input as JSON. Unset: every call.",
+          "A regular expression the call's input must match: run_command's argv as one line (git push origin main), a file tool's path, else the input as JSON. Unset: every call.",
         ),
       })
       .describe('An agent tool call.'),
