@@ -22,12 +22,13 @@ import {
   SessionPriority,
   TenantId,
 } from '../shared/domain/session.js';
-import { TaskId, type Task } from '../shared/domain/task.js';
+import { isExecuting, TaskId, type Task } from '../shared/domain/task.js';
 import type { PlanBreakdown } from '../shared/domain/plan.js';
 import {
   WaitAnswer,
   WaitId,
   type QuestionWait,
+  type StepApprovalWait,
   type WaitAnswerInput,
 } from '../shared/domain/human-wait.js';
 import { checkPlanEdit } from '../shared/rules/plan-edit.js';
@@ -279,9 +280,15 @@ export interface SubmitOutcome {
 export type PlanBreakdownInput = z.input<typeof PlanBreakdown>;
 
 export interface AnswerOptions {
-  /** The wait the person saw (session.wait.id): refused if the session waits on another now. */
+  /**
+   * The wait the person saw (session.wait.id, a question's or a step's id): refused if it is not
+   * open now. A step approval's id (step-…) sends an approve or reject to that step.
+   */
   waitId?: string;
-  /** A question's answer: the task whose question it answers (else `waitId`, or the only one). */
+  /**
+   * The task whose question it answers, or (approve, reject) whose step approval it answers
+   * (else `waitId`, or the only one open).
+   */
   taskId?: string;
   /** Who answers, for the history (`cli`, `operator`, `tenant acme`...). */
   by?: string;
@@ -390,7 +397,7 @@ export interface OrqClient {
     options?: AnswerOptions & { allowTermLoss?: boolean; comment?: string },
   ): Promise<AnswerOutcome>;
   /**
-   * Sessions that wait for a person now (AWAITING_APPROVAL, or with a question open) among the
+   * Sessions that wait for a person now (AWAITING_APPROVAL, or with a question or step open) among the
    * 1,000 newest, newest first, at most `limit`.
    */
   waiting(options?: { tenant?: string; limit?: number }): Promise<Session[]>;
@@ -677,9 +684,12 @@ export async function openClient(
       const current = taskId ? open.find((q) => q.taskId === taskId)?.id : undefined;
       throw new WaitEndedError(session.id, what, why, current);
     }
-    // The session's record says open; the task says whether it still waits at that execution.
+    // The session's record says open; the task says whether it still waits at that execution:
+    // BLOCKED for a Judge's question, still executing for an agent's (issue 48).
     const task = (await store.loadTasks(session.id, [found.taskId])).get(found.taskId)?.task;
-    if (task?.state !== 'BLOCKED' || task.attempts !== found.attempt) {
+    const waiting =
+      found.step === undefined ? task?.state === 'BLOCKED' : !!task && isExecuting(task);
+    if (!waiting || task?.attempts !== found.attempt) {
       throw new WaitEndedError(session.id, found.id, `task ${found.taskId} moved on`);
     }
     return found;
@@ -699,6 +709,60 @@ export async function openClient(
       },
     );
   }
+
+  /**
+   * The step approval an approve or reject is for (approval.steps): the one `waitId` names, else
+   * the one of task `taskId`, else the only one open. WAIT_ENDED when it is not open.
+   */
+  async function openStepOrThrow(
+    session: Session,
+    { waitId, taskId }: AnswerOptions,
+  ): Promise<StepApprovalWait> {
+    const open = session.state === 'RUNNING' ? (session.stepWaits ?? []) : [];
+    const found =
+      waitId !== undefined
+        ? open.find((w) => w.id === waitId && (taskId === undefined || w.taskId === taskId))
+        : taskId !== undefined
+          ? open.find((w) => w.taskId === taskId)
+          : open.length === 1
+            ? open[0]
+            : undefined;
+    if (!found && waitId === undefined && taskId === undefined && open.length > 1) {
+      throw new OrqError(
+        'VALIDATION_FAILED',
+        `session ${session.id} has ${open.length} steps waiting`,
+        {
+          hint: `Name the wait you answer (--wait): ${open.map((w) => w.id).join(', ')}.`,
+          details: { sessionId: session.id, waitIds: open.map((w) => w.id) },
+        },
+      );
+    }
+    if (!found) {
+      const why =
+        session.state !== 'RUNNING'
+          ? `it is ${session.state}`
+          : open.length === 0
+            ? 'no step waits for approval'
+            : `the steps waiting are ${open.map((w) => w.id).join(', ')}`;
+      throw new WaitEndedError(
+        session.id,
+        waitId ?? (taskId ? `the step of task ${taskId}` : undefined),
+        why,
+      );
+    }
+    const task = (await store.loadTasks(session.id, [found.taskId])).get(found.taskId)?.task;
+    if (!task || !isExecuting(task) || task.attempts !== found.attempt) {
+      throw new WaitEndedError(session.id, found.id, `task ${found.taskId} moved on`);
+    }
+    return found;
+  }
+
+  /** Whether an approve or reject is for a step approval rather than the plan's. */
+  const answersStep = (session: Session, { waitId, taskId }: AnswerOptions): boolean =>
+    waitId !== undefined
+      ? waitId.startsWith('step-')
+      : taskId !== undefined ||
+        (session.state !== 'AWAITING_APPROVAL' && (session.stepWaits ?? []).length > 0);
 
   /** The plan approval the session waits on, if `waitId` (when given) names it. */
   function openWaitOrThrow(session: Session, waitId: string | undefined) {
@@ -1386,7 +1450,9 @@ export async function openClient(
         const wait =
           parsed.action === 'answer'
             ? await openQuestionOrThrow(session, answerOptions)
-            : openWaitOrThrow(session, answerOptions.waitId);
+            : parsed.action !== 'edit' && answersStep(session, answerOptions)
+              ? await openStepOrThrow(session, answerOptions)
+              : openWaitOrThrow(session, answerOptions.waitId);
         if (parsed.action === 'edit' && wait.kind === 'plan-approval') {
           const check = checkPlanEdit({
             waiting: wait.plan,
@@ -1500,7 +1566,8 @@ export async function openClient(
             ...sessions.filter(
               (x) =>
                 x.state === 'AWAITING_APPROVAL' ||
-                (['RUNNING', 'BLOCKED'].includes(x.state) && (x.questions ?? []).length > 0),
+                (['RUNNING', 'BLOCKED'].includes(x.state) &&
+                  ((x.questions ?? []).length > 0 || (x.stepWaits ?? []).length > 0)),
             ),
           );
           if (!next) break;

@@ -6,7 +6,7 @@ import { PlanBreakdown, QualityJudgement, ReplanBreakdown } from './domain/plan.
 import { Feedback } from './domain/refinement.js';
 import { IntegrationOutcome } from './domain/integration.js';
 import { SessionId } from './domain/session.js';
-import { Answerer, HumanWaitKind, WaitAnswer, WaitId } from './domain/human-wait.js';
+import { Answerer, HumanWaitKind, StepDecision, WaitAnswer, WaitId } from './domain/human-wait.js';
 import { ReplanningInfo, TaskId, TaskJudgement, TaskResult, TokenUsage } from './domain/task.js';
 import type { RedisConnection } from './redis.js';
 import { withTraceparent } from './tracing/trace.js';
@@ -144,8 +144,31 @@ export const ExecuteJob = z.object({
   tenant: z.string().optional(),
   /** The task as dispatched (older jobs lack it: the worker reads the task). */
   task: TaskCard.optional(),
+  /**
+   * A person ended the execution's step wait (issue 48): the same execution resumes from its
+   * recorded steps, and its step `resume.step` runs (approved) or hears the rejection or answer.
+   */
+  resume: StepDecision.optional(),
 });
 export type ExecuteJob = z.infer<typeof ExecuteJob>;
+
+/** What a running execution waits for a person about (the executor's pause, ExecutionPause). */
+export const StepRequest = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('step-approval'),
+    step: z.number().int().min(0),
+    tool: z.string().min(1),
+    input: z.unknown(),
+    command: z.string().optional(),
+    rule: z.string(),
+  }),
+  z.object({
+    kind: z.literal('question'),
+    step: z.number().int().min(0),
+    question: z.string().trim().min(1).max(20_000),
+  }),
+]);
+export type StepRequest = z.infer<typeof StepRequest>;
 
 /**
  * An execution's result as a judge job or verdict event carries it: the result itself when it
@@ -338,6 +361,20 @@ export const AnswerEvent = z.object({
 });
 export type AnswerEvent = z.infer<typeof AnswerEvent>;
 
+/**
+ * A running execution stopped at a step that needs a person (approval.steps, or an agent's
+ * ask_human) and its work job ended: the coordinator opens the wait. Sent by the worker; the
+ * step is in the execution's journal already, so a redelivery sends the same event (same id).
+ */
+export const StepWaitingEvent = z.object({
+  sessionId: SessionId,
+  traceparent,
+  taskId: TaskId,
+  attempt,
+  request: StepRequest,
+});
+export type StepWaitingEvent = z.infer<typeof StepWaitingEvent>;
+
 /** The delayed end of a wait with approval.timeoutSeconds: it acts as approval.onTimeout says. */
 export const WaitTimedOutEvent = z.object({
   sessionId: SessionId,
@@ -439,6 +476,7 @@ export const JobSchemas = {
     published: PublishedEvent,
     answer: AnswerEvent,
     'wait-timed-out': WaitTimedOutEvent,
+    'step-waiting': StepWaitingEvent,
     /** Not an event: a webhook delivery, taken by the coordinator's pods (webhook.ts). */
     notify: NotifyJob,
   },
@@ -515,6 +553,11 @@ export const jobIds = {
   plan: (sid: string, attempt: number) => `plan|${sid}|${attempt}`,
   judgePlan: (sid: string, attempt: number) => `judge-plan|${sid}|${attempt}`,
   execute: (sid: string, tid: string, attempt: number) => `work|${sid}|${tid}|${attempt}`,
+  /** The work job that resumes an execution once its step wait `waitId` ended. */
+  resumeExecute: (sid: string, tid: string, attempt: number, waitId: string) =>
+    `work|${sid}|${tid}|${attempt}|${waitId}`,
+  stepWaiting: (sid: string, tid: string, attempt: number, step: number) =>
+    `ev-step-waiting|${sid}|${tid}|${attempt}|${step}`,
   /**
    * The hand-off of one work delivery, by the fence it took (keys.ts `fences`): a later
    * delivery's result must not be dropped as a duplicate of a superseded one's, which the

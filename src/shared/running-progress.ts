@@ -30,7 +30,13 @@ export async function readRunningJobs(
   if (running.length === 0) return { progress: {}, queued: [] };
   const work = queues.get('work');
   const jobs = await Promise.all(
-    running.map((t) => work.getJob(jobIds.execute(sessionId, t.id, t.attempts))),
+    running.map((t) =>
+      work.getJob(
+        t.resumedAfter?.attempt === t.attempts
+          ? jobIds.resumeExecute(sessionId, t.id, t.attempts, t.resumedAfter.waitId)
+          : jobIds.execute(sessionId, t.id, t.attempts),
+      ),
+    ),
   );
   const progress: Record<string, TaskProgress> = {};
   const queued: string[] = [];

@@ -1,6 +1,11 @@
 import type { HistoryEntry } from './domain/history.js';
+import type { StepApprovalWait } from './domain/human-wait.js';
 
 type WaitEntry = Extract<HistoryEntry, { type: 'wait' }>;
+
+/** What a step approval would run: its command line, or the tool with its input as JSON. */
+export const stepText = (wait: StepApprovalWait): string =>
+  wait.command !== undefined ? wait.command : `${wait.tool} ${JSON.stringify(wait.input)}`;
 
 const short = (text: string, max = 100): string => {
   const line = text.replace(/\s+/g, ' ').trim();
@@ -15,7 +20,12 @@ const short = (text: string, max = 100): string => {
 export function describeWaitEntry(entry: WaitEntry): string {
   const what = `${entry.kind.replace('-', ' ')} (${entry.waitId})`;
   if (entry.action === 'opened') {
-    const asked = entry.wait?.kind === 'question' ? `: ${short(entry.wait.question, 200)}` : '';
+    const asked =
+      entry.wait?.kind === 'question'
+        ? `: ${short(entry.wait.question, 200)}`
+        : entry.wait?.kind === 'step-approval'
+          ? `: ${entry.wait.taskId} would run ${short(stepText(entry.wait), 200)}`
+          : '';
     return `waiting for a person: ${what}${asked}`;
   }
   const answer = entry.answer;

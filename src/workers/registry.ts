@@ -60,6 +60,8 @@ import { createJudgeProcessor } from './roles/judge.js';
 import { createPlannerProcessor } from './roles/planner.js';
 import { createReplannerProcessor } from './roles/replanner.js';
 import { createWorkerProcessor } from './roles/worker.js';
+import type { AgentModelFactory } from './executors/agent/executor.js';
+import { createExecutorRegistry } from './executors/registry.js';
 import { createIntegrationProcessor } from './integration/processor.js';
 import { followSessionEnds } from './session-ends.js';
 import type { RoleModels } from '../shared/llm/types.js';
@@ -83,6 +85,8 @@ export interface StartRolesOptions {
   cancelPollMs?: number;
   /** Use these models for every session instead of resolving from session config (tests). */
   models?: RoleModels;
+  /** The agent executor's model for every session instead of the session's (tests, embedding). */
+  agentModel?: AgentModelFactory;
   /** Job durations per role are observed here (`orq start --metrics-port`). */
   metrics?: RoleMetrics;
 }
@@ -102,6 +106,7 @@ const RolesOptions = z.strictObject({
   outboxSweepIntervalMs: z.unknown().optional(),
   cancelPollMs: z.unknown().optional(),
   models: z.unknown().optional(),
+  agentModel: z.unknown().optional(),
   metrics: z.unknown().optional(),
 } satisfies Record<keyof StartRolesOptions, z.ZodType>);
 
@@ -560,7 +565,10 @@ export async function launchRoles(
     worker: byJobKind(
       { integrate: createIntegrationProcessor(ctx) },
       withTenantCap(
-        createWorkerProcessor(ctx),
+        createWorkerProcessor(
+          ctx,
+          createExecutorRegistry(options.agentModel ? { agentModel: options.agentModel } : {}),
+        ),
         new TenantSlots(redis, config.redis.prefix),
         config.tenants,
         config.queues.lockDurationMs,

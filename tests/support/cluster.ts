@@ -7,6 +7,7 @@ import type { Role } from '../../src/shared/queues.js';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
 import { startRoles, type RunningRoles } from '../../src/workers/registry.js';
 import type { RoleModels } from '../../src/shared/llm/types.js';
+import type { AgentModelFactory } from '../../src/workers/executors/agent/executor.js';
 
 export const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];
 
@@ -31,6 +32,8 @@ export async function startCluster(
     models?: RoleModels;
     /** How often pods read the state of sessions with model calls in flight. */
     cancelPollMs?: number;
+    /** The agent executor's model in every pod (a scripted one). */
+    agentModel?: AgentModelFactory;
   } = {},
 ): Promise<TestCluster> {
   const url = inject('redisUrl');
@@ -48,6 +51,7 @@ export async function startCluster(
       logger: silentLogger,
       ...(podOptions.concurrency ? { concurrency: podOptions.concurrency } : {}),
       ...(options.cancelPollMs !== undefined ? { cancelPollMs: options.cancelPollMs } : {}),
+      ...(options.agentModel ? { agentModel: options.agentModel } : {}),
       ...((podOptions.models ?? options.models)
         ? { models: podOptions.models ?? options.models }
         : {}),

@@ -102,6 +102,7 @@ describe('parseConfig fills the defaults of every seed', () => {
       defaultExecutor: 'llm',
       taskExecutors: [],
       maxAgentActions: 30,
+      askHuman: true,
       workspaceRoot: '.orq/workspaces',
       toolTimeoutSeconds: 60,
       toolMaxOutputBytes: 65_536,

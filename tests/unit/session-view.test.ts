@@ -85,6 +85,29 @@ describe('the session view, pure parts', () => {
     expect(taskJobs('s', replaced).at(-1)).toEqual({ queue: 'replan', jobId: 'replan|s|y|1' });
   });
 
+  it('names the work jobs that resumed an execution after a person answered its step wait', () => {
+    const answered = (waitId: string) =>
+      HistoryEntry.parse({
+        timestamp: '2026-11-28T00:00:00.000Z',
+        sessionId: 's',
+        taskId: 'x-1',
+        type: 'wait',
+        action: 'answered',
+        waitId,
+        kind: waitId.startsWith('ask-') ? 'question' : 'step-approval',
+      });
+    expect(
+      taskJobs('s', task({ id: 'x-1', attempts: 1 }), [
+        answered('step-x-1-1-2'),
+        answered('ask-x-1-1-5'),
+      ]).filter((j) => j.queue === 'work'),
+    ).toEqual([
+      { queue: 'work', jobId: 'work|s|x-1|1' },
+      { queue: 'work', jobId: 'work|s|x-1|1|step-x-1-1-2' },
+      { queue: 'work', jobId: 'work|s|x-1|1|ask-x-1-1-5' },
+    ]);
+  });
+
   it('names the judge job of the later delivery whose result was judged', () => {
     const result = {
       output: 'o',

@@ -7,8 +7,13 @@ import { isExecuting, TaskState, type Task } from '../../shared/domain/task.js';
 import type { SessionView } from '../client.js';
 import { BUDGET_RESUME_HINT } from '../../shared/llm/metered.js';
 import type { Role } from '../../shared/queues.js';
-import { describeWaitEntry } from '../../shared/wait-text.js';
-import type { HumanWait, PlanApprovalWait, QuestionWait } from '../../shared/domain/human-wait.js';
+import { describeWaitEntry, stepText } from '../../shared/wait-text.js';
+import type {
+  HumanWait,
+  PlanApprovalWait,
+  QuestionWait,
+  StepApprovalWait,
+} from '../../shared/domain/human-wait.js';
 
 const time = (iso: string) => iso.slice(11, 19);
 const clip = (text: string, max = 120) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
@@ -85,7 +90,7 @@ export function formatHistoryEntry(entry: HistoryEntry): string {
     case 'reflection':
       return `${head}reflection`;
     case 'action':
-      return `${head}action ${entry.tool}${entry.error ? ` failed: ${clip(oneLine(entry.error))}` : ''}`;
+      return `${head}action ${entry.tool}${entry.awaiting ? ' waits for a person' : ''}${entry.error ? ` failed: ${clip(oneLine(entry.error))}` : ''}`;
     case 'wait':
       return `${head}${describeWaitEntry(entry)}`;
   }
@@ -215,6 +220,7 @@ function sessionHeader(session: Session): string[] {
   if (session.wait) lines.push(...waitLines(session.id, session.wait));
   for (const question of session.questions ?? [])
     lines.push(...questionLines(session.id, question, session.state));
+  for (const step of session.stepWaits ?? []) lines.push(...stepLines(session.id, step));
   const phase = integrationPhaseLine(session);
   if (phase) lines.push(phase);
   if (session.integration?.outcome) {
@@ -264,15 +270,27 @@ export function questionLines(
   ];
 }
 
+/** A step of a running task that waits for a person's approval, and the commands that answer. */
+export function stepLines(sessionId: string, wait: StepApprovalWait): string[] {
+  return [
+    `waiting for a person: step approval ${wait.id} of task ${wait.taskId} (${wait.rule})`,
+    wait.command !== undefined ? `command: ${wait.command}` : `tool: ${wait.tool}`,
+    ...(wait.command === undefined || wait.tool !== 'command'
+      ? [`input: ${clip(JSON.stringify(wait.input) ?? '', 2000)}`]
+      : []),
+    `answer: orq approve ${sessionId} --wait ${wait.id} | orq reject ${sessionId} --wait ${wait.id} --feedback "why"`,
+  ];
+}
+
 /** The sessions waiting for a person, under `orq status`'s list; empty when none waits. */
 export function formatWaitingList(sessions: readonly Session[]): string {
   if (sessions.length === 0) return '';
   return [
     `waiting for a person (${sessions.length}):`,
     ...sessions.flatMap((s) =>
-      [...(s.wait ? [s.wait] : []), ...(s.questions ?? [])].map(
+      [...(s.wait ? [s.wait] : []), ...(s.questions ?? []), ...(s.stepWaits ?? [])].map(
         (w: HumanWait) =>
-          `  ${s.id}  ${w.kind} ${w.id}  since ${w.openedAt}  ${clip(oneLine(w.kind === 'question' ? w.question : s.instruction), 60)}`,
+          `  ${s.id}  ${w.kind} ${w.id}  since ${w.openedAt}  ${clip(oneLine(w.kind === 'question' ? w.question : w.kind === 'step-approval' ? stepText(w) : s.instruction), 60)}`,
       ),
     ),
   ].join('\n');

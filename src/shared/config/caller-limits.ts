@@ -65,6 +65,15 @@ export function callerLimitIssues(
         "this server requires a person's approval of every plan: approval.plan stays required",
     });
   }
+  // Step approvals alike: a submitter may add rules, never drop one of the operator's.
+  const asked = new Set(chosen.approval.steps.map((rule) => JSON.stringify(rule)));
+  const dropped = operator.approval.steps.filter((rule) => !asked.has(JSON.stringify(rule)));
+  if (dropped.length > 0) {
+    issues.push({
+      path: 'config.approval.steps',
+      message: `this server requires a person's approval of these steps, which approval.steps must keep: ${dropped.map((rule) => JSON.stringify(rule)).join(', ')}`,
+    });
+  }
   // Nor end it sooner by approving on a timeout of its own.
   const approvesAlone = (c: SessionConfig) =>
     c.approval.onTimeout === 'approve' && c.approval.timeoutSeconds !== undefined;

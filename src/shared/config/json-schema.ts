@@ -90,6 +90,10 @@ function code(value: string): string {
 
 function typeOf(node: JsonSchemaNode): string {
   if (node.type === 'array') return `${node.items ? typeOf(node.items) : 'any'}[]`;
+  // A union (approval.steps' rules): its members' types, once each.
+  if (Array.isArray(node.anyOf) && node.type === undefined) {
+    return [...new Set((node.anyOf as JsonSchemaNode[]).map(typeOf))].join(' | ');
+  }
   if (node.format) return `${node.type ?? 'any'} (${node.format})`;
   return node.type ?? 'any';
 }

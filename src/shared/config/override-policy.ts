@@ -31,6 +31,7 @@ export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'planning.revision',
   'execution.maxContinuations',
   'execution.maxAgentActions',
+  'execution.askHuman',
   'execution.toolTimeoutSeconds',
   'execution.toolMaxOutputBytes',
   'llm.*.provider',
@@ -48,6 +49,7 @@ export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'budget.reserveTokensPerCall',
   'result',
   'approval.plan',
+  'approval.steps',
   'approval.timeoutSeconds',
   'approval.onTimeout',
 ];

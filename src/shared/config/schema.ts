@@ -256,6 +256,12 @@ export const ExecutionConfig = z.strictObject({
     .max(1000)
     .default(30)
     .describe('Tool calls one agent run may make before it stops (the agent executor).'),
+  askHuman: z
+    .boolean()
+    .default(true)
+    .describe(
+      "Offer the agent executor's model the tool ask_human: it asks a person and the run waits for the answer, holding nothing (docs/people-in-the-loop.md). false where nobody answers.",
+    ),
   workspaceRoot: pathSetting(
     'directory',
     z
@@ -810,8 +816,73 @@ export const JudgingConfig = z.strictObject({
 });
 export type JudgingConfig = z.infer<typeof JudgingConfig>;
 
+/** A regular expression as a config string: refused at load time when it does not compile. */
+const Pattern = z
+  .string()
+  .min(1)
+  .max(1000)
+  .refine(
+    (source) => {
+      try {
+        new RegExp(source);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { message: 'not a valid regular expression (JavaScript syntax)' },
+  );
+
+/**
+ * One rule of approval.steps (shared/rules/step-approval.ts): which steps of a running task wait
+ * for a person first. A step waits when any rule matches it.
+ */
+export const StepRule = z.union(
+  [
+    z
+      .strictObject({
+        tool: z
+          .string()
+          .min(1)
+          .describe("An agent tool's name (run_command, write_file, an MCP tool), or * for any."),
+        match: Pattern.optional().describe(
+          "A regular expression the call's input must match: run_command's argv as one line (git push origin main), a file tool's path, else the input as JSON. Unset: every call.",
+        ),
+      })
+      .describe('An agent tool call.'),
+    z
+      .strictObject({
+        command: Pattern.describe(
+          "A regular expression a command line must match: the command executor's run, or an agent's run_command.",
+        ),
+      })
+      .describe('A program about to start.'),
+    z
+      .strictObject({
+        writeOutsideWorktree: z
+          .literal(true)
+          .describe(
+            "An agent tool that writes (its name says write, edit, create, move, delete…) given a path outside the task's workspace (MCP servers' file tools; orq's own refuse such paths).",
+          ),
+      })
+      .describe('A write outside the workspace.'),
+  ],
+  {
+    error:
+      'a step rule is one of { tool: NAME, match?: REGEX }, { command: REGEX } or { writeOutsideWorktree: true }',
+  },
+);
+export type StepRule = z.infer<typeof StepRule>;
+
 /** Where a person decides before the session goes on (issue 48, docs/people-in-the-loop.md). */
 export const ApprovalConfig = z.strictObject({
+  steps: z
+    .array(StepRule)
+    .max(100)
+    .default([])
+    .describe(
+      'Steps of a running task that wait for a person first (approve or reject, with a reason): agent tool calls and command runs. The work job ends while it waits, so it holds no worker, lock or quota; approved, the execution resumes from its recorded steps.',
+    ),
   plan: z
     .enum(['off', 'required'])
     .default('off')

@@ -72,6 +72,12 @@ export const HistoryEntry = z.discriminatedUnion('type', [
     input: z.unknown(),
     output: z.unknown().optional(),
     error: z.string().optional(),
+    /**
+     * The call waits for a person and has not run (issue 48): a step approval (the rule that
+     * matched in `rule`) or an agent's question. Its outcome is the next step's action.
+     */
+    awaiting: z.enum(['step-approval', 'question']).optional(),
+    rule: z.string().optional(),
   }),
   z.object({
     ...base,

@@ -58,15 +58,48 @@ export const QuestionWait = z.object({
   /** The execution whose verdict asked: an answer applies only while the task is still there. */
   attempt: z.number().int().min(1),
   question: z.string().min(1),
-  /** Why the Judge blocked the task. */
+  /** Why the Judge blocked the task, or that the agent asked. */
   reason: z.string(),
+  /**
+   * An agent's ask_human (step-waits.ts): the step of the running execution that asks. The task
+   * stays RUNNING, and the answer resumes that execution with it as the tool's result.
+   */
+  step: z.number().int().min(0).optional(),
 });
 export type QuestionWait = z.infer<typeof QuestionWait>;
 
-export const HumanWait = z.discriminatedUnion('kind', [PlanApprovalWait, QuestionWait]);
+/**
+ * approval.steps: a step of a running execution (an agent's tool call, a command run) waits for
+ * a person before it runs. The task stays RUNNING with its work job ended: approved, the same
+ * execution resumes from its recorded steps and runs the step; rejected, the executor hears why.
+ */
+export const StepApprovalWait = z.object({
+  ...waitBase,
+  kind: z.literal('step-approval'),
+  taskId: TaskId,
+  /** The execution that waits. */
+  attempt: z.number().int().min(1),
+  /** Its step (the index of its recorded step that asks). */
+  step: z.number().int().min(0),
+  /** The agent's tool, or `command` for the command executor's run. */
+  tool: z.string().min(1),
+  /** The exact input the step runs with, as the person approves it. */
+  input: z.unknown(),
+  /** The command line, when the step starts a program. */
+  command: z.string().optional(),
+  /** The approval.steps rule that matched, as text. */
+  rule: z.string(),
+});
+export type StepApprovalWait = z.infer<typeof StepApprovalWait>;
+
+export const HumanWait = z.discriminatedUnion('kind', [
+  PlanApprovalWait,
+  QuestionWait,
+  StepApprovalWait,
+]);
 export type HumanWait = z.infer<typeof HumanWait>;
-/** The kinds of wait: a plan approval, a question (step approvals are to come). */
-export const HumanWaitKind = z.enum(['plan-approval', 'question']);
+/** The kinds of wait: a plan approval, a question, a step approval. */
+export const HumanWaitKind = z.enum(['plan-approval', 'question', 'step-approval']);
 export type HumanWaitKind = z.infer<typeof HumanWaitKind>;
 
 /** A person's answer to a plan approval. */
@@ -98,6 +131,20 @@ export const QuestionAnswer = z.strictObject({
   text: z.string().trim().min(1, 'an answer says something').max(20_000),
 });
 export type QuestionAnswer = z.infer<typeof QuestionAnswer>;
+
+/**
+ * What a running execution is told when its step wait ends: carried by the work job that resumes
+ * it (ExecuteJob.resume), for the step it names.
+ */
+export const StepDecision = z.object({
+  waitId: WaitId,
+  step: z.number().int().min(0),
+  action: z.enum(['approve', 'reject', 'answer']),
+  /** A rejection's reason, or the answer to an ask_human. */
+  text: z.string().optional(),
+  by: z.string().optional(),
+});
+export type StepDecision = z.infer<typeof StepDecision>;
 
 /** A person's answer to any wait: the plan answers, or a question's. */
 export const WaitAnswer = z.discriminatedUnion('action', [...PlanAnswer.options, QuestionAnswer]);

@@ -4,7 +4,7 @@ import { RefinementResult, RequiredTerms } from './refinement.js';
 import { TaskId } from './task.js';
 import { SessionConfig } from '../config/schema.js';
 import { SessionIntegration } from './integration.js';
-import { PlanApprovalWait, QuestionWait } from './human-wait.js';
+import { PlanApprovalWait, QuestionWait, StepApprovalWait } from './human-wait.js';
 
 export const SessionState = z.enum([
   /** Planner/Judge refinement loop in progress. */
@@ -116,6 +116,8 @@ export const Session = z.object({
   wait: PlanApprovalWait.optional(),
   /** The questions its blocked tasks ask a person, while they are open (human-wait.ts). */
   questions: z.array(QuestionWait).optional(),
+  /** The steps of running tasks that wait for a person's approval (approval.steps). */
+  stepWaits: z.array(StepApprovalWait).optional(),
   idempotencyKey: z.string().optional(),
   /** With an idempotency key: the digest of the submit's config and metadata (submit-digest.ts). */
   requestDigest: z.string().optional(),

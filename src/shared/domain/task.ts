@@ -156,6 +156,13 @@ export const Task = z.object({
    * the task then runs, or is SKIPPED when the judge found it met already. Absent: not asked.
    */
   checkedBeforeRun: z.boolean().optional(),
+  /**
+   * The execution `attempt` was resumed after its step wait `waitId` (issue 48): its work job
+   * now is jobIds.resumeExecute's, which status views read for its progress.
+   */
+  resumedAfter: z
+    .object({ attempt: z.number().int().min(1), waitId: z.string().min(1) })
+    .optional(),
   /** The judge said replan and the Replanner has been asked for subtasks. */
   replanPending: z.boolean().default(false),
   /** While BLOCKED: why (the reason of the change to BLOCKED), for status views. */

@@ -12,6 +12,7 @@ import { onTaskReplanned } from './task-replanned.js';
 import { onIntegrated } from './integration.js';
 import { onPublished, onResultJudged } from './final-judgement.js';
 import { onAnswer, onWaitTimedOut } from './plan-approval.js';
+import { onStepWaiting } from './step-waits.js';
 import { ValidationError } from '../../shared/errors.js';
 import { SessionId } from '../../shared/domain/session.js';
 import { faultAfterStateWrite } from './fault-injection.js';
@@ -34,6 +35,7 @@ const handlers: Record<CoordinatorEventName, Handler> = {
   published: onPublished as Handler,
   answer: onAnswer as Handler,
   'wait-timed-out': onWaitTimedOut as Handler,
+  'step-waiting': onStepWaiting as Handler,
 };
 
 export interface CoordinatorOutcome {

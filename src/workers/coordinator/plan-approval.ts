@@ -14,6 +14,7 @@ import type { CoordinatorContext, Transition } from './context.js';
 import { ignore, ignoreQuietly, planJob } from './context.js';
 import { startRunning } from './plan-judged.js';
 import { onQuestionAnswer } from './questions.js';
+import { isExecutionWaitId, onStepAnswer } from './step-waits.js';
 
 /** What the judge said of the plan that waits: shown to the person who decides. */
 export interface JudgedPlan {
@@ -141,6 +142,7 @@ export async function onAnswer(
   eventId: string,
 ): Promise<Transition> {
   if (event.waitId.startsWith('question-')) return onQuestionAnswer(ctx, event, eventId);
+  if (isExecutionWaitId(event.waitId)) return onStepAnswer(ctx, event, eventId);
   const { session, version } = await ctx.store.requireSession(event.sessionId);
   const wait = openWait(session, event.waitId);
   if (typeof wait === 'string') return ignore(eventId, wait);
@@ -403,6 +405,7 @@ export function cancelWait(
   const waits: HumanWait[] = [
     ...(session.wait ? [session.wait] : []),
     ...(session.questions ?? []),
+    ...(session.stepWaits ?? []),
   ];
   return {
     history: waits.map((wait) => ({

@@ -20,6 +20,7 @@ import { integrationResumable } from '../../shared/rules/integration-plan.js';
 import { cancelWait } from './plan-approval.js';
 import { closeQuestions, type QuestionClosing } from './questions.js';
 import { waitEventFailed } from './wait-failures.js';
+import { endExecutionWaits } from './step-waits.js';
 
 const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
 
@@ -39,7 +40,7 @@ export async function onCancel(
       edits.put({ ...task, state: 'CANCELLED', replanPending: false }, event.reason);
   }
   // A session waiting for a person stops waiting (issue 48).
-  const { wait: _ended, questions: _asked, ...rest } = stamp(session);
+  const { wait: _ended, questions: _asked, stepWaits: _steps, ...rest } = stamp(session);
   const waitEnd = cancelWait(session, event.reason);
   return {
     changeset: {
@@ -400,8 +401,10 @@ async function stopOnBudget(
     if (isOpen(task.state))
       edits.put({ ...task, state: 'CANCELLED', replanPending: false }, reason);
   }
+  // The steps its cancelled executions wait at end with them (issue 48).
+  const steps = endExecutionWaits(session, reason, 'BUDGET_EXHAUSTED');
   const record: Session = {
-    ...stamp(session),
+    ...stamp(steps.record),
     state: 'BUDGET_EXHAUSTED',
     failure: { code: 'BUDGET_EXHAUSTED', reason },
   };
@@ -411,8 +414,10 @@ async function stopOnBudget(
       session: { record, expectedVersion: version },
       tasks: edits.changes(),
       counters: edits.counterDelta(),
+      ...(steps.outbox.length > 0 ? { outbox: steps.outbox } : {}),
       history: [
         errorEntry,
+        ...steps.history,
         {
           type: 'state_change',
           entity: 'session',

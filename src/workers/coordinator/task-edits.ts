@@ -19,6 +19,7 @@ import type { JudgingConfig } from '../../shared/config/schema.js';
 import { pickForSlots } from '../../shared/rules/critical-path.js';
 import { inBand } from '../../shared/fair-release.js';
 import { taskCard } from '../../shared/task-card.js';
+import type { StepDecision } from '../../shared/domain/human-wait.js';
 
 /**
  * Waiting tasks a refill chooses among beyond the ones it takes: concurrent refills of one
@@ -207,16 +208,21 @@ export class TaskEdits {
    * Enqueues the work job of a RUNNING task's `attempt`: its first, once the judge found it not
    * met yet (judging.checkAlreadySatisfied), or any one start() sends.
    */
-  sendToWorker(taskId: string, attempt: number): void {
+  sendToWorker(taskId: string, attempt: number, resume?: StepDecision): void {
     const task = this.get(taskId);
     // The task as the worker will find it, with the outputs of the dependencies this
     // transition holds (the one just done, mostly); the others are referenced.
     const card = this.cardOf(taskId, attempt);
+    // A person's decision resumes the same execution in a job of its own (issue 48).
+    const jobId = resume
+      ? jobIds.resumeExecute(this.sessionId, taskId, attempt, resume.waitId)
+      : jobIds.execute(this.sessionId, taskId, attempt);
     this.outbox.push({
-      ...outboxJob('work', 'execute', jobIds.execute(this.sessionId, taskId, attempt), {
+      ...outboxJob('work', 'execute', jobId, {
         sessionId: this.sessionId,
         taskId,
         attempt,
+        ...(resume ? { resume } : {}),
         tenant: this.session.tenant,
         // The ids ride alone only for a card without the task's text (read, as before it).
         ...(!card.body &&

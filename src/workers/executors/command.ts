@@ -20,6 +20,7 @@ import { agentRecordPath, forgetAgent, recordAgent, stopLeftoverAgent } from './
 import { finishedAgentRun, recordAgentRun, restoreAgentRun } from './agent-runs.js';
 import { describeOutcome, runProcess, withoutPodSecrets, type ProcessOutcome } from './process.js';
 import { taskPrompt } from './prompt.js';
+import { gateCommand } from './step-gate.js';
 import type { Executor, ExecutorContext } from './types.js';
 import { taskWorkspacePath } from './workspace-dir.js';
 
@@ -224,6 +225,9 @@ async function runCommandTask(
     };
     const basePrompt = `${taskPrompt(ctx)}\n${instructionsFor(worktree)}`;
 
+    /** Why a person refused to let the agent run (approval.steps), once they did. */
+    let rejected: string | undefined;
+
     const roundMessage = (round: number) =>
       `orq: ${task.id} attempt ${ctx.attempt}${round > 1 ? ` (round ${round})` : ''}: ${task.title}`;
 
@@ -259,6 +263,25 @@ async function runCommandTask(
         a === prompt ? `<prompt, ${prompt.length} chars>` : JSON.stringify(a),
       );
       log.push(`$ ${shown.join(' ')}`);
+      // approval.steps: a command a person must approve first waits here, before it starts.
+      const gate = await gateCommand(ctx, {
+        round,
+        argv,
+        shown: shown.join(' '),
+        root: worktree.path,
+      });
+      if (!gate.run) {
+        rejected = gate.reason;
+        log.push(`not run: ${gate.reason}`);
+        return {
+          exitCode: null,
+          timedOut: false,
+          aborted: false,
+          durationMs: 0,
+          output: '',
+          truncatedBytes: 0,
+        };
+      }
       await confirmCurrent();
       const progress = commandProgress(
         round > 1 ? `agent (round ${round})` : 'agent',
@@ -356,13 +379,17 @@ async function runCommandTask(
 
     const agentFailed = agent.exitCode !== 0;
     const lastWords = lastLine(agent.output);
-    const error = agentFailed
-      ? `the agent command ${describeOutcome(agent, timeoutMs)}${lastWords ? `; last output: ${lastWords}` : ''}`
-      : blocking.length > 0
-        ? `check(s) failed: ${blocking.map((c) => `${c.check.name} (${describeOutcome(c.outcome, c.timeoutMs)})`).join(', ')}`
-        : undefined;
+    const error = rejected
+      ? rejected
+      : agentFailed
+        ? `the agent command ${describeOutcome(agent, timeoutMs)}${lastWords ? `; last output: ${lastWords}` : ''}`
+        : blocking.length > 0
+          ? `check(s) failed: ${blocking.map((c) => `${c.check.name} (${describeOutcome(c.outcome, c.timeoutMs)})`).join(', ')}`
+          : undefined;
     const statLine = diffStat.split('\n').at(-1)?.trim() || 'no changes';
-    const summary = `Agent ${describeOutcome(agent, timeoutMs)} on branch ${branch}, commit ${head.slice(0, 12)}: ${statLine}`;
+    const summary = rejected
+      ? `Agent not run on branch ${branch}: ${rejected}`
+      : `Agent ${describeOutcome(agent, timeoutMs)} on branch ${branch}, commit ${head.slice(0, 12)}: ${statLine}`;
     log.push(
       ...warnings.map((c) => `warning: check ${c.check.name} failed (mode warn)`),
       `commit ${head} on branch ${branch}`,

@@ -8,6 +8,8 @@ import type { ChatProvider } from '../../shared/llm/chat.js';
 import type { DependencyResult, RoleModels } from '../../shared/llm/types.js';
 import type { Logger } from '../../shared/logger.js';
 import type { TaskStepRecord } from '../../shared/store/session-store.js';
+import type { StepDecision } from '../../shared/domain/human-wait.js';
+import type { StepRequest } from '../../shared/queues.js';
 
 /**
  * The steps of one execution attempt in the session history (seed 004's plan, action,
@@ -73,6 +75,28 @@ export interface ExecutorContext {
   logger: Logger;
   /** BullMQ attemptsMade of the job: 0 on the first delivery. */
   jobAttempt: number;
+  /**
+   * A person's decision on the step this execution waited at (issue 48): the work job that
+   * resumes it carries it. The executor applies it to the recorded step it names.
+   */
+  stepDecision?: StepDecision;
+}
+
+/**
+ * Thrown by an executor that stopped at a step needing a person (approval.steps, ask_human):
+ * the step is recorded in its journal already. The worker hands the request to the coordinator,
+ * which opens the wait, and ends the job; the person's decision resumes the same execution
+ * (ExecutorContext.stepDecision). Not a failure: no retry, no attempt used.
+ */
+export class ExecutionPaused extends Error {
+  constructor(readonly request: StepRequest) {
+    super(
+      request.kind === 'question'
+        ? `the execution waits for a person's answer (step ${request.step})`
+        : `the execution waits for a person to approve ${request.tool} (step ${request.step})`,
+    );
+    this.name = 'ExecutionPaused';
+  }
 }
 
 /** A way of doing a task's work: one model call, an agent with tools, or a coding-agent CLI. */

@@ -5,6 +5,7 @@ import {
   ExecuteJob,
   jobIds,
   outboxJob,
+  type StepRequest,
   type TaskCard,
   withPriorityOf,
 } from '../../shared/queues.js';
@@ -26,6 +27,7 @@ import {
   withoutOutputs,
 } from './context.js';
 import { confirmDelivery, DeliveryLostError } from '../delivery.js';
+import { ExecutionPaused } from '../executors/types.js';
 
 /** Worker: executes one task with the results of its dependencies, hands the result to the Judge. */
 export function createWorkerProcessor(
@@ -118,6 +120,7 @@ export function createWorkerProcessor(
     // The execution's usage goes on with its result to the judge, whose read counts it.
     return ctx.models.withUsageTally(data.sessionId, async (usageTally) => {
       let reply: unknown;
+      let paused: StepRequest | undefined;
       try {
         reply = await executor.execute({
           session: snapshot.session,
@@ -138,17 +141,46 @@ export function createWorkerProcessor(
           confirmCurrent,
           logger,
           jobAttempt: job.attemptsMade,
+          ...(data.resume ? { stepDecision: data.resume } : {}),
         });
       } catch (error) {
-        // Stopped because the session finished: nothing failed that the coordinator must hear of.
-        if (!controls.sessionFinished()) throw error;
-        logger.info(
-          { err: error instanceof Error ? error.message : String(error) },
-          'execution stopped: the session finished',
-        );
-        return stoppedBySessionEnd();
+        if (error instanceof ExecutionPaused && !controls.sessionFinished()) {
+          paused = error.request;
+        } else {
+          // Stopped because the session finished: nothing failed that the coordinator must hear of.
+          if (!controls.sessionFinished()) throw error;
+          logger.info(
+            { err: error instanceof Error ? error.message : String(error) },
+            'execution stopped: the session finished',
+          );
+          return stoppedBySessionEnd();
+        }
       } finally {
         controls.release();
+      }
+      if (paused) {
+        // The step waits for a person (issue 48): the coordinator opens the wait, and this job
+        // ends, holding no worker, lock or quota. The step is in the journal already, so a
+        // delivery that dies here is run again and sends the same event (same id).
+        await confirmDelivery(job, token, ctx.lockDurationMs);
+        await ctx.queues.add(
+          withPriorityOf(
+            job,
+            outboxJob(
+              'coordinator',
+              'step-waiting',
+              jobIds.stepWaiting(data.sessionId, data.taskId, data.attempt, paused.step),
+              {
+                sessionId: data.sessionId,
+                taskId: data.taskId,
+                attempt: data.attempt,
+                request: paused,
+              },
+            ),
+          ),
+        );
+        logger.info({ step: paused.step, kind: paused.kind }, 'execution waits for a person');
+        return 'waiting for a person';
       }
       if (controls.sessionFinished()) return stoppedBySessionEnd();
       const result = checkReply(TaskResult, reply, 'execution result', {

@@ -14,11 +14,11 @@ export interface AnswerCliOptions {
   config?: string;
   wait?: string;
   comment?: string;
-}
-
-export interface QuestionCliOptions extends AnswerCliOptions {
+  /** A step approval's task (approve, reject) or a question's (answer). */
   task?: string;
 }
+
+export type QuestionCliOptions = AnswerCliOptions;
 
 export interface EditCliOptions extends AnswerCliOptions {
   allowTermLoss?: boolean;
@@ -60,13 +60,17 @@ export function printPlan(sessionId: string, options: PlanCliOptions): Promise<v
 function answerWith(
   sessionId: string,
   options: AnswerCliOptions,
-  send: (client: OrqClient, common: { waitId?: string; by: string }) => Promise<AnswerOutcome>,
+  send: (
+    client: OrqClient,
+    common: { waitId?: string; taskId?: string; by: string },
+  ) => Promise<AnswerOutcome>,
   said: string,
 ): Promise<void> {
   return withSessions(options, async (client, config) => {
     const outcome = await send(client, {
       by: BY,
       ...(options.wait ? { waitId: options.wait } : {}),
+      ...(options.task ? { taskId: options.task } : {}),
     });
     process.stdout.write(`${said} ${outcome.waitId} of ${sessionId}\n`);
     if (!outcome.applied && (await client.consumers()).coordinator === 0) {

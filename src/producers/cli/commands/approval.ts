@@ -15,6 +15,11 @@ const waitOption = [
   'the wait you looked at (orq status shows it): refused if the session now waits on another',
 ] as const;
 
+const taskOption = [
+  '--task <taskId>',
+  'answer the step approval of this task (approval.steps) rather than the plan',
+] as const;
+
 /** plan, approve, reject, answer, edit: a person's answers to a session waiting for them (issue 48). */
 export function registerApprovalCommands(program: Command): void {
   program
@@ -29,10 +34,13 @@ export function registerApprovalCommands(program: Command): void {
 
   program
     .command('approve')
-    .description('Approve the plan a session waits on: its tasks start')
+    .description(
+      'Approve the plan a session waits on (its tasks start), or a step that waits (--wait step-…, --task): it runs',
+    )
     .argument('<sessionId>')
     .option(...configOption)
     .option(...waitOption)
+    .option(...taskOption)
     .option('--comment <text>', 'recorded in the history with the approval')
     .action(async (sessionId: string, options: AnswerCliOptions) =>
       (await actions()).approve(sessionId, options),
@@ -41,12 +49,16 @@ export function registerApprovalCommands(program: Command): void {
   program
     .command('reject')
     .description(
-      'Reject the plan a session waits on: the Planner replans with your feedback (one refinement attempt)',
+      'Reject the plan a session waits on (the Planner replans with your feedback, one refinement attempt), or a step that waits (its executor hears your reason)',
     )
     .argument('<sessionId>')
-    .requiredOption('--feedback <text>', 'what the Planner should change')
+    .requiredOption(
+      '--feedback <text>',
+      'what the Planner should change, or why the step must not run',
+    )
     .option(...configOption)
     .option(...waitOption)
+    .option(...taskOption)
     .action(async (sessionId: string, options: AnswerCliOptions & { feedback: string }) =>
       (await actions()).reject(sessionId, options),
     );
@@ -54,7 +66,7 @@ export function registerApprovalCommands(program: Command): void {
   program
     .command('answer')
     .description(
-      'Answer the question a blocked task asks (orq status shows it): the task runs again with your answer',
+      'Answer the question a blocked task, or a running agent (ask_human), asks (orq status shows it): the task goes on with your answer',
     )
     .argument('<sessionId>')
     .argument('<text>', 'your answer')

@@ -14,8 +14,11 @@ const waitId = WaitId.optional().describe(
 );
 
 const [approveAnswer, rejectAnswer, editAnswer] = PlanAnswer.options;
-const ApproveBody = approveAnswer.omit({ action: true }).extend({ waitId });
-const RejectBody = rejectAnswer.omit({ action: true }).extend({ waitId });
+const stepTask = TaskId.optional().describe(
+  'Answer the step approval of this task (session.stepWaits[].taskId) rather than the plan; or name the wait (waitId step-…).',
+);
+const ApproveBody = approveAnswer.omit({ action: true }).extend({ waitId, taskId: stepTask });
+const RejectBody = rejectAnswer.omit({ action: true }).extend({ waitId, taskId: stepTask });
 const EditBody = editAnswer.omit({ action: true }).extend({ waitId });
 const QuestionBody = QuestionAnswer.omit({ action: true }).extend({
   waitId,
@@ -35,12 +38,13 @@ export const AnswerReply = z.object({
 const ACTIONS = {
   approve: {
     body: ApproveBody.nullish(),
-    summary: 'Approve the plan a session AWAITING_APPROVAL waits on: its tasks start',
+    summary:
+      'Approve the plan a session AWAITING_APPROVAL waits on (its tasks start), or a step that waits (session.stepWaits): it runs',
   },
   reject: {
     body: RejectBody,
     summary:
-      'Reject the plan a session waits on, with feedback: the Planner replans (one refinement attempt)',
+      'Reject the plan a session waits on, with feedback (the Planner replans, one refinement attempt), or a step that waits: its executor hears the feedback as the reason',
   },
   edit: {
     body: EditBody,
@@ -50,7 +54,7 @@ const ACTIONS = {
   answer: {
     body: QuestionBody,
     summary:
-      'Answer the question a blocked task asks (session.questions): the task runs again with the answer in its context',
+      "Answer a question (session.questions): a blocked task's runs it again, a running agent's (ask_human) goes on, with the answer in its context",
   },
 } as const;
 

@@ -9,7 +9,7 @@ import { entryView, fieldsView, planStory } from './history-view.js';
 import { age, html, raw, stateBadge, UI_PATH, usd, type Html } from './html.js';
 import { progressOf } from './sessions-page.js';
 import { taskGraphSvg } from './task-graph.js';
-import { questionsView, waitView } from './wait-view.js';
+import { questionsView, stepsView, waitView } from './wait-view.js';
 
 export interface SessionPageData {
   session: Session;
@@ -166,7 +166,7 @@ export function sessionBody(data: SessionPageData): Html {
       failure: session.failure ? `${session.failure.code}: ${session.failure.reason}` : undefined,
     })}
     ${waitView(session, data.readOnly)} ${questionsView(session, data.readOnly)}
-    ${actions(session, data.readOnly)}
+    ${stepsView(session, data.readOnly)} ${actions(session, data.readOnly)}
     <section aria-label="task graph">
       <h2>Task graph</h2>
       <div class="scroll graph-box">

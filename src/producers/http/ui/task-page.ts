@@ -26,9 +26,23 @@ export function taskJobs(
       fences.set(entry.attempt, entry.fence);
     }
   }
+  // An execution resumed after a person's answer to its step wait ran on in a job of its own.
+  const resumed = new Map<number, string[]>();
+  for (const entry of history) {
+    if (entry.type !== 'wait' || entry.action !== 'answered' || entry.taskId !== task.id) continue;
+    const of = /^(?:step|ask)-/.exec(entry.waitId);
+    const attempt = of
+      ? Number(entry.waitId.slice(of[0].length + task.id.length + 1).split('-')[0])
+      : NaN;
+    if (Number.isInteger(attempt))
+      resumed.set(attempt, [...(resumed.get(attempt) ?? []), entry.waitId]);
+  }
   const jobs: { queue: string; jobId: string }[] = [];
   for (let n = 1; n <= task.attempts; n += 1) {
     jobs.push({ queue: 'work', jobId: jobIds.execute(sessionId, task.id, n) });
+    for (const waitId of resumed.get(n) ?? []) {
+      jobs.push({ queue: 'work', jobId: jobIds.resumeExecute(sessionId, task.id, n, waitId) });
+    }
     jobs.push({ queue: 'judge', jobId: jobIds.judgeTask(sessionId, task.id, n, fences.get(n)) });
   }
   if (task.replanningInfo?.replacedBy?.length || task.replanPending)

@@ -134,7 +134,7 @@ export function questionsView(session: Session, readOnly: boolean): Html {
                       data-body="${JSON.stringify({ waitId: q.id, taskId: q.taskId })}"
                       data-note="textarea[data-answer-for='${q.id}']"
                       data-field="text"
-                      data-confirm="Send this answer and run task ${q.taskId} again with it?"
+                      data-confirm="${q.step === undefined ? `Send this answer and run task ${q.taskId} again with it?` : `Send this answer to the agent of task ${q.taskId}?`}"
                     >
                       Answer
                     </button>
@@ -142,5 +142,58 @@ export function questionsView(session: Session, readOnly: boolean): Html {
           }
         </div>`,
     )}
+  </section>`;
+}
+
+/**
+ * The steps of running tasks that wait for a person's approval (approval.steps, issue 48): the
+ * exact command or tool input each would run, and, unless read-only, Approve and Reject (with a
+ * reason the executor hears), each after a confirmation. Each names the wait shown.
+ */
+export function stepsView(session: Session, readOnly: boolean): Html {
+  const steps = session.stepWaits ?? [];
+  if (steps.length === 0) return html``;
+  const base = `${UI_PATH}/sessions/${session.id}`;
+  return html`<section class="wait steps" aria-label="steps waiting for approval">
+    <h2>Waiting for your approval: steps</h2>
+    ${steps.map((w) => {
+      const body = JSON.stringify({ waitId: w.id, taskId: w.taskId });
+      return html`<div class="step" data-wait="${w.id}">
+        <p>
+          Task <code>${w.taskId}</code> would run
+          ${w.command !== undefined ? html`<code data-command>${w.command}</code>` : html`<code>${w.tool}</code>`}
+          <span class="muted">(${w.rule}, step ${w.step} of execution ${w.attempt})</span>
+        </p>
+        <pre data-input>${JSON.stringify(w.input, null, 2)}</pre>
+        ${
+          readOnly
+            ? html`<p class="muted">Read-only: no answers here.</p>`
+            : html`<label
+                  >Why not (with reject)
+                  <textarea data-reason-for="${w.id}" rows="2"></textarea>
+                </label>
+                <div class="buttons">
+                  <button
+                    type="button"
+                    data-action="${base}/approve"
+                    data-body="${body}"
+                    data-confirm="Run this step of task ${w.taskId}?"
+                  >
+                    Approve step
+                  </button>
+                  <button
+                    type="button"
+                    data-action="${base}/reject"
+                    data-body="${body}"
+                    data-note="textarea[data-reason-for='${w.id}']"
+                    data-field="feedback"
+                    data-confirm="Reject this step? Task ${w.taskId} hears your reason."
+                  >
+                    Reject step
+                  </button>
+                </div>`
+        }
+      </div>`;
+    })}
   </section>`;
 }

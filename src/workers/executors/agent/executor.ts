@@ -123,7 +123,7 @@ export function createAgentExecutor(options: AgentExecutorOptions = {}): Executo
         const state = restoreRun(records, planning);
         const header = [
           `agent executor: task ${ctx.task.id}, attempt ${ctx.attempt}, workspace ${root}`,
-          `model: ${model.label}; tools: ${toolbox.specs.map((t) => t.name).join(', ')}`,
+          `model: ${model.label}; tools: ${[...toolbox.specs.map((t) => t.name), ...(execution.askHuman ? ['ask_human'] : [])].join(', ')}`,
           `command sandbox: ${'error' in sandbox ? sandbox.error : sandbox.describe}`,
           ...mcp.problems,
           ...(records.length > 0 ? [`resumed after ${records.length} recorded step(s)`] : []),
@@ -156,6 +156,10 @@ export function createAgentExecutor(options: AgentExecutorOptions = {}): Executo
                 signal: ctx.signal,
                 ...(ctx.confirmCurrent ? { confirmCurrent: ctx.confirmCurrent } : {}),
                 logger: ctx.logger,
+                stepRules: ctx.session.config.approval.steps,
+                askHuman: execution.askHuman,
+                root,
+                ...(ctx.stepDecision ? { decision: ctx.stepDecision } : {}),
               },
               state,
             ),

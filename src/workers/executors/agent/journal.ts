@@ -24,6 +24,20 @@ export interface AgentRunState {
   pendingReflection?: ReflectionTrigger;
   /** A reflection decided to revise, and the revision is not yet written. */
   pendingRevision?: PlanRevision;
+  /**
+   * The last step is a tool call waiting for a person (issue 48): approved, rejected or
+   * answered, its outcome is the next step. Nothing else happens before that.
+   */
+  awaiting?: AwaitingStep;
+}
+
+/** A recorded tool call that waits for a person (an action step with `awaiting`). */
+export interface AwaitingStep {
+  step: number;
+  kind: 'step-approval' | 'question';
+  tool: string;
+  input: unknown;
+  rule?: string;
 }
 
 export const FRESH_RUN: AgentRunState = {
@@ -55,6 +69,17 @@ export function restoreRun(
   for (const { step, entry, plan } of records) {
     state.nextStep = step + 1;
     state.pendingRevision = undefined;
+    state.awaiting = undefined;
+    if (entry.type === 'action' && entry.awaiting) {
+      state.awaiting = {
+        step,
+        kind: entry.awaiting,
+        tool: entry.tool,
+        input: entry.input,
+        ...(entry.rule !== undefined ? { rule: entry.rule } : {}),
+      };
+      continue;
+    }
     switch (entry.type) {
       case 'plan': {
         state.planned = true;
@@ -119,6 +144,7 @@ export function restoreRun(
   }
   // Legacy mode writes no plan; a run with any step recorded has passed its planning phase.
   if (records.length > 0) state.planned = true;
+  if (state.awaiting) return state;
   const last = state.transcript.at(-1);
   if (last?.kind === 'action') {
     const trigger = reflectionTrigger(state.counters, lastActionFailed, planning);

@@ -3,8 +3,13 @@ import type { TokenUsage } from '../../../shared/domain/task.js';
 import { describeZodIssues } from '../../../shared/errors.js';
 import { checkReply } from '../../../shared/llm/check-reply.js';
 import type { Logger } from '../../../shared/logger.js';
-import type { StepHistory } from '../types.js';
-import type { AgentRunState, ReflectionRecord } from './journal.js';
+import type { StepRule } from '../../../shared/config/schema.js';
+import type { StepDecision } from '../../../shared/domain/human-wait.js';
+import { commandOf, describeStepRule, stepRuleFor } from '../../../shared/rules/step-approval.js';
+import type { StepRequest } from '../../../shared/queues.js';
+import { ExecutionPaused, type StepHistory } from '../types.js';
+import { ASK_HUMAN, ASK_HUMAN_SPEC, AskHumanInput } from './tools/ask-human.js';
+import type { AgentRunState, AwaitingStep, ReflectionRecord } from './journal.js';
 import {
   afterAction,
   afterReflection,
@@ -36,6 +41,54 @@ export interface AgentLoopOptions {
   /** Throws once the job is no longer this delivery's (ExecutorContext.confirmCurrent). */
   confirmCurrent?(): Promise<void>;
   logger: Logger;
+  /** approval.steps: tool calls that wait for a person first (issue 48). */
+  stepRules?: readonly StepRule[];
+  /** The task's workspace, for the rules on writes outside it. */
+  root?: string;
+  /** A person's decision on the step the run waits at, when this delivery resumes it. */
+  decision?: StepDecision;
+  /** Offer ask_human (execution.askHuman; default true). */
+  askHuman?: boolean;
+}
+
+type ToolOutcome = { ok: true; output: string } | { ok: false; error: string };
+
+/** What a person's decision makes of the awaited call: run it, or tell the model why not. */
+async function decidedOutcome(
+  awaiting: AwaitingStep,
+  decision: StepDecision,
+  run: () => Promise<ToolOutcome>,
+): Promise<ToolOutcome> {
+  const by = decision.by ? ` (${decision.by})` : '';
+  if (awaiting.kind === 'question') {
+    return { ok: true, output: `A person answered${by}: ${decision.text ?? ''}` };
+  }
+  if (decision.action === 'approve') return run();
+  return {
+    ok: false,
+    error: `A person rejected this step${by}${decision.text ? `: ${decision.text}` : ''}. Do not run it again; find another way or finish.`,
+  };
+}
+
+/** The wait a recorded awaiting step asks the coordinator to open. */
+function requestOf(awaiting: AwaitingStep): StepRequest {
+  if (awaiting.kind === 'question') {
+    const parsed = AskHumanInput.safeParse(awaiting.input);
+    return {
+      kind: 'question',
+      step: awaiting.step,
+      question: parsed.success ? parsed.data.question : JSON.stringify(awaiting.input),
+    };
+  }
+  const command = commandOf({ kind: 'tool', tool: awaiting.tool, input: awaiting.input });
+  return {
+    kind: 'step-approval',
+    step: awaiting.step,
+    tool: awaiting.tool,
+    input: awaiting.input,
+    ...(command !== undefined ? { command } : {}),
+    rule: awaiting.rule ?? 'approval.steps',
+  };
 }
 
 export interface AgentRunOutcome {
@@ -91,7 +144,10 @@ export async function runAgentLoop(
 ): Promise<AgentRunOutcome> {
   const { model, toolbox, history, maxActions, signal, logger } = options;
   const planning = options.request.planning;
-  const request: AgentRunRequest = { ...options.request, tools: toolbox.specs };
+  const request: AgentRunRequest = {
+    ...options.request,
+    tools: options.askHuman === false ? toolbox.specs : [...toolbox.specs, ASK_HUMAN_SPEC],
+  };
   const usage: TokenUsage = { inputTokens: 0, outputTokens: 0 };
   const count = (u: TokenUsage) => {
     usage.inputTokens += u.inputTokens;
@@ -151,6 +207,60 @@ export async function runAgentLoop(
   if (pendingRevision) {
     await applyRevision(pendingRevision);
     pendingRevision = undefined;
+  }
+
+  /** Records a tool call's outcome as the next step, and what the model sees of it. */
+  const recordAction = async (tool: string, input: unknown, outcome: ToolOutcome) => {
+    const clipped = clipStrings(input);
+    const at = await record({
+      type: 'action',
+      taskId: request.task.id,
+      tool,
+      input: clipped,
+      ...(outcome.ok ? { output: outcome.output } : { error: outcome.error }),
+    });
+    counters = afterAction(counters);
+    transcript.push({
+      kind: 'action',
+      step: at,
+      tool,
+      input: clipped,
+      ...(outcome.ok ? { output: outcome.output } : { error: outcome.error }),
+    });
+    logger.debug({ step: at, tool, ok: outcome.ok }, 'agent action');
+    pendingReflection = reflectionTrigger(counters, !outcome.ok, planning);
+  };
+
+  /** Records the call as waiting for a person and stops the run (its job ends). */
+  const pause = async (awaiting: Omit<AwaitingStep, 'step'>): Promise<never> => {
+    const at = await record({
+      type: 'action',
+      taskId: request.task.id,
+      tool: awaiting.tool,
+      // Whole, not clipped: an approved call runs with exactly the input the person saw.
+      input: awaiting.input,
+      awaiting: awaiting.kind,
+      ...(awaiting.rule !== undefined ? { rule: awaiting.rule } : {}),
+    });
+    logger.info({ step: at, tool: awaiting.tool, kind: awaiting.kind }, 'agent waits for a person');
+    throw new ExecutionPaused(requestOf({ ...awaiting, step: at }));
+  };
+
+  if (resumed.awaiting) {
+    const awaiting = resumed.awaiting;
+    const { decision } = options;
+    // No decision for it in this job: the wait is (still) to be opened; the same event again.
+    if (decision?.step !== awaiting.step) throw new ExecutionPaused(requestOf(awaiting));
+    signal.throwIfAborted();
+    const outcome = await decidedOutcome(awaiting, decision, async () => {
+      await options.confirmCurrent?.();
+      return toolbox.call(awaiting.tool, awaiting.input, signal);
+    });
+    logger.info(
+      { step: awaiting.step, tool: awaiting.tool, decision: decision.action },
+      'agent resumes after a person decided',
+    );
+    await recordAction(awaiting.tool, awaiting.input, outcome);
   }
 
   for (;;) {
@@ -246,27 +356,22 @@ export async function runAgentLoop(
     } else {
       tool = decision.data.tool;
       input = decision.data.input;
-      // A tool changes files or starts programs: not for a delivery that lost its job.
-      await options.confirmCurrent?.();
-      outcome = await toolbox.call(tool, input, signal);
+      if (tool === ASK_HUMAN && options.askHuman !== false) {
+        const asked = AskHumanInput.safeParse(input);
+        if (asked.success) await pause({ kind: 'question', tool, input: asked.data });
+        outcome = { ok: false, error: 'ask_human takes {question: "…"}' };
+      } else {
+        const rule = stepRuleFor(
+          options.stepRules ?? [],
+          { kind: 'tool', tool, input },
+          options.root ?? '/',
+        );
+        if (rule) await pause({ kind: 'step-approval', tool, input, rule: describeStepRule(rule) });
+        // A tool changes files or starts programs: not for a delivery that lost its job.
+        await options.confirmCurrent?.();
+        outcome = await toolbox.call(tool, input, signal);
+      }
     }
-    const clipped = clipStrings(input);
-    const at = await record({
-      type: 'action',
-      taskId: request.task.id,
-      tool,
-      input: clipped,
-      ...(outcome.ok ? { output: outcome.output } : { error: outcome.error }),
-    });
-    counters = afterAction(counters);
-    transcript.push({
-      kind: 'action',
-      step: at,
-      tool,
-      input: clipped,
-      ...(outcome.ok ? { output: outcome.output } : { error: outcome.error }),
-    });
-    logger.debug({ step: at, tool, ok: outcome.ok }, 'agent action');
-    pendingReflection = reflectionTrigger(counters, !outcome.ok, planning);
+    await recordAction(tool, input, outcome);
   }
 }

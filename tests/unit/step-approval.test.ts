@@ -1,0 +1,162 @@
+import { describe, expect, it } from 'vitest';
+import { callerLimitIssues } from '../../src/shared/config/caller-limits.js';
+import { parseConfig } from '../../src/shared/config/load.js';
+import { ApprovalConfig, type StepRule } from '../../src/shared/config/schema.js';
+import {
+  commandOf,
+  describeStepRule,
+  stepRuleFor,
+  type StepCall,
+} from '../../src/shared/rules/step-approval.js';
+
+const ROOT = '/work/ws/s1/t1';
+const push: StepRule = { tool: 'run_command', match: '^git push' };
+const anyCommand: StepRule = { command: '.*' };
+const outside: StepRule = { writeOutsideWorktree: true };
+const tool = (name: string, input: unknown): StepCall => ({ kind: 'tool', tool: name, input });
+
+describe('approval.steps: which step waits for a person', () => {
+  const cases: [string, StepRule[], StepCall, StepRule | undefined][] = [
+    ['no rule: nothing waits', [], tool('run_command', { command: ['git', 'push'] }), undefined],
+    [
+      'a tool rule with a match: its command',
+      [push],
+      tool('run_command', { command: ['git', 'push', 'origin', 'main'] }),
+      push,
+    ],
+    [
+      'a tool rule: another command runs',
+      [push],
+      tool('run_command', { command: ['git', 'status'] }),
+      undefined,
+    ],
+    ['a tool rule: another tool runs', [push], tool('write_file', { path: 'git push' }), undefined],
+    [
+      'a tool rule without match: every call',
+      [{ tool: 'write_file' }],
+      tool('write_file', { path: 'a.md' }),
+      { tool: 'write_file' },
+    ],
+    ['* is any tool', [{ tool: '*' }], tool('read_file', { path: 'a' }), { tool: '*' }],
+    [
+      'a match on a file tool: its path',
+      [{ tool: 'write_file', match: '\\.env$' }],
+      tool('write_file', { path: 'config/.env', content: 'x' }),
+      { tool: 'write_file', match: '\\.env$' },
+    ],
+    [
+      'a match on another tool: its input as JSON',
+      [{ tool: 'calc__add', match: '"a":1' }],
+      tool('calc__add', { a: 1, b: 2 }),
+      { tool: 'calc__add', match: '"a":1' },
+    ],
+    [
+      'a command rule: the command executor run',
+      [anyCommand],
+      { kind: 'command', command: 'claude -p x' },
+      anyCommand,
+    ],
+    [
+      'a command rule: an agent run_command too',
+      [{ command: 'rm -rf' }],
+      tool('run_command', { command: ['rm', '-rf', 'build'] }),
+      { command: 'rm -rf' },
+    ],
+    [
+      'a command rule: not a tool that starts nothing',
+      [anyCommand],
+      tool('write_file', { path: 'a' }),
+      undefined,
+    ],
+    [
+      'a tool rule never matches the command executor',
+      [{ tool: '*' }],
+      { kind: 'command', command: 'x' },
+      undefined,
+    ],
+    [
+      'outside: an absolute path elsewhere',
+      [outside],
+      tool('fs__write_file', { path: '/etc/hosts' }),
+      outside,
+    ],
+    ['outside: a climb out', [outside], tool('fs__edit', { file_path: '../t2/a.md' }), outside],
+    ['outside: inside is fine', [outside], tool('fs__write_file', { path: 'src/a.ts' }), undefined],
+    [
+      'outside: an absolute path inside is fine',
+      [outside],
+      tool('fs__write_file', { path: `${ROOT}/a` }),
+      undefined,
+    ],
+    [
+      'outside: a reading tool is not a write',
+      [outside],
+      tool('fs__read_file', { path: '/etc/hosts' }),
+      undefined,
+    ],
+    [
+      'the first matching rule is the one named',
+      [push, anyCommand],
+      tool('run_command', { command: ['git', 'push'] }),
+      push,
+    ],
+  ];
+  it.each(cases)('%s', (_name, rules, call, expected) => {
+    expect(stepRuleFor(rules, call, ROOT)).toEqual(expected);
+  });
+
+  it("reads run_command's argv as the command line a person reads", () => {
+    expect(commandOf(tool('run_command', { command: ['git', 'commit', '-m', 'a message'] }))).toBe(
+      'git commit -m "a message"',
+    );
+    expect(commandOf({ kind: 'command', command: 'claude -p x' })).toBe('claude -p x');
+    expect(commandOf(tool('write_file', { command: ['x'] }))).toBeUndefined();
+  });
+
+  it('describes a rule for the person who decides', () => {
+    expect(describeStepRule(push)).toBe('tool run_command with input matching /^git push/');
+    expect(describeStepRule(anyCommand)).toBe('command matches /.*/');
+    expect(describeStepRule(outside)).toBe('writes outside the workspace');
+  });
+
+  it('refuses a rule that is not one of the three shapes, or a pattern that does not compile', () => {
+    expect(ApprovalConfig.safeParse({ steps: [{ tool: 'run_command', match: '(' }] }).success).toBe(
+      false,
+    );
+    expect(ApprovalConfig.safeParse({ steps: [{ command: '^git', tool: 'x' }] }).success).toBe(
+      false,
+    );
+    expect(ApprovalConfig.safeParse({ steps: [{ writeOutsideWorktree: false }] }).success).toBe(
+      false,
+    );
+    expect(ApprovalConfig.parse({}).steps).toEqual([]);
+    expect(() => parseConfig({ approval: { steps: [{ comand: '^git' }] } })).toThrow(
+      'approval.steps.0: a step rule is one of { tool: NAME, match?: REGEX }, { command: REGEX } or { writeOutsideWorktree: true }',
+    );
+    expect(() => parseConfig({ approval: { steps: [{ tool: 'x', match: '(' }] } })).toThrow(
+      'approval.steps.0.match: not a valid regular expression',
+    );
+  });
+});
+
+describe('approval.steps over HTTP: a submit may add rules, never drop the server’s', () => {
+  const operator = parseConfig({ approval: { steps: [{ command: '^git push' }] } });
+
+  it('refuses a submit that drops a rule the server requires', () => {
+    const chosen = parseConfig({ approval: { steps: [{ tool: 'write_file' }] } });
+    expect(callerLimitIssues(operator, chosen, [])).toEqual([
+      expect.objectContaining({
+        path: 'config.approval.steps',
+        message: expect.stringContaining('{"command":"^git push"}'),
+      }),
+    ]);
+  });
+
+  it('takes a submit that keeps them and adds its own', () => {
+    const chosen = parseConfig({
+      approval: { steps: [{ command: '^git push' }, { tool: 'write_file' }] },
+    });
+    expect(callerLimitIssues(operator, chosen, [])).toEqual([]);
+    expect(callerLimitIssues(parseConfig({}), chosen, [])).toEqual([]);
+  });
+});
