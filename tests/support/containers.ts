@@ -5,7 +5,7 @@ import { ImageName, getContainerRuntimeClient, type ContainerRuntimeClient } fro
 
 // Ryuk (testcontainers' reaper) is an image to pull, which CI cannot: a run removes its own
 // containers by label instead (removeRunContainers). With a /.dockerenv, testcontainers would
-// pull another image to find the host; the containers publish on this machine's ports.
+// pull another image to find the host; the containers are reached on this machine's ports.
 process.env.TESTCONTAINERS_RYUK_DISABLED ??= 'true';
 process.env.TESTCONTAINERS_HOST_OVERRIDE ??= 'localhost';
 
