@@ -92,6 +92,12 @@ function validPayloads(sessionId: string): Record<QueueName, Record<string, unkn
       'job-failed': { sessionId, role: 'worker', attempt: 1, jobId: 'j1', error: 'boom' },
       answer: { sessionId, waitId: 'plan-0', requestId: 'r1', answer: { action: 'approve' } },
       'wait-timed-out': { sessionId, waitId: 'plan-0' },
+      'step-waiting': {
+        sessionId,
+        taskId: 'A',
+        attempt: 1,
+        request: { kind: 'question', step: 2, question: 'staging or production?' },
+      },
       notify: {
         sessionId,
         event: 'wait.opened',
