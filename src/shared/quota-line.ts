@@ -13,8 +13,9 @@ export { tenantWeight } from './tenant-weight.js';
  *    max(the line's V, its session's last finish tag), each call costing its session the number
  *    of its tenant's sessions at the line over the tenant's weight. So tenants share the limit
  *    by weight and a tenant's sessions share its part equally. The line's V is the tag of the
- *    last call it granted: a session that arrives late starts SESSION_CREDIT behind V, ahead of
- *    the backlog's next calls, not behind them (and finds RESERVED_REQUESTS kept for it);
+ *    last call it granted: a session that arrives late with few calls (SPARSE_CALLS) starts
+ *    SESSION_CREDIT behind V, ahead of the backlog's next calls, not behind them (and finds
+ *    RESERVED_REQUESTS kept for it);
  * 4. the critical path: a task on a longer chain goes up to PATH_CALLS of its session's calls
  *    ahead.
  *
@@ -33,14 +34,25 @@ const CLASSES_PER_BAND = 2;
 const HIGHEST_PRIORITY = 9;
 
 /**
- * How far, in tag units, behind V a session new to the line starts (or one that has not asked
- * for a minute): its first calls go ahead of the backlog of sessions that have had their share,
- * as FQ-CoDel serves a new flow's first quantum before the old flows (RFC 8290, the sparse flow
- * optimisation). Tag units are calls of a one-session tenant: a tenant's sessions split it as
- * they split its share. Bounded: a session has it once; while it keeps asking it starts at V at
- * the lowest, so it cannot win the credit back by pausing, and its share over time is unchanged.
+ * How far, in tag units, behind V a sparse session new to the line starts (or one that has not
+ * asked for a minute): its first calls go ahead of the backlog of sessions that have had their
+ * share, as FQ-CoDel serves a new flow's first quantum before the old flows (RFC 8290, the sparse
+ * flow optimisation). Tag units are calls of a one-session tenant: a tenant's sessions split it
+ * as they split its share. Bounded: a session has it once; while it keeps asking it starts at V
+ * at the lowest, so it cannot win the credit back by pausing, and its share over time is
+ * unchanged.
  */
 export const SESSION_CREDIT = 20;
+
+/**
+ * A session is sparse, and its calls spend its credit, only while fewer than this many of its
+ * calls wait in the line: one found with this many waiting has a backlog, and its credit is gone
+ * for good (FQ-CoDel: a flow that builds a queue uses up its quantum and moves to the old flows;
+ * RFC 8290 section 4). So a 100-task session, whose calls join by the dozen, is served level
+ * with V after its first few, and a 4-task session arriving behind it goes first. As many as the
+ * requests kept in reserve: a sparse session's calls that wait at once find them there.
+ */
+export const SPARSE_CALLS = 4;
 
 /**
  * Requests a line keeps in its bucket for calls that spend their session's credit (their tag is

@@ -17,6 +17,7 @@ import {
   pathLead,
   RESERVED_REQUESTS,
   SESSION_CREDIT,
+  SPARSE_CALLS,
 } from '../../src/shared/quota-line.js';
 import { answerOneTask } from '../support/fake-answers.js';
 import { clusterPerTest } from '../support/cluster.js';
@@ -255,7 +256,7 @@ describe('the fair line of a limit', () => {
 });
 
 describe('a session that arrives while a backlog binds the limit', () => {
-  it('has its first calls granted ahead of the backlog, up to its credit, then shares', async () => {
+  it('has its first calls granted ahead of the backlog while few of them wait, up to its credit, then shares', async () => {
     const [a] = twoPods();
     const id = limitId();
     await drain(a, id);
@@ -267,15 +268,22 @@ describe('a session that arrives while a backlog binds the limit', () => {
       const winner = await round(a, id, waiting);
       waiting = waiting.filter((c) => c !== winner);
     }
-    const small = Array.from({ length: 30 }, (_, i) => caller('small', i));
-    for (const call of small) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
-    waiting = [...waiting, ...small];
+    // A sparse session: its calls join a few at a time, fewer than SPARSE_CALLS waiting at once.
+    const wave = SPARSE_CALLS - 1;
+    const small = Array.from({ length: 6 * wave }, (_, i) => caller('small', i));
     const winners: string[] = [];
-    for (let i = 0; i < 16; i += 1) {
-      // The backlog asks first every round.
-      const winner = await round(a, id, waiting);
-      winners.push(winner?.sessionId ?? 'none');
-      waiting = waiting.filter((c) => c !== winner);
+    for (let w = 0; w < 6; w += 1) {
+      const joining = small.slice(w * wave, (w + 1) * wave);
+      for (const call of joining) {
+        await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+      }
+      waiting = [...waiting, ...joining];
+      for (let i = 0; i < wave; i += 1) {
+        // The backlog asks first every round.
+        const winner = await round(a, id, waiting);
+        winners.push(winner?.sessionId ?? 'none');
+        waiting = waiting.filter((c) => c !== winner);
+      }
     }
     // Its credit (SESSION_CREDIT tag units at 2 a call: its tenant has 2 sessions at the line)
     // goes first: without it, the newcomer would get every other grant from the start.
@@ -283,6 +291,69 @@ describe('a session that arrives while a backlog binds the limit', () => {
     expect(winners.slice(0, credit)).toEqual(Array(credit).fill('small'));
     // Bounded: then the backlog gets its share again.
     expect(winners.slice(credit).filter((w) => w === 'big').length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('has no credit past its first few calls if it joins with a backlog of its own', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    // A big session joins with 30 calls at once: a backlog, not a sparse flow.
+    const big = Array.from({ length: 30 }, (_, i) => caller('big', i));
+    for (const call of big) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    // Its first SPARSE_CALLS calls, which joined while few of its calls waited, are served...
+    let waiting = [...big];
+    for (let i = 0; i < SPARSE_CALLS + 1; i += 1) {
+      const winner = await round(a, id, waiting);
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    // ...and a sparse session joining now goes ahead of all the rest, which waits level with V.
+    // (With the big session's credit still running, its 4th call would go behind one of them.)
+    const places: number[] = [];
+    for (const call of Array.from({ length: SPARSE_CALLS }, (_, i) => caller('small', i))) {
+      const outcome = await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+      places.push(outcome.granted ? 0 : outcome.place);
+    }
+    expect(places).toEqual([1, 2, 3, 4]);
+  });
+
+  it('keeps its credit while its calls are served or leave, as long as few wait at once', async () => {
+    const [a] = twoPods();
+    const id = limitId();
+    await drain(a, id);
+    // A backlog that has spent its credit.
+    const big = Array.from({ length: 30 }, (_, i) => caller('big', i));
+    for (const call of big) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    let waiting = [...big];
+    for (let i = 0; i < SPARSE_CALLS + 1; i += 1) {
+      const winner = await round(a, id, waiting);
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    // A session whose calls come three at a time: the first three are served, the next three
+    // leave the line (their job ended), and with 6 calls behind it none of it waits now.
+    const wave = SPARSE_CALLS - 1;
+    const small = Array.from({ length: 3 * wave }, (_, i) => caller('small', i));
+    const first = small.slice(0, wave);
+    for (const call of first) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    waiting = [...waiting, ...first];
+    for (let i = 0; i < wave; i += 1) {
+      const winner = await round(a, id, waiting);
+      expect(winner?.sessionId).toBe('small');
+      waiting = waiting.filter((c) => c !== winner);
+    }
+    const leaving = small.slice(wave, 2 * wave);
+    for (const call of leaving) await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+    await a.leave(
+      id,
+      leaving.map((c) => c.callId),
+    );
+    // Its third wave is still sparse: it goes ahead of the backlog (counting the calls that were
+    // served or left as waiting, it would be tagged level with V, behind the backlog's next).
+    const places: number[] = [];
+    for (const call of small.slice(2 * wave)) {
+      const outcome = await a.acquire(id, ONE_AT_A_TIME, 0, randomUUID(), 10_000, call);
+      places.push(outcome.granted ? 0 : outcome.place);
+    }
+    expect(places).toEqual([1, 2, 3]);
   });
 
   it("finds the bucket's last requests kept for it, which the backlog cannot take", async () => {

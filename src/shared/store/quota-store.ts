@@ -7,6 +7,7 @@ import {
   CLASS_SPAN,
   RESERVED_REQUESTS,
   SESSION_CREDIT,
+  SPARSE_CALLS,
   summarizeLine,
   type LineEntry,
 } from '../quota-line.js';
@@ -127,19 +128,36 @@ end
 `;
 
 /**
- * KEYS: state, slots, line, leases, waiters, fair. ARGV: rpm, tpm, maxConcurrent, burstMs,
+ * Shared by the scripts: a waiter's entry goes, and its session has one call fewer waiting. The
+ * count is kept with the entries (same lifetime, same slot), so it is exact: a session's
+ * entries in `waiters`, which SPARSE_CALLS is checked against.
+ */
+const FORGET_WAITER = `
+local function forget_waiter(waiters, counts, id)
+  local info = redis.call('HGET', waiters, id)
+  if not info then return end
+  redis.call('HDEL', waiters, id)
+  local owner = string.match(info, '^[^|]*|[^|]*|[^|]*|([^|]*)|')
+  if owner and redis.call('HINCRBY', counts, owner, -1) <= 0 then redis.call('HDEL', counts, owner) end
+end
+`;
+
+/**
+ * KEYS: state, slots, line, leases, waiters, fair, counts. ARGV: rpm, tpm, maxConcurrent, burstMs,
  * estimatedTokens, slotId, slotMs, then the call: callId, sessionId, tenant, class (quota-line.ts),
  * pathLead, weight, graceMs, idleMs.
  * Returns {1} granted, or {0, reason, waitMs, place}.
  *
  * The line (quota-line.ts): `line` ranks the waiting calls (member = call id, score = rank),
  * `leases` says until when each keeps its place (its pod may die), `waiters` holds each one's
- * `tag|since|tokens|sessionId|tenant`, `fair` the line's V and per session
+ * `tag|since|tokens|sessionId|tenant`, `counts` how many of them each session has (its calls
+ * waiting), `fair` the line's V and per session
  * `s|<id>` = `finish|kept until|counted until|credit spent|tenant`. A call is granted only if
  * the limit has room for it and for every call ranked ahead of it (the ones ahead take theirs
  * when they come back), so no call takes what one ahead waits for; a refused call keeps (or
  * takes) its place and learns when its turn should come. While calls wait, RESERVED_REQUESTS
- * are kept for calls spending their session's credit and for steps. With no line, a call with
+ * are kept for calls spending their session's credit and for steps; a session has the credit
+ * only while fewer than SPARSE_CALLS of its calls wait. With no line, a call with
  * room is granted without being tagged: the fast path of a limit that does not bind stays one
  * script of a few commands.
  */
@@ -154,11 +172,12 @@ local function exact(x) return string.format('%.17g', x) end
 local now = now_ms()
 local r, t, rcap, tcap, paused = refill(KEYS[1], now, rpm, tpm, burst_ms)
 local need = math.min(est, tcap)
+${FORGET_WAITER}
 -- Waiters whose lease lapsed leave first: their pod died, or their job was cancelled.
 local lapsed = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
 for _, id in ipairs(lapsed) do
   redis.call('ZREM', KEYS[3], id)
-  redis.call('HDEL', KEYS[5], id)
+  forget_waiter(KEYS[5], KEYS[7], id)
 end
 if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now) end
 
@@ -211,6 +230,24 @@ local function tag()
   -- at V at the lowest, so a session cannot win it back by pausing, and a tenant's sessions that
   -- come and go do not add credit up (FQ-CoDel keeps an emptied new flow on the old list for the
   -- same reason).
+  if not spent and (tonumber(redis.call('HGET', KEYS[7], sid)) or 0) >= ${SPARSE_CALLS} then
+    -- Found with a backlog: not a sparse flow, and no credit at all. Its tags, and those of its
+    -- calls that wait, move back by the credit to where plain SFQ has them (a session's tags
+    -- with the credit stay exactly SESSION_CREDIT below its tags without); only calls already
+    -- granted keep having gone early. Once per session: it reads every waiter.
+    spent = true
+    if finish then
+      finish = finish + ${SESSION_CREDIT}
+      local flat = redis.call('HGETALL', KEYS[5])
+      for i = 1, #flat, 2 do
+        local st, rest = string.match(flat[i + 1], '^([^|]*)|(.*)$')
+        if string.match(rest or '', '^[^|]*|[^|]*|([^|]*)|') == sid then
+          redis.call('HSET', KEYS[5], flat[i], exact(tonumber(st) + ${SESSION_CREDIT}) .. '|' .. rest)
+          redis.call('ZINCRBY', KEYS[3], ${SESSION_CREDIT}, flat[i])
+        end
+      end
+    end
+  end
   local s
   if spent then
     s = math.max(V, finish or V)
@@ -244,7 +281,8 @@ local function refuse(reason, wait)
     redis.call('ZADD', KEYS[3], exact(score), call)
     -- Its place counts the calls of an equal rank whose ids sort first: they go first.
     ahead = redis.call('ZRANK', KEYS[3], call)
-    redis.call('HSET', KEYS[5], call, exact(start) .. '|' .. now .. '|' .. need .. '|' .. sid .. '|' .. tenant)
+    local info = exact(start) .. '|' .. now .. '|' .. need .. '|' .. sid .. '|' .. tenant
+    if redis.call('HSET', KEYS[5], call, info) == 1 then redis.call('HINCRBY', KEYS[7], sid, 1) end
   end
   local keep = now + wait + grace
   redis.call('ZADD', KEYS[4], keep, call)
@@ -260,6 +298,7 @@ local function refuse(reason, wait)
   redis.call('PEXPIREAT', KEYS[3], lasts)
   redis.call('PEXPIREAT', KEYS[4], lasts)
   redis.call('PEXPIREAT', KEYS[5], lasts)
+  redis.call('PEXPIREAT', KEYS[7], lasts)
   return {0, reason, wait, ahead + 1}
 end
 
@@ -315,7 +354,7 @@ if start then
   if entry then
     redis.call('ZREM', KEYS[3], call)
     redis.call('ZREM', KEYS[4], call)
-    redis.call('HDEL', KEYS[5], call)
+    forget_waiter(KEYS[5], KEYS[7], call)
   end
   local V = tonumber(redis.call('HGET', KEYS[6], 'V') or '0') or 0
   if start > V then redis.call('HSET', KEYS[6], 'V', exact(start)) end
@@ -323,19 +362,22 @@ end
 return {1}
 `;
 
-/** KEYS: line, leases, waiters. ARGV: call ids. They leave the line (granted elsewhere, or done). */
-const LEAVE_SCRIPT = `
+/**
+ * KEYS: line, leases, waiters, counts. ARGV: call ids. They leave the line (granted elsewhere,
+ * or done).
+ */
+const LEAVE_SCRIPT = `${FORGET_WAITER}
 local left = 0
 for _, id in ipairs(ARGV) do
   left = left + redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
-  redis.call('HDEL', KEYS[3], id)
+  forget_waiter(KEYS[3], KEYS[4], id)
 end
 return left
 `;
 
 /**
- * KEYS: line, leases, waiters, fair. ARGV: session id. Its session ended: every call of it leaves
+ * KEYS: line, leases, waiters, fair, counts. ARGV: session id. Its session ended: every call of it leaves
  * the line now, not when its job comes back at its turn (a handed-back job of a cancelled
  * session holds its place until then, and the requests kept for it go unused), and it no
  * longer counts for its tenant. O(waiters): once per session end.
@@ -352,6 +394,7 @@ for i = 1, #flat, 2 do
   end
 end
 redis.call('HDEL', KEYS[4], 's|' .. ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
 return left
 `;
 
@@ -419,6 +462,7 @@ declare module 'ioredis' {
       leases: string,
       waiters: string,
       fair: string,
+      counts: string,
       rpm: number,
       tpm: number,
       maxConcurrent: number,
@@ -439,6 +483,7 @@ declare module 'ioredis' {
       line: string,
       leases: string,
       waiters: string,
+      counts: string,
       ...callIds: string[]
     ): Result<number, Context>;
     orqQuotaLeaveSession(
@@ -446,6 +491,7 @@ declare module 'ioredis' {
       leases: string,
       waiters: string,
       fair: string,
+      counts: string,
       sessionId: string,
     ): Result<number, Context>;
     orqQuotaLine(
@@ -478,6 +524,7 @@ export function quotaKeys(prefix: string, limitId: string) {
     leases: `${base}:leases`,
     waiters: `${base}:waiters`,
     fair: `${base}:fair`,
+    counts: `${base}:counts`,
   };
 }
 
@@ -501,9 +548,9 @@ export class QuotaStore {
   ) {
     this.lineGraceMs = options.lineGraceMs ?? LINE_GRACE_MS;
     defineScripts(redis, {
-      orqQuotaAcquire: [6, ACQUIRE_SCRIPT],
-      orqQuotaLeave: [3, LEAVE_SCRIPT],
-      orqQuotaLeaveSession: [4, LEAVE_SESSION_SCRIPT],
+      orqQuotaAcquire: [7, ACQUIRE_SCRIPT],
+      orqQuotaLeave: [4, LEAVE_SCRIPT],
+      orqQuotaLeaveSession: [5, LEAVE_SESSION_SCRIPT],
       orqQuotaLine: [3, LINE_SCRIPT],
       orqQuotaSettle: [2, SETTLE_SCRIPT],
       orqQuotaPause: [1, PAUSE_SCRIPT],
@@ -533,6 +580,7 @@ export class QuotaStore {
       keys.leases,
       keys.waiters,
       keys.fair,
+      keys.counts,
       rpm,
       tpm,
       settings.maxConcurrent ?? 0,
@@ -561,8 +609,8 @@ export class QuotaStore {
   /** These calls leave the limit's line: their job ended, or was cancelled, without them. */
   async leave(limitId: string, callIds: readonly string[]): Promise<number> {
     if (callIds.length === 0) return 0;
-    const { line, leases, waiters } = quotaKeys(this.prefix, limitId);
-    return this.redis.orqQuotaLeave(line, leases, waiters, ...callIds);
+    const { line, leases, waiters, counts } = quotaKeys(this.prefix, limitId);
+    return this.redis.orqQuotaLeave(line, leases, waiters, counts, ...callIds);
   }
 
   /**
@@ -570,8 +618,8 @@ export class QuotaStore {
    * Returns how many calls left.
    */
   async leaveSession(limitId: string, sessionId: string): Promise<number> {
-    const { line, leases, waiters, fair } = quotaKeys(this.prefix, limitId);
-    return this.redis.orqQuotaLeaveSession(line, leases, waiters, fair, sessionId);
+    const { line, leases, waiters, fair, counts } = quotaKeys(this.prefix, limitId);
+    return this.redis.orqQuotaLeaveSession(line, leases, waiters, fair, counts, sessionId);
   }
 
   /** The calls waiting in a limit's line now, first first. */
