@@ -1,4 +1,9 @@
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
+import type {
+  IntegrationOutcome,
+  IntegrationPhase,
+  SessionIntegration,
+} from '../../shared/domain/integration.js';
 import type { Session } from '../../shared/domain/session.js';
 import { inBand } from '../../shared/fair-release.js';
 import {
@@ -16,6 +21,25 @@ import { TaskEdits } from './task-edits.js';
 const stamp = (session: Session): Session => ({ ...session, updatedAt: new Date().toISOString() });
 
 /**
+ * The integration and its merge outcome when the session waits on `phase` of `round`, else
+ * undefined: an event for another round or phase is stale (a redelivery, or overtaken).
+ */
+function awaitedRound(
+  session: Session,
+  round: number,
+  phase: IntegrationPhase,
+): { integration: SessionIntegration; outcome: IntegrationOutcome } | undefined {
+  const integration = session.integration;
+  if (session.state !== 'INTEGRATING' || integration?.round !== round) return undefined;
+  if (integration.phase !== phase || !integration.outcome) return undefined;
+  return { integration, outcome: integration.outcome };
+}
+
+/** Where the session stands, for an ignored event's reason. */
+const stands = (session: Session): string =>
+  `session is ${session.state} (${session.integration?.phase ?? 'no integration'})`;
+
+/**
  * The final judge's verdict on a round's result branch (issue 47, item 3). Done (and no
  * blocking check failing) → COMPLETED. Something missing, with rounds left
  * (integration.maxRounds) → a task holding what is missing goes to the Replanner, whose
@@ -29,19 +53,14 @@ export async function onResultJudged(
   eventId: string,
 ): Promise<Transition> {
   const { session, version } = await ctx.store.requireSession(event.sessionId);
-  const integration = session.integration;
-  const outcome = integration?.outcome;
-  if (
-    session.state !== 'INTEGRATING' ||
-    integration?.round !== event.round ||
-    integration.phase !== 'judging' ||
-    !outcome
-  ) {
+  const awaited = awaitedRound(session, event.round, 'judging');
+  if (!awaited) {
     return ignore(
       eventId,
-      `session is ${session.state} (${integration?.phase ?? 'no integration'}), not waiting for the final judgement of round ${event.round}`,
+      `${stands(session)}, not waiting for the final judgement of round ${event.round}`,
     );
   }
+  const { integration, outcome } = awaited;
   const verdict = finalVerdict(event.judgement, outcome, event.round);
   const { maxRounds } = session.config.integration;
   const fixes = integration.fixes;
@@ -189,19 +208,14 @@ export async function onPublished(
   eventId: string,
 ): Promise<Transition> {
   const { session, version } = await ctx.store.requireSession(event.sessionId);
-  const integration = session.integration;
-  const outcome = integration?.outcome;
-  if (
-    session.state !== 'INTEGRATING' ||
-    integration?.round !== event.round ||
-    integration.phase !== 'publishing' ||
-    !outcome
-  ) {
+  const awaited = awaitedRound(session, event.round, 'publishing');
+  if (!awaited) {
     return ignore(
       eventId,
-      `session is ${session.state} (${integration?.phase ?? 'no integration'}), not opening the pull request of round ${event.round}`,
+      `${stands(session)}, not opening the pull request of round ${event.round}`,
     );
   }
+  const { integration, outcome } = awaited;
   const { pullRequest } = event;
   const reason = `${outcome.branch} is done: ${integration.verdict?.reason ?? 'the final judge accepted it'}; opened ${pullRequest.url}`;
   return {
