@@ -1,12 +1,11 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import { parseSseStream } from '../../src/producers/http/sse.js';
 import { ApiKeyStore } from '../../src/shared/store/api-keys.js';
 import { webhookSignature } from '../../src/workers/coordinator/webhook.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
-import { bearer, serveApi } from '../support/http.js';
+import { bearer, postAs as post, serveApi } from '../support/http.js';
+import { webhookReceiver } from '../support/webhook-receiver.js';
 import { eventually } from '../support/scenarios.js';
 
 const TOKEN = 'api-token-0123456789abcdef';
@@ -35,13 +34,6 @@ async function waiting(c: TestCluster, tenant?: string): Promise<string> {
   expect(view.session.state).toBe('AWAITING_APPROVAL');
   return session.id;
 }
-
-const post = (server: RunningHttpServer, path: string, token: string, body: unknown = {}) =>
-  fetch(`${server.url}${path}`, {
-    method: 'POST',
-    headers: { ...bearer(token), 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
 
 describe('plan approval over the HTTP API', () => {
   it('is a right of its own: the operator may answer, the API token may not unless listed', async () => {
@@ -138,30 +130,9 @@ describe('plan approval over the HTTP API', () => {
   });
 });
 
-/** A local receiver: answers each post with the next status of `statuses` (then 200). */
-async function receiver(statuses: number[]) {
-  const received: { headers: IncomingMessage['headers']; body: string }[] = [];
-  const server: Server = createServer((request, response) => {
-    let body = '';
-    request.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    request.on('end', () => {
-      received.push({ headers: request.headers, body });
-      response.statusCode = statuses.shift() ?? 200;
-      response.end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/hook`,
-    received,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
-
 describe('the webhook of a wait for a person', () => {
   it('posts signed events when the wait opens and closes, retrying a failure with backoff', async () => {
-    const hook = await receiver([500]);
+    const hook = await webhookReceiver([500]);
     process.env.ORQ_TEST_WEBHOOK_SECRET = 'hook-secret';
     try {
       const c = await startCluster({

@@ -1,12 +1,11 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import { parseSseStream } from '../../src/producers/http/sse.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { budgetStoppedQuestion } from '../support/budget-question.js';
-import { bearer, serveApi } from '../support/http.js';
+import { bearer, postAs as post, serveApi } from '../support/http.js';
+import { webhookReceiver } from '../support/webhook-receiver.js';
 import { eventually, recordingModels } from '../support/scenarios.js';
 
 const TOKEN = 'api-token-0123456789abcdef';
@@ -34,36 +33,9 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.close()));
 });
 
-const post = (server: RunningHttpServer, path: string, token: string, body: unknown = {}) =>
-  fetch(`${server.url}${path}`, {
-    method: 'POST',
-    headers: { ...bearer(token), 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-
-/** A local webhook receiver that answers 200 to every post. */
-async function receiver() {
-  const received: Record<string, unknown>[] = [];
-  const server: Server = createServer((request, response) => {
-    let body = '';
-    request.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    request.on('end', () => {
-      received.push(JSON.parse(body) as Record<string, unknown>);
-      response.end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/hook`,
-    received,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
-
 describe('questions over the HTTP API', () => {
   it('answers under the answer right, once, with the events and the webhook of plan approval', async () => {
-    const hook = await receiver();
+    const hook = await webhookReceiver();
     process.env.ORQ_TEST_WEBHOOK_SECRET = 'hook-secret';
     try {
       const recorded = recordingModels(ASKS);
@@ -124,7 +96,7 @@ describe('questions over the HTTP API', () => {
       ]);
 
       await eventually(async () => (hook.received.length >= 2 ? true : undefined), 'closed');
-      expect(hook.received).toEqual([
+      expect(hook.posted()).toEqual([
         expect.objectContaining({
           event: 'wait.opened',
           kind: 'question',

@@ -1,6 +1,4 @@
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -8,7 +6,8 @@ import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import { parseSseStream } from '../../src/producers/http/sse.js';
 import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import { clusterPerTest } from '../support/cluster.js';
-import { bearer, serveApi } from '../support/http.js';
+import { bearer, postAs as post, serveApi } from '../support/http.js';
+import { webhookReceiver } from '../support/webhook-receiver.js';
 import { eventually, recordingModels } from '../support/scenarios.js';
 
 // Step approval over the HTTP API (issue 48): the approve and reject routes answer a step wait
@@ -34,35 +33,9 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.close()));
 });
 
-const post = (server: RunningHttpServer, path: string, token: string, body: unknown = {}) =>
-  fetch(`${server.url}${path}`, {
-    method: 'POST',
-    headers: { ...bearer(token), 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-
-async function receiver() {
-  const received: Record<string, unknown>[] = [];
-  const server: Server = createServer((request, response) => {
-    let body = '';
-    request.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    request.on('end', () => {
-      received.push(JSON.parse(body) as Record<string, unknown>);
-      response.end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/hook`,
-    received,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
-
 describe('step approval over the HTTP API', () => {
   it('approves a step by its wait id under the answer right, once, with the events and the webhook', async () => {
-    const hook = await receiver();
+    const hook = await webhookReceiver();
     process.env.ORQ_TEST_WEBHOOK_SECRET = 'hook-secret';
     try {
       const c = await startCluster({
@@ -115,7 +88,7 @@ describe('step approval over the HTTP API', () => {
       ]);
 
       await eventually(async () => (hook.received.length >= 2 ? true : undefined), 'closed');
-      expect(hook.received).toEqual([
+      expect(hook.posted()).toEqual([
         expect.objectContaining({
           event: 'wait.opened',
           kind: 'step-approval',

@@ -18,3 +18,16 @@ export function serveApi(
 
 /** The header that presents `token` to the API. */
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+/** POSTs `body` as JSON to the API at `path`, presenting `token`. */
+export const postAs = (
+  server: RunningHttpServer,
+  path: string,
+  token: string,
+  body: unknown = {},
+): Promise<Response> =>
+  fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers: { ...bearer(token), 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
