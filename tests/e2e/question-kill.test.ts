@@ -1,6 +1,5 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import { jobIds } from '../../src/shared/queues.js';
 import {
   expectNoRoleJobs,
@@ -10,45 +9,11 @@ import {
 } from '../support/kill-cluster.js';
 import { bullQueue } from '../support/pods.js';
 import { historyOf, scenarioDir } from '../support/scenarios.js';
+import { ASKS, QUESTION } from '../support/question-scenario.js';
 
 // A question (issue 48) is a record on the session beside a BLOCKED task: nothing of it lives in
 // a pod. kill -9 of the coordinator and of the worker pods while it is open, and a Redis restart
 // with AOF, lose neither the question nor an answer queued while no coordinator ran.
-
-const QUESTION = 'Which registry should the image go to, staging or production?';
-/** t2 asks a person; its second execution, with the answer, is accepted. */
-const ASKS: ScenarioInput = {
-  plans: [
-    {
-      tasks: [
-        { id: 't1', title: 'Build the image', acceptance: 'it builds', context: 'c' },
-        {
-          id: 't2',
-          title: 'Push the image',
-          acceptance: 'it is in the registry',
-          context: 'c',
-          dependencies: ['t1'],
-        },
-      ],
-    },
-  ],
-  planJudgements: [{ score: 90, isAcceptable: true }],
-  tasks: {
-    t2: {
-      results: [{ output: 'which registry?' }, { output: 'pushed to staging' }],
-      judgements: [
-        {
-          success: false,
-          shouldContinue: false,
-          shouldReplan: false,
-          reason: 'the target registry is not given',
-          question: QUESTION,
-        },
-        { success: true, reason: 'pushed' },
-      ],
-    },
-  },
-};
 
 const scenarios = scenarioDir();
 let cluster: KillCluster | undefined;

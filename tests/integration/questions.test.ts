@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
 import { clusterPerTest } from '../support/cluster.js';
 import {
   budgetQuestionModels,
@@ -9,44 +8,10 @@ import {
 } from '../support/budget-question.js';
 import { bullQueue } from '../support/pods.js';
 import { decisions, eventually, historyOf, recordingModels } from '../support/scenarios.js';
+import { ASKS, QUESTION } from '../support/question-scenario.js';
 
 const startCluster = clusterPerTest();
 const TIMEOUT = 20_000;
-const QUESTION = 'Which registry should the image go to, staging or production?';
-
-/** t2 is blocked by a judge that asks a person something; its next execution is accepted. */
-const ASKS: ScenarioInput = {
-  plans: [
-    {
-      tasks: [
-        { id: 't1', title: 'Build the image', acceptance: 'it builds', context: 'c' },
-        {
-          id: 't2',
-          title: 'Push the image',
-          acceptance: 'it is in the registry',
-          context: 'c',
-          dependencies: ['t1'],
-        },
-      ],
-    },
-  ],
-  planJudgements: [{ score: 90, isAcceptable: true }],
-  tasks: {
-    t2: {
-      results: [{ output: 'which registry?' }, { output: 'pushed to staging' }],
-      judgements: [
-        {
-          success: false,
-          shouldContinue: false,
-          shouldReplan: false,
-          reason: 'the target registry is not given',
-          question: QUESTION,
-        },
-        { success: true, reason: 'pushed' },
-      ],
-    },
-  },
-};
 
 async function asking() {
   const { models, calls } = recordingModels(ASKS);
