@@ -2,14 +2,13 @@ import type { QuotaView } from '../../shared/domain/quota.js';
 import { integrationLines, integrationPhaseLine } from '../../shared/rules/session-result.js';
 import type { TenantLoad } from '../../shared/store/tenant-load.js';
 import type { HistoryEntry } from '../../shared/domain/history.js';
-import type { Session } from '../../shared/domain/session.js';
+import { openWaits, type Session } from '../../shared/domain/session.js';
 import { isExecuting, TaskState, type Task } from '../../shared/domain/task.js';
 import type { SessionView } from '../client.js';
 import { BUDGET_RESUME_HINT } from '../../shared/llm/metered.js';
 import type { Role } from '../../shared/queues.js';
 import { describeWaitEntry, stepText } from '../../shared/wait-text.js';
 import type {
-  HumanWait,
   PlanApprovalWait,
   QuestionWait,
   StepApprovalWait,
@@ -288,8 +287,8 @@ export function formatWaitingList(sessions: readonly Session[]): string {
   return [
     `waiting for a person (${sessions.length}):`,
     ...sessions.flatMap((s) =>
-      [...(s.wait ? [s.wait] : []), ...(s.questions ?? []), ...(s.stepWaits ?? [])].map(
-        (w: HumanWait) =>
+      openWaits(s).map(
+        (w) =>
           `  ${s.id}  ${w.kind} ${w.id}  since ${w.openedAt}  ${clip(oneLine(w.kind === 'question' ? w.question : w.kind === 'step-approval' ? stepText(w) : s.instruction), 60)}`,
       ),
     ),

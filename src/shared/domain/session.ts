@@ -4,7 +4,7 @@ import { RefinementResult, RequiredTerms } from './refinement.js';
 import { TaskId } from './task.js';
 import { SessionConfig } from '../config/schema.js';
 import { SessionIntegration } from './integration.js';
-import { PlanApprovalWait, QuestionWait, StepApprovalWait } from './human-wait.js';
+import { PlanApprovalWait, QuestionWait, StepApprovalWait, type HumanWait } from './human-wait.js';
 
 export const SessionState = z.enum([
   /** Planner/Judge refinement loop in progress. */
@@ -134,3 +134,12 @@ export const Session = z.object({
   traceparent: z.string().max(64).optional(),
 });
 export type Session = z.infer<typeof Session>;
+
+/** Every wait for a person the session holds: its plan approval, its questions, its steps. */
+export function openWaits(session: Session): HumanWait[] {
+  return [
+    ...(session.wait ? [session.wait] : []),
+    ...(session.questions ?? []),
+    ...(session.stepWaits ?? []),
+  ];
+}

@@ -1,7 +1,7 @@
 import type { PlanBreakdown } from '../../shared/domain/plan.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { HumanWait, PlanAnswer, PlanApprovalWait } from '../../shared/domain/human-wait.js';
-import type { Session } from '../../shared/domain/session.js';
+import { openWaits, type Session } from '../../shared/domain/session.js';
 import {
   jobIds,
   outboxJob,
@@ -402,11 +402,7 @@ export function cancelWait(
   session: Session,
   reason: string,
 ): { history: HistoryEntryDraft[]; outbox: OutboxJob[] } {
-  const waits: HumanWait[] = [
-    ...(session.wait ? [session.wait] : []),
-    ...(session.questions ?? []),
-    ...(session.stepWaits ?? []),
-  ];
+  const waits = openWaits(session);
   return {
     history: waits.map((wait) => ({
       type: 'wait' as const,

@@ -1,5 +1,5 @@
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
-import type { Session } from '../../shared/domain/session.js';
+import { openWaits, type Session } from '../../shared/domain/session.js';
 import { isAnswerEvent, type JobFailedEvent } from '../../shared/queues.js';
 import type { Transition } from './context.js';
 
@@ -17,9 +17,10 @@ export function waitEventFailed(
   errorEntry: HistoryEntryDraft,
 ): Transition {
   const { waitId } = event;
-  const open =
-    (session.state === 'AWAITING_APPROVAL' && session.wait?.id === waitId) ||
-    (session.questions ?? []).some((q) => q.id === waitId);
+  // A plan approval is open only while the session waits in AWAITING_APPROVAL.
+  const open = openWaits(session).some(
+    (w) => w.id === waitId && (w.kind !== 'plan-approval' || session.state === 'AWAITING_APPROVAL'),
+  );
   const still = open
     ? `the wait ${waitId} is still open: answer it again (orq status ${session.id} shows it)`
     : `the wait ${waitId} is not open any more: session ${session.id} is ${session.state}`;
