@@ -28,8 +28,9 @@ function stillOpen(session: Session, waitId: string): unknown {
     error: 'boom',
     waitId,
   } as Parameters<typeof waitEventFailed>[1];
-  const { changeset } = waitEventFailed(session, event, 'e1', error);
-  const decision = changeset?.history?.find((h) => h.type === 'decision');
+  const transition = waitEventFailed(session, event, 'e1', error);
+  if (!('changeset' in transition)) throw new Error(`ignored: ${transition.ignore}`);
+  const decision = transition.changeset.history?.find((h) => h.type === 'decision');
   return decision && 'inputs' in decision ? decision.inputs?.stillOpen : undefined;
 }
 
