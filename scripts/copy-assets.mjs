@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const assets = [
-  { from: 'src/shared/llm/prompts', to: 'dist/shared/llm/prompts', ext: '.md' },
+  { from: 'src/workers/llm/prompts', to: 'dist/workers/llm/prompts', ext: '.md' },
   // The session view's script and stylesheet, served by the HTTP server (no CDN).
   { from: 'src/producers/http/ui/assets', to: 'dist/producers/http/ui/assets', ext: '' },
 ];

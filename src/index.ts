@@ -28,9 +28,9 @@ export { checkPlanEdit, type PlanEditCheck } from './shared/rules/plan-edit.js';
 
 // Runtime: queues, roles, client.
 export * from './shared/queues.js';
-export type { RoleModels } from './shared/llm/types.js';
-export { createBuiltinModels } from './shared/llm/builtin.js';
-export { Scenario, loadScenarioFile } from './shared/llm/scenario.js';
+export type { RoleModels } from './workers/llm/types.js';
+export { createBuiltinModels } from './workers/llm/builtin.js';
+export { Scenario, loadScenarioFile } from './shared/config/scenario.js';
 export { startRoles, type StartRolesOptions, type RunningRoles } from './workers/registry.js';
 export { startTracing, stopTracing, tracingWanted, type Tracing } from './shared/tracing/sdk.js';
 export {
@@ -76,5 +76,5 @@ export {
   type ExecutorRegistryOptions,
 } from './workers/executors/registry.js';
 export type { Executor, ExecutorContext } from './workers/executors/types.js';
-export { createLlmModels, createChatProvider } from './shared/llm/llm-models.js';
-export type { ChatProvider, ChatRequest, ChatCompletion } from './shared/llm/chat.js';
+export { createLlmModels, createChatProvider } from './workers/llm/llm-models.js';
+export type { ChatProvider, ChatRequest, ChatCompletion } from './workers/llm/chat.js';

@@ -5,7 +5,7 @@ import { Queue, type Job } from 'bullmq';
 import { parseConfig } from '../../src/shared/config/load.js';
 import type { OrqConfig, OrqConfigInput } from '../../src/shared/config/schema.js';
 import { Session, FINISHED_SESSION_STATES } from '../../src/shared/domain/session.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { bullPrefix, type QueueName, type Role } from '../../src/shared/queues.js';
 import { sessionKeys } from '../../src/shared/store/keys.js';

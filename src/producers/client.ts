@@ -88,9 +88,9 @@ import {
   type DeletedSession,
   type PruneReport,
 } from '../shared/store/session-retention.js';
-import { BUDGET_RESUME_HINT, leastReservation } from '../shared/llm/metered.js';
-import { MODEL_ROLES } from '../shared/llm/role-config.js';
-import { builtinUse } from '../shared/llm/builtin-roles.js';
+import { BUDGET_RESUME_HINT, leastReservation } from '../shared/budget.js';
+import { MODEL_ROLES } from '../shared/config/roles.js';
+import { builtinUse } from '../shared/config/builtin-roles.js';
 import { UsageStore, type SessionUsage } from '../shared/store/usage-store.js';
 import { QuotaStore } from '../shared/store/quota-store.js';
 import type { QuotaView } from '../shared/domain/quota.js';

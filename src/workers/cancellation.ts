@@ -1,6 +1,6 @@
 import { FINISHED_SESSION_STATES, type SessionState } from '../shared/domain/session.js';
 import { OrqError } from '../shared/errors.js';
-import type { CallContext, RoleModels } from '../shared/llm/types.js';
+import type { CallContext, RoleModels } from './llm/types.js';
 
 /** Reads a session's current state; undefined when the session is gone. */
 export type SessionStateReader = (sessionId: string) => Promise<SessionState | undefined>;

@@ -1,8 +1,8 @@
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { isFailedAttempt, type HttpAttemptEvents } from '../shared/llm/http-attempts.js';
-import type { QuotaEvents } from '../shared/llm/quota.js';
+import { isFailedAttempt, type HttpAttemptEvents } from './llm/http-attempts.js';
+import type { QuotaEvents } from './llm/quota.js';
 import type { Role } from '../shared/queues.js';
-import type { ModelCallEvents } from '../shared/tracing/genai.js';
+import type { ModelCallEvents } from './llm/genai.js';
 
 /**
  * Prometheus metrics of a pod's role consumers (`orq start --metrics-port N`). What only the

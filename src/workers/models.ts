@@ -1,20 +1,26 @@
-import { tracedChat, type ModelCallEvents } from '../shared/tracing/genai.js';
+import { tracedChat, type ModelCallEvents } from './llm/genai.js';
 import type { Logger } from '../shared/logger.js';
 import type { LlmRoleConfig } from '../shared/config/schema.js';
 import type { Session, SessionState } from '../shared/domain/session.js';
-import { createBuiltinModels } from '../shared/llm/builtin.js';
-import { resolveApiKey, type ChatProvider, type ModelRole } from '../shared/llm/chat.js';
-import { countHttpAttempts, type HttpAttemptEvents } from '../shared/llm/http-attempts.js';
-import { createLlmModels, type LlmRoleConfigs } from '../shared/llm/llm-models.js';
-import { canonicalJson } from '../shared/llm/record-replay.js';
-import { meteredChat, meteredModels } from '../shared/llm/metered.js';
-import { MODEL_ROLES, roleConfig, sessionRoleConfigs } from '../shared/llm/role-config.js';
-import type { ProviderQuotas } from '../shared/llm/quota.js';
-import { describeQuotaSession } from '../shared/llm/quota-caller.js';
-import { judgeSampling, type JudgeNoiseMemory } from '../shared/llm/sampled-judge.js';
-import { loadScenarioFile } from '../shared/llm/scenario.js';
-import type { RoleModels } from '../shared/llm/types.js';
-import { UsageTally } from '../shared/llm/usage-tally.js';
+import { createBuiltinModels } from './llm/builtin.js';
+import { resolveApiKey, type ChatProvider } from './llm/chat.js';
+import {
+  type ModelRole,
+  MODEL_ROLES,
+  roleConfig,
+  sessionRoleConfigs,
+} from '../shared/config/roles.js';
+import { countHttpAttempts } from './llm/http-attempt-counts.js';
+import type { HttpAttemptEvents } from './llm/http-attempts.js';
+import { createLlmModels, type LlmRoleConfigs } from './llm/llm-models.js';
+import { canonicalJson } from './llm/record-replay.js';
+import { meteredChat, meteredModels } from './llm/metered.js';
+import type { ProviderQuotas } from './llm/quota.js';
+import { describeQuotaSession } from './llm/quota-caller.js';
+import { judgeSampling, type JudgeNoiseMemory } from './llm/sampled-judge.js';
+import { loadScenarioFile } from '../shared/config/scenario.js';
+import type { RoleModels } from './llm/types.js';
+import { UsageTally } from './llm/usage-tally.js';
 import type { UsageStore } from '../shared/store/usage-store.js';
 import { cancellableModels, SessionCancellation, type SessionStateReader } from './cancellation.js';
 

@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq';
 import { PRIORITY_BAND } from '../shared/fair-release.js';
-import type { ProviderQuotas } from '../shared/llm/quota.js';
-import type { QuotaCaller } from '../shared/llm/quota-caller.js';
+import type { ProviderQuotas } from './llm/quota.js';
+import type { QuotaCaller } from './llm/quota-caller.js';
 import type { Logger } from '../shared/logger.js';
 import { jobKind, type Role } from '../shared/queues.js';
 

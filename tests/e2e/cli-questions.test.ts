@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
 import { orq } from '../support/cli.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { recordingModels } from '../support/scenarios.js';

@@ -2,7 +2,7 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
 import { orq } from '../support/cli.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { eventually, recordingModels } from '../support/scenarios.js';

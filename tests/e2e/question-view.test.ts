@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import { recordingModels } from '../support/scenarios.js';
 import { sessionViewBrowser } from '../support/session-view-browser.js';

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
-import { providerLimit, SLOT_LEASE_MARGIN_MS } from '../../src/shared/llm/quota.js';
+import { providerLimit, SLOT_LEASE_MARGIN_MS } from '../../src/workers/llm/quota.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
 import { exited, FAST_LOCKS, Pods, queueEnv } from '../support/pods.js';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
-import { providerLimit } from '../../src/shared/llm/quota.js';
+import { providerLimit } from '../../src/workers/llm/quota.js';
 import { QuotaStore } from '../../src/shared/store/quota-store.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
 import { createScriptedAgentModel } from '../../src/workers/executors/agent/scripted-model.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { decisions, eventually, historyOf, recordingModels } from '../support/scenarios.js';

@@ -1,10 +1,10 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { TokenUsage } from '../../src/shared/domain/task.js';
-import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
-import { countTokens } from '../../src/shared/llm/token-estimate.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
-import type { RoleModels } from '../../src/shared/llm/types.js';
+import { createBuiltinModels } from '../../src/workers/llm/builtin.js';
+import { countTokens } from '../../src/workers/llm/token-estimate.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
+import type { RoleModels } from '../../src/workers/llm/types.js';
 import { formatSessionTable } from '../../src/producers/cli/format.js';
 import { UsageStore } from '../../src/shared/store/usage-store.js';
 import { outboxJob } from '../../src/shared/queues.js';

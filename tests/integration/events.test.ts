@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/shared/errors.js';
-import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
+import { createBuiltinModels } from '../../src/workers/llm/builtin.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { jobIds, outboxJob, type TaskJudgedEvent } from '../../src/shared/queues.js';
 import { makeSession } from '../support/executors.js';

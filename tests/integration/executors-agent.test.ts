@@ -28,8 +28,8 @@ import {
 } from '../../src/workers/executors/agent/scripted-model.js';
 import type { AgentPlan } from '../../src/workers/executors/agent/types.js';
 import { jobIds } from '../../src/shared/queues.js';
-import { ProviderQuotas, QuotaWaitError } from '../../src/shared/llm/quota.js';
-import type { ChatProvider } from '../../src/shared/llm/chat.js';
+import { ProviderQuotas, QuotaWaitError } from '../../src/workers/llm/quota.js';
+import type { ChatProvider } from '../../src/workers/llm/chat.js';
 import type { LlmRoleConfig } from '../../src/shared/config/schema.js';
 import { QuotaStore } from '../../src/shared/store/quota-store.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
-import { countTokens } from '../../src/shared/llm/token-estimate.js';
+import { countTokens } from '../../src/workers/llm/token-estimate.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import {
   FAKE_USAGE,

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Toolbox } from '../../src/workers/executors/agent/tools/toolbox.js';
 import type { Tool } from '../../src/workers/executors/agent/tools/types.js';
 import { detectSandbox, sandboxFor } from '../../src/workers/executors/sandbox.js';
-import { providerKey } from '../../src/shared/llm/provider-keys.js';
+import { providerKey } from '../../src/shared/config/provider-keys.js';
 import { createWorkspaceTools } from '../../src/workers/executors/agent/tools/workspace.js';
 
 // Paths are fixed when the file loads: the it.each tables below are built before any hook runs.

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import type { OrqConfigInput } from '../../src/shared/config/schema.js';
-import type { RoleModels } from '../../src/shared/llm/types.js';
+import type { RoleModels } from '../../src/workers/llm/types.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import {
   A_THEN_B,

@@ -7,8 +7,8 @@ import type { SubmitRequest } from '../../src/producers/client.js';
 import { createApiMetrics } from '../../src/producers/http/metrics.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { RunningRoles } from '../../src/workers/registry.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
-import type { RoleModels } from '../../src/shared/llm/types.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
+import type { RoleModels } from '../../src/workers/llm/types.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { eventually, recordingModels } from '../support/scenarios.js';
 

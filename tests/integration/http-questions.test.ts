@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import { parseSseStream } from '../../src/producers/http/sse.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { budgetStoppedQuestion } from '../support/budget-question.js';
 import { bearer, postAs as post, serveApi } from '../support/http.js';

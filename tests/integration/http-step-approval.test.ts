@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningHttpServer } from '../../src/producers/http/server.js';
 import { parseSseStream } from '../../src/producers/http/sse.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { bearer, postAs as post, serveApi } from '../support/http.js';
 import { webhookReceiver } from '../support/webhook-receiver.js';

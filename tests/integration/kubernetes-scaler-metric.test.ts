@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningHttpServer } from '../../src/producers/http/server.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { render, type Manifest } from '../support/kustomize.js';
 import { desiredReplicas, evaluateScalerQuery } from '../support/promql.js';

@@ -2,16 +2,16 @@ import { createServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { QualityJudgement } from '../../src/shared/domain/plan.js';
-import { createAnthropicProvider } from '../../src/shared/llm/anthropic-provider.js';
-import type { ChatProvider, ChatRequest } from '../../src/shared/llm/chat.js';
+import { createAnthropicProvider } from '../../src/workers/llm/anthropic-provider.js';
+import type { ChatProvider, ChatRequest } from '../../src/workers/llm/chat.js';
+import { countHttpAttempts } from '../../src/workers/llm/http-attempt-counts.js';
 import {
-  countHttpAttempts,
   onHttpAttempts,
   type HttpAttempt,
   type HttpAttemptTarget,
-} from '../../src/shared/llm/http-attempts.js';
-import { createChatProvider } from '../../src/shared/llm/llm-models.js';
-import { createOpenAiProvider } from '../../src/shared/llm/openai-provider.js';
+} from '../../src/workers/llm/http-attempts.js';
+import { createChatProvider } from '../../src/workers/llm/llm-models.js';
+import { createOpenAiProvider } from '../../src/workers/llm/openai-provider.js';
 import { ModelResolver } from '../../src/workers/models.js';
 import { makeSession } from '../support/executors.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';

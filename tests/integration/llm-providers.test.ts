@@ -8,23 +8,20 @@ import { parseConfig } from '../../src/shared/config/load.js';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import { QualityJudgementAnswer } from '../../src/shared/domain/plan.js';
 import type { Task } from '../../src/shared/domain/task.js';
-import {
-  createAnthropicProvider,
-  DEFAULT_ANTHROPIC_MAX_TOKENS,
-} from '../../src/shared/llm/anthropic-provider.js';
+import { createAnthropicProvider } from '../../src/workers/llm/anthropic-provider.js';
+import { DEFAULT_ANTHROPIC_MAX_TOKENS, sessionRoleConfigs } from '../../src/shared/config/roles.js';
 import {
   isPermanentCallFailure,
   usageOfFailure,
   type ChatProvider,
   type ChatRequest,
-} from '../../src/shared/llm/chat.js';
+} from '../../src/workers/llm/chat.js';
 import { OrqError } from '../../src/shared/errors.js';
-import { createLlmModels } from '../../src/shared/llm/llm-models.js';
-import { createOpenAiProvider } from '../../src/shared/llm/openai-provider.js';
-import { callStructured } from '../../src/shared/llm/structured.js';
-import { sessionRoleConfigs } from '../../src/shared/llm/role-config.js';
-import { routeProviderWarnings } from '../../src/shared/llm/provider-warnings.js';
-import { countTokens } from '../../src/shared/llm/token-estimate.js';
+import { createLlmModels } from '../../src/workers/llm/llm-models.js';
+import { createOpenAiProvider } from '../../src/workers/llm/openai-provider.js';
+import { callStructured } from '../../src/workers/llm/structured.js';
+import { routeProviderWarnings } from '../../src/workers/llm/provider-warnings.js';
+import { countTokens } from '../../src/workers/llm/token-estimate.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import {
   FAKE_USAGE,

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
-import { createLlmModels } from '../../src/shared/llm/llm-models.js';
-import { sessionRoleConfigs } from '../../src/shared/llm/role-config.js';
-import type { PlanJudgeRequest } from '../../src/shared/llm/types.js';
+import { createLlmModels } from '../../src/workers/llm/llm-models.js';
+import { sessionRoleConfigs } from '../../src/shared/config/roles.js';
+import type { PlanJudgeRequest } from '../../src/workers/llm/types.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
 
 /**

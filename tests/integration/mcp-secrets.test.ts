@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { McpServerConfig } from '../../src/shared/config/schema.js';
-import { takeProviderKeys } from '../../src/shared/llm/provider-keys.js';
+import { takeProviderKeys } from '../../src/shared/config/provider-keys.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { connectMcpServers, valuesFromPod } from '../../src/workers/executors/agent/tools/mcp.js';
 

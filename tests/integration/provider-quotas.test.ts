@@ -6,14 +6,17 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, inject } from 'vitest';
-import type { LlmRoleConfig, RateLimitConfig } from '../../src/shared/config/schema.js';
-import { LlmRoleConfig as LlmRoleConfigSchema } from '../../src/shared/config/schema.js';
-import type { ChatRequest } from '../../src/shared/llm/chat.js';
-import { createAnthropicProvider } from '../../src/shared/llm/anthropic-provider.js';
-import { createOpenAiProvider } from '../../src/shared/llm/openai-provider.js';
-import { ProviderQuotas, QuotaWaitError, providerLimit } from '../../src/shared/llm/quota.js';
-import { runAsQuotaCaller, type QuotaCaller } from '../../src/shared/llm/quota-caller.js';
-import { TaskOutput } from '../../src/shared/llm/llm-models.js';
+import {
+  type LlmRoleConfig,
+  type RateLimitConfig,
+  LlmRoleConfig as LlmRoleConfigSchema,
+} from '../../src/shared/config/schema.js';
+import type { ChatRequest } from '../../src/workers/llm/chat.js';
+import { createAnthropicProvider } from '../../src/workers/llm/anthropic-provider.js';
+import { createOpenAiProvider } from '../../src/workers/llm/openai-provider.js';
+import { ProviderQuotas, QuotaWaitError, providerLimit } from '../../src/workers/llm/quota.js';
+import { runAsQuotaCaller, type QuotaCaller } from '../../src/workers/llm/quota-caller.js';
+import { TaskOutput } from '../../src/workers/llm/llm-models.js';
 import { QuotaStore, type QuotaSettings } from '../../src/shared/store/quota-store.js';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { startTestRedis } from '../support/test-redis.js';
@@ -21,7 +24,7 @@ import { createClient } from '../../src/producers/client.js';
 import { createRoleMetrics } from '../../src/workers/metrics.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { makeSession, openStore, recordSession } from '../support/executors.js';
-import { createMeter } from '../../src/shared/llm/metered.js';
+import { createMeter } from '../../src/workers/llm/metered.js';
 import { UsageStore } from '../../src/shared/store/usage-store.js';
 import { stopProcess, waitForOutput } from '../support/cli.js';
 import {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
 import { formatSessionTable } from '../../src/producers/cli/format.js';
 import { clusterPerTest } from '../support/cluster.js';
 import { deferred, eventually, recordingModels } from '../support/scenarios.js';

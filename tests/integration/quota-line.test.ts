@@ -10,7 +10,7 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, inject } from 'vitest';
 import { startTestRedis } from '../support/test-redis.js';
 import { stopProcess, waitForOutput } from '../support/cli.js';
-import { providerLimit } from '../../src/shared/llm/quota.js';
+import { providerLimit } from '../../src/workers/llm/quota.js';
 import { FairRelease } from '../../src/shared/fair-release.js';
 import {
   lineClass,

@@ -13,7 +13,7 @@ import {
 } from '../../src/shared/redis.js';
 import { sessionKeys } from '../../src/shared/store/keys.js';
 import { QuotaStore, quotaKeys } from '../../src/shared/store/quota-store.js';
-import { providerLimit } from '../../src/shared/llm/quota.js';
+import { providerLimit } from '../../src/workers/llm/quota.js';
 import { lineClass } from '../../src/shared/quota-line.js';
 import { createClient, openClient, type OrqClient } from '../../src/producers/client.js';
 import { createHttpServer } from '../../src/producers/http/server.js';

@@ -4,8 +4,8 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import { CommandTally } from '../../bench/lib/command-counter.js';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import type { TaskJudgement } from '../../src/shared/domain/task.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
-import type { RoleModels } from '../../src/shared/llm/types.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
+import type { RoleModels } from '../../src/workers/llm/types.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import {
   bullPrefix,

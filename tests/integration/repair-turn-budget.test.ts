@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import type { TokenUsage } from '../../src/shared/domain/task.js';
 import { OrqError } from '../../src/shared/errors.js';
-import { withUsageSpent } from '../../src/shared/llm/chat.js';
-import { BudgetWaitError, createMeter } from '../../src/shared/llm/metered.js';
-import type { ReserveTurn } from '../../src/shared/llm/types.js';
+import { withUsageSpent } from '../../src/workers/llm/chat.js';
+import { BudgetWaitError, createMeter } from '../../src/workers/llm/metered.js';
+import type { ReserveTurn } from '../../src/workers/llm/types.js';
 import { UsageStore } from '../../src/shared/store/usage-store.js';
 import { makeSession, openStore, recordSession } from '../support/executors.js';
 

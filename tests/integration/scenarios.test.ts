@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import type { OrqConfigInput } from '../../src/shared/config/schema.js';
 import type { Task } from '../../src/shared/domain/task.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
-import type { RoleModels } from '../../src/shared/llm/types.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
+import type { RoleModels } from '../../src/workers/llm/types.js';
 import { jobIds } from '../../src/shared/queues.js';
 import { clusterPerTest, type TestCluster } from '../support/cluster.js';
 import {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import type { StepApprovalWait } from '../../src/shared/domain/human-wait.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
 import { jobIds, outboxJob } from '../../src/shared/queues.js';
 import { UsageStore } from '../../src/shared/store/usage-store.js';
 import { taskWorkspacePath } from '../../src/workers/executors/workspace-dir.js';

@@ -4,7 +4,7 @@ import { bullPrefix } from '../../src/shared/queues.js';
 import { createConnection } from '../../src/shared/redis.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { TenantSlots } from '../../src/shared/store/tenant-slots.js';
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
 import { tenantCap, withTenantCap } from '../../src/workers/tenant-cap.js';
 import { DeliveryLostError } from '../../src/workers/delivery.js';
 import { TenantsConfig } from '../../src/shared/config/schema.js';

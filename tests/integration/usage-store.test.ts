@@ -6,9 +6,9 @@ import {
   type SessionConfig as SessionConfigType,
 } from '../../src/shared/config/schema.js';
 import { OrqError } from '../../src/shared/errors.js';
-import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
-import { meteredModels } from '../../src/shared/llm/metered.js';
-import type { RoleModels } from '../../src/shared/llm/types.js';
+import { createBuiltinModels } from '../../src/workers/llm/builtin.js';
+import { meteredModels } from '../../src/workers/llm/metered.js';
+import type { RoleModels } from '../../src/workers/llm/types.js';
 import { sessionKeys } from '../../src/shared/store/keys.js';
 import {
   UsageStore,

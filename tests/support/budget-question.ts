@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import type { SubmitRequest } from '../../src/producers/client.js';
-import type { RoleModels } from '../../src/shared/llm/types.js';
+import type { RoleModels } from '../../src/workers/llm/types.js';
 import type { startCluster, TestCluster } from './cluster.js';
 import { deferred, eventually, recordingModels, type RecordedCalls } from './scenarios.js';
 

@@ -6,7 +6,7 @@ import { silentLogger } from '../../src/shared/logger.js';
 import type { Role } from '../../src/shared/queues.js';
 import { createClient, type OrqClient } from '../../src/producers/client.js';
 import { startRoles, type RunningRoles } from '../../src/workers/registry.js';
-import type { RoleModels } from '../../src/shared/llm/types.js';
+import type { RoleModels } from '../../src/workers/llm/types.js';
 import type { AgentModelFactory } from '../../src/workers/executors/agent/executor.js';
 
 export const ALL_ROLES: Role[] = ['planner', 'judge', 'worker', 'replanner', 'coordinator'];

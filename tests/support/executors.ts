@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { RedisConnection } from '../../src/shared/redis.js';
+import { type RedisConnection, createConnection } from '../../src/shared/redis.js';
 import type { z } from 'zod';
 import { inject } from 'vitest';
 import { SessionConfig } from '../../src/shared/config/schema.js';
@@ -7,9 +7,8 @@ import { Session, type Session as SessionType } from '../../src/shared/domain/se
 import { Task, type TaskInput } from '../../src/shared/domain/task.js';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import type { ProgressUpdate } from '../../src/shared/domain/progress.js';
-import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
+import { createBuiltinModels } from '../../src/workers/llm/builtin.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { createConnection } from '../../src/shared/redis.js';
 import { SessionStore } from '../../src/shared/store/session-store.js';
 import { storeStepHistory } from '../../src/workers/executors/step-history.js';
 import type { ExecutorContext, StepHistory } from '../../src/workers/executors/types.js';

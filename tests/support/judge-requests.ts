@@ -1,4 +1,4 @@
-import type { PlanJudgeRequest } from '../../src/shared/llm/types.js';
+import type { PlanJudgeRequest } from '../../src/workers/llm/types.js';
 
 /** A plan judge's request for a first plan of one task, as the judge tests ask it. */
 export const PLAN_JUDGE_REQUEST: PlanJudgeRequest = {

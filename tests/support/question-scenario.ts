@@ -1,4 +1,4 @@
-import type { ScenarioInput } from '../../src/shared/llm/scenario.js';
+import type { ScenarioInput } from '../../src/shared/config/scenario.js';
 
 /** What the Judge asks a person in the question tests (issue 48). */
 export const QUESTION = 'Which registry should the image go to, staging or production?';

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
-import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
-import { loadScenarioFile, type ScenarioInput } from '../../src/shared/llm/scenario.js';
+import { createBuiltinModels } from '../../src/workers/llm/builtin.js';
+import { loadScenarioFile, type ScenarioInput } from '../../src/shared/config/scenario.js';
 import type {
   ExecuteRequest,
   PlanJudgeRequest,
@@ -12,7 +12,7 @@ import type {
   ReplanRequest,
   RoleModels,
   TaskJudgeRequest,
-} from '../../src/shared/llm/types.js';
+} from '../../src/workers/llm/types.js';
 import type { OrqClient } from '../../src/producers/client.js';
 
 /** Absolute path of a scenario in examples/scenarios/. */

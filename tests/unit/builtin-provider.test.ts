@@ -8,14 +8,14 @@ import {
   BUILTIN_MODELS_LABEL,
   createBuiltinModels,
   splitInstructionIntoClauses,
-} from '../../src/shared/llm/builtin.js';
+} from '../../src/workers/llm/builtin.js';
 import type {
   ExecuteRequest,
   PlanJudgeRequest,
   PlanRequest,
   ReplanRequest,
   TaskJudgeRequest,
-} from '../../src/shared/llm/types.js';
+} from '../../src/workers/llm/types.js';
 
 const config = SessionConfig.parse({});
 const JAPANESE = '認証機能とバリデーションを実装して';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LlmConfig } from '../../src/shared/config/schema.js';
-import { builtinNote, builtinUse } from '../../src/shared/llm/builtin-roles.js';
+import { builtinNote, builtinUse } from '../../src/shared/config/builtin-roles.js';
 
 const use = (llm: object) => builtinUse({ llm: LlmConfig.parse(llm) });
 

@@ -9,10 +9,10 @@ import {
   formatOutcomeNotice,
   formatSessionTable,
   formatTaskCounts,
+  missingRolesNotice,
 } from '../../src/producers/cli/format.js';
 import { followMode } from '../../src/producers/cli/follow.js';
-import { missingRolesNotice } from '../../src/producers/cli/format.js';
-import { BUDGET_RESUME_HINT } from '../../src/shared/llm/metered.js';
+import { BUDGET_RESUME_HINT } from '../../src/shared/budget.js';
 import { ExitCode, exitCodeFor } from '../../src/producers/cli/run-cli.js';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
 import { Session, type SessionState } from '../../src/shared/domain/session.js';

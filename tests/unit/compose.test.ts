@@ -240,7 +240,7 @@ describe('Dockerfile', () => {
     const app = await image();
     expect(existsSync(join(app, entrypoint()[1]!))).toBe(true);
     // What the build writes besides tsc's output (the prompt templates) made it in too.
-    expect(existsSync(join(app, 'dist/shared/llm/prompts'))).toBe(true);
+    expect(existsSync(join(app, 'dist/workers/llm/prompts'))).toBe(true);
     const { stdout } = await run(process.execPath, [...entrypoint().slice(1), 'start', '--help'], {
       cwd: app,
       env: cleanEnv({}),

@@ -9,7 +9,7 @@ import {
   roleModel,
   unpricedModels,
   usdMicros,
-} from '../../src/shared/llm/metered.js';
+} from '../../src/shared/budget.js';
 import { usageFromHash } from '../../src/shared/store/usage-store.js';
 
 const budget = (input: unknown = {}) => BudgetConfig.parse(input);

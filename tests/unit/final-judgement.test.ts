@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { IntegrationOutcome } from '../../src/shared/domain/integration.js';
 import type { TaskJudgement } from '../../src/shared/domain/task.js';
-import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
+import { createBuiltinModels } from '../../src/workers/llm/builtin.js';
 import {
   finalJudgementInput,
   finalVerdict,

@@ -12,7 +12,7 @@ import {
   withUsageSpent,
   type CallTarget,
   type SdkErrorClasses,
-} from '../../src/shared/llm/chat.js';
+} from '../../src/workers/llm/chat.js';
 import { OrqError } from '../../src/shared/errors.js';
 
 const target: CallTarget = {

@@ -11,7 +11,7 @@ import {
   replannerPrompt,
   taskJudgePrompt,
   templateText,
-} from '../../src/shared/llm/prompts.js';
+} from '../../src/workers/llm/prompts.js';
 
 const config = (({
   refinement,

@@ -11,7 +11,7 @@ import {
   usageOfFailure,
   type ChatProvider,
   type ChatRequest,
-} from '../../src/shared/llm/chat.js';
+} from '../../src/workers/llm/chat.js';
 import {
   anthropicJsonSchema,
   callStructured,
@@ -20,7 +20,7 @@ import {
   extractJson,
   ignoredFormat,
   replyJsonSchema,
-} from '../../src/shared/llm/structured.js';
+} from '../../src/workers/llm/structured.js';
 
 const judgement = { score: 82, isAcceptable: true, issues: [], suggestions: ['add tests'] };
 

@@ -10,7 +10,7 @@ import {
   keyVariables,
   providerKey,
   takeProviderKeys,
-} from '../../src/shared/llm/provider-keys.js';
+} from '../../src/shared/config/provider-keys.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'orq-key-files-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -5,10 +5,10 @@ import {
   MAX_PAUSE_MS,
   parseResetDuration,
   rateLimitPauseMs,
-} from '../../src/shared/llm/rate-limit-headers.js';
-import { DEFAULT_ANTHROPIC_MAX_TOKENS } from '../../src/shared/llm/anthropic-provider.js';
-import { estimateTokens, providerLimit } from '../../src/shared/llm/quota.js';
-import { estimateInputTokens } from '../../src/shared/llm/token-estimate.js';
+} from '../../src/workers/llm/rate-limit-headers.js';
+import { DEFAULT_ANTHROPIC_MAX_TOKENS } from '../../src/shared/config/roles.js';
+import { estimateTokens, providerLimit } from '../../src/workers/llm/quota.js';
+import { estimateInputTokens } from '../../src/workers/llm/token-estimate.js';
 import { quotaKeys } from '../../src/shared/store/quota-store.js';
 import { slotOf } from '../support/redis-cluster.js';
 import { formatQuotas } from '../../src/producers/cli/format.js';

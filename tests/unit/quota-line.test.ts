@@ -9,7 +9,7 @@ import {
   summarizeLine,
   tenantWeight,
 } from '../../src/shared/quota-line.js';
-import { laneIds, takeLane, type QuotaCaller } from '../../src/shared/llm/quota-caller.js';
+import { laneIds, takeLane, type QuotaCaller } from '../../src/workers/llm/quota-caller.js';
 import { quotaCallerOf, waitedForQuota } from '../../src/workers/quota-line-jobs.js';
 
 describe('lineClass', () => {

@@ -4,12 +4,12 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { QualityJudgement } from '../../src/shared/domain/plan.js';
 import { OrqError } from '../../src/shared/errors.js';
-import type { ChatProvider, ChatRequest } from '../../src/shared/llm/chat.js';
+import type { ChatProvider, ChatRequest } from '../../src/workers/llm/chat.js';
 import {
   canonicalJson,
   requestHash,
   withRecordReplay,
-} from '../../src/shared/llm/record-replay.js';
+} from '../../src/workers/llm/record-replay.js';
 
 const dirs: string[] = [];
 const tempDir = () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/shared/config/load.js';
-import { roleConfig } from '../../src/shared/llm/role-config.js';
+import { roleConfig } from '../../src/shared/config/roles.js';
 
 /** An Ollama default, as docs/providers.md shows it, with a rate limit and longer timeouts. */
 const ollama = {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { QualityJudgement } from '../../src/shared/domain/plan.js';
 import { OrqError } from '../../src/shared/errors.js';
-import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
+import { createBuiltinModels } from '../../src/workers/llm/builtin.js';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { AdaptiveJudgingConfig } from '../../src/shared/config/schema.js';
 import {
@@ -10,10 +10,10 @@ import {
   judgeSampling,
   median,
   sampledJudge,
-} from '../../src/shared/llm/sampled-judge.js';
-import { parseScenario } from '../../src/shared/llm/scenario.js';
+} from '../../src/workers/llm/sampled-judge.js';
+import { parseScenario } from '../../src/shared/config/scenario.js';
 import { judgeIdentity } from '../../src/workers/models.js';
-import type { RoleModels } from '../../src/shared/llm/types.js';
+import type { RoleModels } from '../../src/workers/llm/types.js';
 import { PLAN_JUDGE_REQUEST } from '../support/judge-requests.js';
 
 const j = (score: number | undefined, isAcceptable: boolean, issue = ''): QualityJudgement => ({

@@ -6,14 +6,14 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { SessionConfig } from '../../src/shared/config/schema.js';
 import { PlanBreakdown } from '../../src/shared/domain/plan.js';
 import { Task, TaskJudgement, TaskResult } from '../../src/shared/domain/task.js';
-import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
+import { createBuiltinModels } from '../../src/workers/llm/builtin.js';
 import {
   ScenarioError,
   loadScenarioFile,
   parseScenario,
   type ScenarioInput,
-} from '../../src/shared/llm/scenario.js';
-import type { CallContext, PlanRequest, RoleModels } from '../../src/shared/llm/types.js';
+} from '../../src/shared/config/scenario.js';
+import type { CallContext, PlanRequest, RoleModels } from '../../src/workers/llm/types.js';
 
 const examplesDir = fileURLToPath(new URL('../../examples/scenarios/', import.meta.url));
 const config = SessionConfig.parse({});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { weightedScore, type TokenLogprob } from '../../src/shared/llm/score-logprobs.js';
+import { weightedScore, type TokenLogprob } from '../../src/workers/llm/score-logprobs.js';
 
 const certain = (token: string): TokenLogprob => ({ token, logprob: 0, top: [] });
 const scoreToken = (token: string, alternatives: Record<string, number>): TokenLogprob => ({

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { TaskJudgement } from '../../src/shared/domain/task.js';
-import { createBuiltinModels } from '../../src/shared/llm/builtin.js';
-import { confirmedTaskJudge } from '../../src/shared/llm/sampled-judge.js';
-import type { RoleModels, TaskJudgeRequest } from '../../src/shared/llm/types.js';
+import { createBuiltinModels } from '../../src/workers/llm/builtin.js';
+import { confirmedTaskJudge } from '../../src/workers/llm/sampled-judge.js';
+import type { RoleModels, TaskJudgeRequest } from '../../src/workers/llm/types.js';
 import {
   confirmVerdict,
   verdictOf,

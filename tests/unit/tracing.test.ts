@@ -6,12 +6,12 @@ import {
 } from '@opentelemetry/sdk-trace-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { callFailure, type ChatProvider, type ChatRequest } from '../../src/shared/llm/chat.js';
+import { callFailure, type ChatProvider, type ChatRequest } from '../../src/workers/llm/chat.js';
 import { parseConfig } from '../../src/shared/config/load.js';
 import { QualityJudgement } from '../../src/shared/domain/plan.js';
-import { createChatProvider } from '../../src/shared/llm/llm-models.js';
+import { createChatProvider } from '../../src/workers/llm/llm-models.js';
 import { outboxJob } from '../../src/shared/queues.js';
-import { inAgentSpan, tracedChat, type ModelCallOutcome } from '../../src/shared/tracing/genai.js';
+import { inAgentSpan, tracedChat, type ModelCallOutcome } from '../../src/workers/llm/genai.js';
 import { OrqError } from '../../src/shared/errors.js';
 import {
   startTracing,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { turnExtra } from '../../src/shared/llm/metered.js';
+import { turnExtra } from '../../src/shared/budget.js';
 
 describe('turnExtra', () => {
   const price = { inputPerMTok: 1, outputPerMTok: 5 };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { UsageTally } from '../../src/shared/llm/usage-tally.js';
+import { UsageTally } from '../../src/workers/llm/usage-tally.js';
 import { UnsettledUsage } from '../../src/shared/queues.js';
 
 const call = (taskId: string): UnsettledUsage => ({

@@ -5,7 +5,7 @@ import type { HistoryEntry } from '../../shared/domain/history.js';
 import { openWaits, type Session } from '../../shared/domain/session.js';
 import { isExecuting, TaskState, type Task } from '../../shared/domain/task.js';
 import type { SessionView } from '../client.js';
-import { BUDGET_RESUME_HINT } from '../../shared/llm/metered.js';
+import { BUDGET_RESUME_HINT } from '../../shared/budget.js';
 import type { Role } from '../../shared/queues.js';
 import { describeWaitEntry, stepText } from '../../shared/wait-text.js';
 import type {

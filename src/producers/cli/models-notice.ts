@@ -1,9 +1,8 @@
 import { relative, isAbsolute } from 'node:path';
 import type { LlmConfig, LlmRoleConfig } from '../../shared/config/schema.js';
-import { BUILTIN_PROVIDER, builtinRoles, listWords } from '../../shared/llm/builtin-roles.js';
-import type { ModelRole } from '../../shared/llm/chat.js';
-import { DEFAULT_KEY_ENV, keyIsSet } from '../../shared/llm/provider-keys.js';
-import { MODEL_ROLES, roleConfig } from '../../shared/llm/role-config.js';
+import { BUILTIN_PROVIDER, builtinRoles, listWords } from '../../shared/config/builtin-roles.js';
+import { type ModelRole, MODEL_ROLES, roleConfig } from '../../shared/config/roles.js';
+import { DEFAULT_KEY_ENV, keyIsSet } from '../../shared/config/provider-keys.js';
 
 /**
  * What `orq run`, `orq start` and `orq dashboard` say once on stderr of the models each role

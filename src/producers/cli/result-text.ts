@@ -1,5 +1,5 @@
 import type { SessionResult } from '../../shared/domain/result.js';
-import { builtinNote } from '../../shared/llm/builtin-roles.js';
+import { builtinNote } from '../../shared/config/builtin-roles.js';
 import { integrationLines } from '../../shared/rules/session-result.js';
 
 /** The result's notes, after the one saying no model made it when the builtin provider did. */

@@ -1,10 +1,10 @@
 import type { OrqConfig, SessionConfig } from '../../shared/config/schema.js';
-import { loadScenarioFile } from '../../shared/llm/scenario.js';
+import { loadScenarioFile } from '../../shared/config/scenario.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Role } from '../../shared/queues.js';
 import { requireApiKeys } from '../../workers/models.js';
 import { launchRoles } from '../../workers/registry.js';
-import { keyVariables, takeProviderKeys } from '../../shared/llm/provider-keys.js';
+import { keyVariables, takeProviderKeys } from '../../shared/config/provider-keys.js';
 import { openClient, type OrqClient } from '../client.js';
 import { cliConfig, printJson } from './common.js';
 import { followMode, followSession, reportOutcome, stopOnSignals } from './follow.js';

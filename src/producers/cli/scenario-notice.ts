@@ -1,6 +1,6 @@
 import type { SessionConfig } from '../../shared/config/schema.js';
 import { OrqError } from '../../shared/errors.js';
-import { loadScenarioFile } from '../../shared/llm/scenario.js';
+import { loadScenarioFile } from '../../shared/config/scenario.js';
 
 /**
  * A submitted session's scenario file, checked where `orq submit` runs. Without REDIS_URL the

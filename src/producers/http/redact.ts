@@ -1,6 +1,6 @@
 import type { SessionConfig } from '../../shared/config/schema.js';
 import type { Session } from '../../shared/domain/session.js';
-import { MODEL_ROLES } from '../../shared/llm/role-config.js';
+import { MODEL_ROLES } from '../../shared/config/roles.js';
 
 /** What the API shows instead of a secret value. */
 export const REDACTED = '[redacted]';

@@ -1,4 +1,4 @@
-import { MODEL_ROLES, roleConfig } from '../llm/role-config.js';
+import { MODEL_ROLES, roleConfig } from './roles.js';
 import type { SessionConfig } from './schema.js';
 
 /**

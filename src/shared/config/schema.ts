@@ -345,7 +345,7 @@ export type LlmProviderName = z.infer<typeof LlmProviderName>;
 
 /**
  * A provider's quota (issue 33), shared by every pod and role whose provider kind, base URL and
- * API key are the same (src/shared/llm/quota.ts): enforced in Redis before each call, and
+ * API key are the same (src/workers/llm/quota.ts): enforced in Redis before each call, and
  * paused for all of them on a 429 until the time the provider gives.
  */
 export const RateLimitConfig = z.strictObject({

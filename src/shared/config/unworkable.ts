@@ -1,6 +1,6 @@
 import type { FieldIssue } from '../errors.js';
-import { leastReservation, unpricedModels } from '../llm/metered.js';
-import { MODEL_ROLES, outputCap, roleConfig } from '../llm/role-config.js';
+import { leastReservation, unpricedModels } from '../budget.js';
+import { MODEL_ROLES, outputCap, roleConfig } from './roles.js';
 import type { SessionConfig } from './schema.js';
 
 /**

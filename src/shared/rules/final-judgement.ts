@@ -4,7 +4,20 @@ import {
   type IntegrationOutcome,
 } from '../domain/integration.js';
 import { Task, type TaskJudgement } from '../domain/task.js';
-import type { FinalJudgementInput } from '../llm/types.js';
+
+/** What the final judge sees of an integrated result branch. */
+export interface FinalJudgementInput {
+  round: number;
+  /** Seed 002's required terms of the instruction. */
+  requiredTerms: string[];
+  branch: string;
+  commit: string;
+  /** `git diff --stat` of the result against its base. */
+  diffStat: string;
+  /** The tasks merged, by id and title. */
+  tasks: { taskId: string; title: string }[];
+  checks: { name: string; mode: string; passed: boolean; output?: string | undefined }[];
+}
 
 /** Of a failed check's output, what the fix task's context keeps. */
 const CHECK_OUTPUT_CHARS = 2000;

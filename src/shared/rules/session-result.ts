@@ -1,5 +1,5 @@
 import type { LlmConfig, ResultConfig } from '../config/schema.js';
-import { builtinUse } from '../llm/builtin-roles.js';
+import { builtinUse } from '../config/builtin-roles.js';
 import { OrqError } from '../errors.js';
 import type { ResultGap, ResultOutput, SessionResult } from '../domain/result.js';
 import type { FinalVerdict, IntegrationOutcome } from '../domain/integration.js';

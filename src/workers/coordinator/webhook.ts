@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type { WebhookConfig } from '../../shared/config/schema.js';
 import { ValidationError } from '../../shared/errors.js';
-import { providerKey } from '../../shared/llm/provider-keys.js';
+import { providerKey } from '../../shared/config/provider-keys.js';
 import type { Logger } from '../../shared/logger.js';
 import type { QueueSet } from '../../shared/queue-set.js';
 import { NotifyJob, outboxJob } from '../../shared/queues.js';

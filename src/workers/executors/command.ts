@@ -4,7 +4,7 @@ import type { CommandCheckConfig, CommandExecutorConfig } from '../../shared/con
 import type { ProgressUpdate } from '../../shared/domain/progress.js';
 import type { TaskResult } from '../../shared/domain/task.js';
 import { OrqError, ValidationError } from '../../shared/errors.js';
-import { providerKey } from '../../shared/llm/provider-keys.js';
+import { providerKey } from '../../shared/config/provider-keys.js';
 import {
   agentIdentityEnv,
   commitAll,

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { realpathSync } from 'node:fs';
-import { keyFiles } from '../../shared/llm/provider-keys.js';
+import { keyFiles } from '../../shared/config/provider-keys.js';
 
 /**
  * What run_command's programs are kept from (issue 41). An allowlisted `cat` could read

@@ -1,11 +1,11 @@
 import type { LlmRoleConfig } from '../../shared/config/schema.js';
-import type { UsageTally } from '../../shared/llm/usage-tally.js';
+import type { UsageTally } from '../llm/usage-tally.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { ProgressUpdate } from '../../shared/domain/progress.js';
 import type { Session } from '../../shared/domain/session.js';
 import type { Task, TaskResult } from '../../shared/domain/task.js';
-import type { ChatProvider } from '../../shared/llm/chat.js';
-import type { DependencyResult, RoleModels } from '../../shared/llm/types.js';
+import type { ChatProvider } from '../llm/chat.js';
+import type { DependencyResult, RoleModels } from '../llm/types.js';
 import type { Logger } from '../../shared/logger.js';
 import type { TaskStepRecord } from '../../shared/store/session-store.js';
 import type { StepDecision } from '../../shared/domain/human-wait.js';

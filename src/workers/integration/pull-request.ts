@@ -1,7 +1,7 @@
 import type { PullRequestConfig } from '../../shared/config/schema.js';
 import type { IntegrationOutcome } from '../../shared/domain/integration.js';
 import { OrqError } from '../../shared/errors.js';
-import { providerKey } from '../../shared/llm/provider-keys.js';
+import { providerKey } from '../../shared/config/provider-keys.js';
 import { gitOk } from '../executors/git-worktree.js';
 
 export type OpenedRequest = NonNullable<IntegrationOutcome['pullRequest']>;

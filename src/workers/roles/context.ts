@@ -16,7 +16,7 @@ export interface RoleContext {
   lockDurationMs: number;
 }
 
-export { checkReply } from '../../shared/llm/check-reply.js';
+export { checkReply } from '../llm/check-reply.js';
 
 /**
  * Whether a work or judge job for `attempt` is still the task's current execution. BullMQ may

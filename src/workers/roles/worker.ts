@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import { OrqError, parseOrThrow } from '../../shared/errors.js';
-import type { DependencyResult } from '../../shared/llm/types.js';
+import type { DependencyResult } from '../llm/types.js';
 import {
   ExecuteJob,
   jobIds,

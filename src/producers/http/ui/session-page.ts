@@ -3,7 +3,7 @@ import type { SessionResult } from '../../../shared/domain/result.js';
 import { integrationLines, integrationPhaseLine } from '../../../shared/rules/session-result.js';
 import { FINISHED_SESSION_STATES, type Session } from '../../../shared/domain/session.js';
 import type { Task } from '../../../shared/domain/task.js';
-import { builtinNote, builtinUse } from '../../../shared/llm/builtin-roles.js';
+import { builtinNote, builtinUse } from '../../../shared/config/builtin-roles.js';
 import type { SessionUsage } from '../../../shared/store/usage-store.js';
 import { entryView, fieldsView, planStory } from './history-view.js';
 import { age, html, raw, stateBadge, UI_PATH, usd, type Html } from './html.js';

@@ -1,6 +1,6 @@
 import { SessionState, type Session } from '../../../shared/domain/session.js';
 import { FINISHED_TASK_STATES, type Task } from '../../../shared/domain/task.js';
-import { BUILTIN_PROVIDER, builtinUse } from '../../../shared/llm/builtin-roles.js';
+import { BUILTIN_PROVIDER, builtinUse } from '../../../shared/config/builtin-roles.js';
 import type { SessionUsage } from '../../../shared/store/usage-store.js';
 import { age, html, stateBadge, UI_PATH, usd, type Html } from './html.js';
 

@@ -1,6 +1,6 @@
-import { inAgentSpan } from '../../../shared/tracing/genai.js';
+import { inAgentSpan } from '../../llm/genai.js';
 import type { TaskResult } from '../../../shared/domain/task.js';
-import { roleConfig } from '../../../shared/llm/role-config.js';
+import { roleConfig } from '../../../shared/config/roles.js';
 import { taskPrompt } from '../prompt.js';
 import type { Executor, ExecutorContext } from '../types.js';
 import { ensureTaskWorkspace } from '../workspace-dir.js';

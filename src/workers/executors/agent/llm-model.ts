@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import type { LlmRoleConfig } from '../../../shared/config/schema.js';
-import { ToolCallReply, type ChatProvider, type ChatTool } from '../../../shared/llm/chat.js';
-import { createChatProvider } from '../../../shared/llm/llm-models.js';
-import { outputFormat } from '../../../shared/llm/prompts.js';
-import { withRecordReplay } from '../../../shared/llm/record-replay.js';
-import { callStructured, replyJsonSchema } from '../../../shared/llm/structured.js';
-import type { ModelReply } from '../../../shared/llm/types.js';
-import { roleConfig } from '../../../shared/llm/role-config.js';
+import { ToolCallReply, type ChatProvider, type ChatTool } from '../../llm/chat.js';
+import { createChatProvider } from '../../llm/llm-models.js';
+import { outputFormat } from '../../llm/prompts.js';
+import { withRecordReplay } from '../../llm/record-replay.js';
+import { callStructured, replyJsonSchema } from '../../llm/structured.js';
+import type { ModelReply } from '../../llm/types.js';
+import { roleConfig } from '../../../shared/config/roles.js';
 import type { ExecutorContext } from '../types.js';
 import type {
   AgentActRequest,

@@ -1,7 +1,7 @@
 import type { HistoryEntryDraft } from '../../../shared/domain/history.js';
 import type { TokenUsage } from '../../../shared/domain/task.js';
 import { describeZodIssues } from '../../../shared/errors.js';
-import { checkReply } from '../../../shared/llm/check-reply.js';
+import { checkReply } from '../../llm/check-reply.js';
 import type { Logger } from '../../../shared/logger.js';
 import type { StepRule } from '../../../shared/config/schema.js';
 import type { StepDecision } from '../../../shared/domain/human-wait.js';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { PlanningConfig } from '../../../shared/config/schema.js';
 import type { Task } from '../../../shared/domain/task.js';
-import type { CallContext, DependencyResult, ModelReply } from '../../../shared/llm/types.js';
+import type { CallContext, DependencyResult, ModelReply } from '../../llm/types.js';
 import type { ReflectionTrigger } from './policy.js';
 import type { ToolSpec } from './tools/types.js';
 

@@ -2,7 +2,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { McpServerConfig } from '../../../../shared/config/schema.js';
 import { loadOnce } from '../../../../shared/load-once.js';
-import { providerKey } from '../../../../shared/llm/provider-keys.js';
+import { providerKey } from '../../../../shared/config/provider-keys.js';
 import type { Logger } from '../../../../shared/logger.js';
 import { TailBuffer } from '../../process.js';
 import type { Tool, ToolOutcome } from './types.js';

@@ -1,4 +1,4 @@
-import { inToolSpan } from '../../../../shared/tracing/genai.js';
+import { inToolSpan } from '../../../llm/genai.js';
 import { failSpan } from '../../../../shared/tracing/trace.js';
 import { ToolError, type Tool, type ToolOutcome, type ToolSpec } from './types.js';
 

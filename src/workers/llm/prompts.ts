@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import type { PlanBreakdown } from '../domain/plan.js';
-import type { ExecutorPolicy } from '../rules/executor-choice.js';
+import type { PlanBreakdown } from '../../shared/domain/plan.js';
+import type { ExecutorPolicy } from '../../shared/rules/executor-choice.js';
 import type {
   DependencyResult,
   ExecuteRequest,

@@ -1,18 +1,24 @@
-import { tracedChat, type ModelCallEvents } from '../tracing/genai.js';
+import { tracedChat, type ModelCallEvents } from './genai.js';
 import { z } from 'zod';
-import type { LlmRecordConfig, LlmRoleConfig } from '../config/schema.js';
+import type { LlmRecordConfig, LlmRoleConfig } from '../../shared/config/schema.js';
 import {
   PlanBreakdown,
   QualityJudgementAnswer,
   ReplanBreakdown,
   type QualityJudgement,
-} from '../domain/plan.js';
-import { TaskJudgementAnswer, type TaskJudgement, type TaskResult } from '../domain/task.js';
-import { OrqError } from '../errors.js';
+} from '../../shared/domain/plan.js';
+import {
+  TaskJudgementAnswer,
+  type TaskJudgement,
+  type TaskResult,
+  type TokenUsage,
+} from '../../shared/domain/task.js';
+import { OrqError } from '../../shared/errors.js';
 import { createAnthropicProvider } from './anthropic-provider.js';
-import type { ChatProvider, ChatRequest, ModelRole } from './chat.js';
-import type { TokenUsage } from '../domain/task.js';
-import { countHttpAttempts, type HttpAttemptEvents } from './http-attempts.js';
+import type { ChatProvider, ChatRequest } from './chat.js';
+import { type ModelRole, outputCap } from '../../shared/config/roles.js';
+import { countHttpAttempts } from './http-attempt-counts.js';
+import type { HttpAttemptEvents } from './http-attempts.js';
 import { createOpenAiProvider } from './openai-provider.js';
 import { TOP_LOGPROBS, weightedScore } from './score-logprobs.js';
 import {
@@ -26,7 +32,6 @@ import {
 } from './prompts.js';
 import type { ProviderQuotas } from './quota.js';
 import { withRecordReplay } from './record-replay.js';
-import { outputCap } from './role-config.js';
 import {
   callStructured,
   formatIssues,
@@ -36,7 +41,6 @@ import {
 import { estimateInputTokens } from './token-estimate.js';
 import type {
   CallContext,
-  CallEstimate,
   ModelCall,
   ModelCallRequests,
   ExecuteRequest,
@@ -47,6 +51,7 @@ import type {
   RoleModels,
   TaskJudgeRequest,
 } from './types.js';
+import type { CallEstimate } from '../../shared/budget.js';
 
 /** What the worker's model answers for one task; becomes TaskResult.output and .log. */
 export const TaskOutput = z.object({

@@ -1,9 +1,11 @@
-import type { ExecutorPolicy } from '../rules/executor-choice.js';
-import type { SessionConfig } from '../config/schema.js';
-import type { Feedback } from '../domain/refinement.js';
-import type { PlanBreakdown, QualityJudgement, ReplanBreakdown } from '../domain/plan.js';
-import type { Task, TaskJudgement, TaskResult, TokenUsage } from '../domain/task.js';
+import type { ExecutorPolicy } from '../../shared/rules/executor-choice.js';
+import type { SessionConfig } from '../../shared/config/schema.js';
+import type { Feedback } from '../../shared/domain/refinement.js';
+import type { PlanBreakdown, QualityJudgement, ReplanBreakdown } from '../../shared/domain/plan.js';
+import type { Task, TaskJudgement, TaskResult, TokenUsage } from '../../shared/domain/task.js';
 import type { UsageTally } from './usage-tally.js';
+import type { CallEstimate } from '../../shared/budget.js';
+import type { FinalJudgementInput } from '../../shared/rules/final-judgement.js';
 
 /**
  * What each role asks of a model. Real providers (issue 4) implement this with prompts and
@@ -95,20 +97,6 @@ export interface TaskJudgeRequest extends CallContext {
   finalJudgement?: FinalJudgementInput;
 }
 
-/** What the final judge sees of an integrated result branch. */
-export interface FinalJudgementInput {
-  round: number;
-  /** Seed 002's required terms of the instruction. */
-  requiredTerms: string[];
-  branch: string;
-  commit: string;
-  /** `git diff --stat` of the result against its base. */
-  diffStat: string;
-  /** The tasks merged, by id and title. */
-  tasks: { taskId: string; title: string }[];
-  checks: { name: string; mode: string; passed: boolean; output?: string | undefined }[];
-}
-
 /** Seed 001: the replanner sees the task, the worker log and the judge's verdict. */
 export interface ReplanRequest extends CallContext {
   task: Task;
@@ -125,13 +113,6 @@ export interface ReplanRequest extends CallContext {
 export interface ModelReply<T> {
   value: T;
   usage: TokenUsage;
-}
-
-/** The most a call can use, known before it is made: its prompt as sent and its output cap. */
-export interface CallEstimate {
-  inputTokens: number;
-  /** The output limit sent with the call; undefined when none is (the server decides). */
-  maxOutputTokens: number | undefined;
 }
 
 /** The calls of RoleModels, each with its request. */

@@ -1,9 +1,9 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { LlmRoleConfig, RateLimitConfig } from '../config/schema.js';
-import { MustWaitError } from '../errors.js';
-import type { LineCaller, QuotaRefusal, QuotaStore } from '../store/quota-store.js';
-import { ANONYMOUS_CALLER, lineClass, pathLead, tenantWeight } from '../quota-line.js';
+import type { LlmRoleConfig, RateLimitConfig } from '../../shared/config/schema.js';
+import { MustWaitError } from '../../shared/errors.js';
+import type { LineCaller, QuotaRefusal, QuotaStore } from '../../shared/store/quota-store.js';
+import { ANONYMOUS_CALLER, lineClass, pathLead, tenantWeight } from '../../shared/quota-line.js';
 import { currentQuotaCaller, laneIds, takeLane, type QuotaCaller } from './quota-caller.js';
 import {
   observeRateLimits,
@@ -12,9 +12,8 @@ import {
   type ChatCompletion,
   type ChatProvider,
   type ChatRequest,
-  type ModelRole,
 } from './chat.js';
-import { DEFAULT_ANTHROPIC_MAX_TOKENS } from './anthropic-provider.js';
+import { type ModelRole, DEFAULT_ANTHROPIC_MAX_TOKENS } from '../../shared/config/roles.js';
 import { rateLimitPauseMs } from './rate-limit-headers.js';
 import { estimateInputTokens } from './token-estimate.js';
 

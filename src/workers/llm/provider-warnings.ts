@@ -1,5 +1,5 @@
 import { format } from 'node:util';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../../shared/logger.js';
 
 /**
  * Warnings about the model calls that are not failures: what a model's SDK says (a deprecated

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { OrqConfig } from '../config/schema.js';
+import type { OrqConfig } from './schema.js';
 import { OrqError } from '../errors.js';
 
 /**

@@ -1,6 +1,6 @@
 import type Anthropic from '@anthropic-ai/sdk';
-import type { LlmRoleConfig } from '../config/schema.js';
-import { loadOnce } from '../load-once.js';
+import type { LlmRoleConfig } from '../../shared/config/schema.js';
+import { loadOnce } from '../../shared/load-once.js';
 import {
   callFailure,
   sdkCallTarget,
@@ -12,22 +12,15 @@ import {
   type ChatCompletion,
   type ChatProvider,
   type ChatRequest,
-  type ModelRole,
 } from './chat.js';
+import { DEFAULT_ANTHROPIC_MAX_TOKENS, type ModelRole } from '../../shared/config/roles.js';
 import { withSdkWarnings } from './provider-warnings.js';
-import type { TokenUsage } from '../domain/task.js';
+import type { TokenUsage } from '../../shared/domain/task.js';
 import { anthropicJsonSchema } from './structured.js';
 import { estimateUsage } from './token-estimate.js';
 
 // The SDK is ~250 modules: it loads on a provider's first call, not with every CLI command.
 const loadSdk = loadOnce(() => import('@anthropic-ai/sdk'));
-
-/**
- * Anthropic's messages API requires max_tokens; this is sent when the role's maxOutputTokens is
- * unset. Room for a long worker reply, every current model allows it, and it stays under the
- * size the SDK expects to take over 10 minutes without streaming (about 21,000 tokens).
- */
-export const DEFAULT_ANTHROPIC_MAX_TOKENS = 16_384;
 
 /**
  * Anthropic's messages API through the official SDK. Structured output in `native` mode is

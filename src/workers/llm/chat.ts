@@ -1,10 +1,11 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { z } from 'zod';
-import type { LlmRoleConfig } from '../config/schema.js';
-import { TokenUsage } from '../domain/task.js';
-import { OrqError } from '../errors.js';
+import type { LlmRoleConfig } from '../../shared/config/schema.js';
+import { TokenUsage } from '../../shared/domain/task.js';
+import { OrqError } from '../../shared/errors.js';
 import { attemptFetch } from './http-attempts.js';
-import { DEFAULT_KEY_ENV, providerKey } from './provider-keys.js';
+import type { ModelRole } from '../../shared/config/roles.js';
+import { DEFAULT_KEY_ENV, providerKey } from '../../shared/config/provider-keys.js';
 
 /**
  * The one thing orq asks of a real model: a system and a user message in, a reply that should
@@ -13,8 +14,6 @@ import { DEFAULT_KEY_ENV, providerKey } from './provider-keys.js';
  */
 
 import type { TokenLogprob } from './score-logprobs.js';
-
-export type ModelRole = 'planner' | 'judge' | 'worker' | 'replanner';
 
 /** A repair turn: the model's previous reply and what was wrong with it. */
 export interface ChatFollowUp {

@@ -1,21 +1,25 @@
-import type { BudgetConfig, LlmConfig, ModelPrice, SessionConfig } from '../config/schema.js';
-import type { Session } from '../domain/session.js';
-import type { TokenUsage } from '../domain/task.js';
-import { MustWaitError, OrqError } from '../errors.js';
-import type { Role } from '../queues.js';
-import type { BudgetLimits, Reservation, UsageStore } from '../store/usage-store.js';
+import type { Session } from '../../shared/domain/session.js';
+import type { TokenUsage } from '../../shared/domain/task.js';
+import { MustWaitError, OrqError } from '../../shared/errors.js';
+import type { Reservation, UsageStore } from '../../shared/store/usage-store.js';
 import { NO_USAGE, usageOfFailure, type ChatProvider } from './chat.js';
 import { isFailedAttempt, onHttpAttempts } from './http-attempts.js';
 import { QuotaWaitError } from './quota.js';
-import { MODEL_ROLES, outputCap, roleConfig, sessionRoleConfigs } from './role-config.js';
+import { outputCap, roleConfig, type ModelRole } from '../../shared/config/roles.js';
 import { estimateInputTokens } from './token-estimate.js';
-import type {
-  CallEstimate,
-  ModelCall,
-  ModelCallRequests,
-  ReserveTurn,
-  RoleModels,
-} from './types.js';
+import {
+  BUDGET_RESUME_HINT,
+  budgetLimits,
+  priceOf,
+  reservationFor,
+  reservationLeaseMs,
+  reservationSum,
+  roleModel,
+  turnExtra,
+  usdMicros,
+  type CallEstimate,
+} from '../../shared/budget.js';
+import type { ModelCall, ModelCallRequests, ReserveTurn, RoleModels } from './types.js';
 import type { UsageTally } from './usage-tally.js';
 
 /**
@@ -38,85 +42,6 @@ import type { UsageTally } from './usage-tally.js';
  * next call's E no longer fits beside what is used: within E of the limit.
  */
 
-/** The roles that call models. */
-export type ModelRole = Exclude<Role, 'coordinator'>;
-
-/** Provider and model of a role, as roleConfig merges them (llm.<role> over llm.default). */
-export function roleModel(llm: LlmConfig, role: ModelRole): { provider: string; model: string } {
-  const { provider, model } = roleConfig(llm, role);
-  return { provider, model };
-}
-
-const FREE: ModelPrice = { inputPerMTok: 0, outputPerMTok: 0 };
-
-/** The model's price; the builtin provider (not an LLM) is free unless priced. */
-export function priceOf(
-  budget: BudgetConfig,
-  provider: string,
-  model: string,
-): ModelPrice | undefined {
-  return budget.prices[model] ?? (provider === 'builtin' ? FREE : undefined);
-}
-
-/**
- * USD of a usage in micro-dollars: tokens × USD-per-million-tokens is exactly micro-dollars.
- * Rounded up per call (after trimming float noise such as 100 × 0.07 = 7.000000000000001), so
- * the estimate never undercounts.
- */
-export function usdMicros(usage: TokenUsage, price: ModelPrice): number {
-  const exact = usage.inputTokens * price.inputPerMTok + usage.outputTokens * price.outputPerMTok;
-  return Math.ceil(Math.round(exact * 1e6) / 1e6);
-}
-
-/** The limits of a budget in the store's units; undefined when the session has none. */
-export function budgetLimits(budget: BudgetConfig): BudgetLimits | undefined {
-  if (budget.maxTokens === undefined && budget.maxUsd === undefined) return undefined;
-  return {
-    ...(budget.maxTokens !== undefined ? { maxTokens: budget.maxTokens } : {}),
-    ...(budget.maxUsd !== undefined ? { maxUsdMicros: Math.round(budget.maxUsd * 1e6) } : {}),
-  };
-}
-
-/**
- * What one call reserves: its estimated input plus its output limit, each priced at its own
- * rate; without an estimate, reserveTokensPerCall tokens priced at the dearer rate.
- */
-export function reservationFor(
-  budget: BudgetConfig,
-  price: ModelPrice | undefined,
-  estimate?: CallEstimate,
-): Reservation {
-  if (!estimate) {
-    const tokens = budget.reserveTokensPerCall;
-    const rate = price ? Math.max(price.inputPerMTok, price.outputPerMTok) : 0;
-    return {
-      tokens,
-      usdMicros: usdMicros(
-        { inputTokens: 0, outputTokens: tokens },
-        { ...FREE, outputPerMTok: rate },
-      ),
-    };
-  }
-  const usage = {
-    inputTokens: estimate.inputTokens,
-    outputTokens: estimate.maxOutputTokens ?? budget.reserveTokensPerCall,
-  };
-  return {
-    tokens: usage.inputTokens + usage.outputTokens,
-    usdMicros: price ? usdMicros(usage, price) : 0,
-  };
-}
-
-/**
- * The least one call of the role reserves: the output limit it sends (Anthropic's default when
- * unset), or reserveTokensPerCall where it sends none and for the builtin provider.
- */
-export function leastReservation(config: SessionConfig, role: ModelRole): number {
-  const own = roleConfig(config.llm, role);
-  const cap = own.provider === 'builtin' ? undefined : outputCap(own);
-  return cap ?? config.budget.reserveTokensPerCall;
-}
-
 /** How long a call that must wait for calls in flight is handed back before it asks again. */
 export const BUDGET_RETRY_MS = 1_000;
 
@@ -133,53 +58,6 @@ export class BudgetWaitError extends MustWaitError {
     });
     this.name = 'BudgetWaitError';
   }
-}
-
-/**
- * What a repair turn must reserve on top of what its call holds: the turns so far (`spent`) and
- * this turn's estimate, less what the call's reservations already cover. 0 while they cover it.
- */
-export function turnExtra(
-  held: readonly Reservation[],
-  spent: TokenUsage,
-  turn: Reservation,
-  price: ModelPrice | undefined,
-): Reservation {
-  const { tokens, usdMicros: usd } = sumOf(held);
-  const spentUsd = price ? usdMicros(spent, price) : 0;
-  return {
-    tokens: Math.max(0, spent.inputTokens + spent.outputTokens + turn.tokens - tokens),
-    usdMicros: Math.max(0, spentUsd + turn.usdMicros - usd),
-  };
-}
-
-const sumOf = (reservations: readonly Reservation[]): Reservation => ({
-  tokens: reservations.reduce((sum, r) => sum + r.tokens, 0),
-  usdMicros: reservations.reduce((sum, r) => sum + r.usdMicros, 0),
-});
-
-/** Models of the session's roles with no price, which a maxUsd budget cannot account for. */
-export function unpricedModels(config: SessionConfig): string[] {
-  const missing = MODEL_ROLES.map((role) => roleModel(config.llm, role))
-    .filter(({ provider, model }) => !priceOf(config.budget, provider, model))
-    .map(({ model }) => model);
-  return [...new Set(missing)];
-}
-
-/** How a budget refusal's hint begins (the CLI's own notice gives the command instead). */
-export const BUDGET_RESUME_HINT = 'Resume it with a higher limit';
-
-/** Past its longest run, how long a call's reservation is still held before it lapses. */
-const LEASE_MARGIN_MS = 60_000;
-
-/**
- * How long a reservation of the role's calls is held when its call never settles (its pod
- * died): past the longest a call can run (the role's effective time limit, the replanner's
- * replanning.timeoutSeconds included, for every repair turn) and a margin.
- */
-export function reservationLeaseMs(config: SessionConfig, role: ModelRole): number {
-  const { timeoutSeconds } = sessionRoleConfigs(config)[role];
-  return timeoutSeconds * 1000 * (config.llm.maxRepairAttempts + 1) + LEASE_MARGIN_MS;
 }
 
 export interface MeterOptions {
@@ -317,7 +195,7 @@ export function createMeter(options: MeterOptions): Meter {
           const held = [reserved, ...extras];
           const extra = turnExtra(held, spent, reservationFor(budget, price, turn), price);
           if (extra.tokens === 0 && extra.usdMicros === 0) return;
-          extras.push(await reserveExactly(call, extra, sumOf(held)));
+          extras.push(await reserveExactly(call, extra, reservationSum(held)));
         }
       : undefined;
     const releaseExtras = () =>

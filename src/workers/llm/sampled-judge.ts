@@ -1,5 +1,5 @@
-import type { JudgeSamplesConfig, RefinementConfig } from '../config/schema.js';
-import type { QualityJudgement } from '../domain/plan.js';
+import type { JudgeSamplesConfig, RefinementConfig } from '../../shared/config/schema.js';
+import type { QualityJudgement } from '../../shared/domain/plan.js';
 import {
   mean,
   nextJudgeStep,
@@ -7,11 +7,10 @@ import {
   spreadOf,
   type AdaptiveJudgingSettings,
   type NoisePool,
-} from '../rules/adaptive-judging.js';
-import { confirmVerdict, verdictOf, type CostlyVerdict } from '../rules/task-verdict.js';
-import type { TaskJudgement } from '../domain/task.js';
-import type { TokenUsage } from '../domain/task.js';
-import { MustWaitError, OrqError } from '../errors.js';
+} from '../../shared/rules/adaptive-judging.js';
+import { confirmVerdict, verdictOf, type CostlyVerdict } from '../../shared/rules/task-verdict.js';
+import type { TaskJudgement, TokenUsage } from '../../shared/domain/task.js';
+import { MustWaitError, OrqError } from '../../shared/errors.js';
 import type { ModelReply, RoleModels } from './types.js';
 
 /**

@@ -1,6 +1,6 @@
-import type { LlmRoleConfig } from '../config/schema.js';
-import type { TokenUsage } from '../domain/task.js';
-import { loadOnce } from '../load-once.js';
+import type { LlmRoleConfig } from '../../shared/config/schema.js';
+import type { TokenUsage } from '../../shared/domain/task.js';
+import { loadOnce } from '../../shared/load-once.js';
 import type { ChatRequest } from './chat.js';
 import { replyJsonSchema } from './structured.js';
 

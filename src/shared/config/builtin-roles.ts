@@ -1,7 +1,6 @@
-import type { LlmConfig } from '../config/schema.js';
+import type { LlmConfig } from './schema.js';
 import type { BuiltinUse } from '../domain/result.js';
-import type { ModelRole } from './chat.js';
-import { MODEL_ROLES, roleConfig } from './role-config.js';
+import { type ModelRole, MODEL_ROLES, roleConfig } from './roles.js';
 
 /**
  * Which roles of a session the builtin provider plays (issue 51). It is a rule set, not an LLM:

@@ -1,12 +1,8 @@
 import type { Attributes, Span } from '@opentelemetry/api';
-import type { TokenUsage } from '../domain/task.js';
-import {
-  usageOfFailure,
-  type ChatProvider,
-  type ChatRequest,
-  type ModelRole,
-} from '../llm/chat.js';
-import { inSpan, sessionOf, SpanKind } from './trace.js';
+import type { TokenUsage } from '../../shared/domain/task.js';
+import { usageOfFailure, type ChatProvider, type ChatRequest } from './chat.js';
+import type { ModelRole } from '../../shared/config/roles.js';
+import { inSpan, sessionOf, SpanKind } from '../../shared/tracing/trace.js';
 
 /**
  * Model calls and tools in the OpenTelemetry GenAI semantic conventions (v1.45.0, the set of

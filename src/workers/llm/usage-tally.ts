@@ -1,5 +1,5 @@
-import type { UnsettledUsage } from '../queues.js';
-import type { UsageStore } from '../store/usage-store.js';
+import type { UnsettledUsage } from '../../shared/queues.js';
+import type { UsageStore } from '../../shared/store/usage-store.js';
 
 /**
  * The usage of one job's model calls that the job passes on with its result, to be counted by

@@ -1,11 +1,12 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { ChatProvider, ModelRole } from './chat.js';
+import type { ModelRole } from '../../shared/config/roles.js';
 
 /**
  * The HTTP requests behind orq's model calls. A call (one `ChatProvider.complete`) is logical:
  * the official SDKs retry 429s, 5xx and timeouts inside it, so one call may be several HTTP
  * requests. `attemptFetch` is the fetch the SDKs are given (chat.ts): it sees every attempt,
  * retries included, and tells the scopes the call runs in (`onHttpAttempts`) of each one.
+ * `countHttpAttempts` (http-attempt-counts.ts) opens such a scope per call of a provider.
  */
 
 /** One HTTP request an SDK sent for a model call. */
@@ -86,21 +87,3 @@ export const attemptFetch: typeof fetch = async (input, init) => {
   report(scope, response.status, started, retry);
   return response;
 };
-
-/**
- * `provider` with the HTTP requests of each call reported to `events`, labelled with the
- * role's provider kind and model: each call is a scope of its own, so an SDK's (or a quota
- * gate's) second try of the same call counts as a retry.
- */
-export function countHttpAttempts(
-  provider: ChatProvider,
-  target: HttpAttemptTarget,
-  events: HttpAttemptEvents,
-): ChatProvider {
-  const onAttempt = (attempt: HttpAttempt) => events.httpAttempt(target, attempt);
-  return {
-    label: provider.label,
-    complete: (request) => onHttpAttempts(onAttempt, () => provider.complete(request)),
-    ...(provider.ready ? { ready: provider.ready.bind(provider) } : {}),
-  };
-}

@@ -1,6 +1,14 @@
-import type { LlmConfig, LlmRoleConfig, SessionConfig } from '../config/schema.js';
-import { DEFAULT_ANTHROPIC_MAX_TOKENS } from './anthropic-provider.js';
-import type { ModelRole } from './chat.js';
+import type { LlmConfig, LlmRoleConfig, SessionConfig } from './schema.js';
+
+/** The roles that call models, and the settings each one runs with (llm.default under llm.<role>). */
+export type ModelRole = 'planner' | 'judge' | 'worker' | 'replanner';
+
+/**
+ * Anthropic's messages API requires max_tokens; this is sent when the role's maxOutputTokens is
+ * unset. Room for a long worker reply, every current model allows it, and it stays under the
+ * size the SDK expects to take over 10 minutes without streaming (about 21,000 tokens).
+ */
+export const DEFAULT_ANTHROPIC_MAX_TOKENS = 16_384;
 
 export const MODEL_ROLES: readonly ModelRole[] = ['planner', 'judge', 'worker', 'replanner'];
 

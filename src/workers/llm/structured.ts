@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import type { TokenUsage } from '../domain/task.js';
+import type { TokenUsage } from '../../shared/domain/task.js';
 import type { TokenLogprob } from './score-logprobs.js';
-import { describeZodIssues, OrqError, type FieldIssue } from '../errors.js';
+import { describeZodIssues, OrqError, type FieldIssue } from '../../shared/errors.js';
 import {
   addUsage,
   NO_USAGE,

@@ -1,7 +1,7 @@
 import type OpenAI from 'openai';
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
-import type { LlmRoleConfig } from '../config/schema.js';
-import { loadOnce } from '../load-once.js';
+import type { LlmRoleConfig } from '../../shared/config/schema.js';
+import { loadOnce } from '../../shared/load-once.js';
 import {
   callFailure,
   sdkCallTarget,
@@ -13,8 +13,8 @@ import {
   type ChatCompletion,
   type ChatProvider,
   type ChatRequest,
-  type ModelRole,
 } from './chat.js';
+import type { ModelRole } from '../../shared/config/roles.js';
 import { warnOnce } from './provider-warnings.js';
 import type { TokenLogprob } from './score-logprobs.js';
 import { replyJsonSchema } from './structured.js';

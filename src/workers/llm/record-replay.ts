@@ -2,8 +2,8 @@ import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
-import { TokenUsage } from '../domain/task.js';
-import { OrqError } from '../errors.js';
+import { TokenUsage } from '../../shared/domain/task.js';
+import { OrqError } from '../../shared/errors.js';
 import type { ChatCompletion, ChatProvider, ChatRequest } from './chat.js';
 import { replyJsonSchema } from './structured.js';
 

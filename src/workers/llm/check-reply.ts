@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { describeZodIssues, OrqError } from '../errors.js';
+import { describeZodIssues, OrqError } from '../../shared/errors.js';
 
 /**
  * Checks a model's reply against its schema before it leaves the role or executor that asked

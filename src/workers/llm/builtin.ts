@@ -1,23 +1,22 @@
-import type { Feedback } from '../domain/refinement.js';
+import type { Feedback } from '../../shared/domain/refinement.js';
 import type {
   PlanBreakdown,
   PlannedTask,
   QualityJudgement,
   ReplanBreakdown,
-} from '../domain/plan.js';
-import type { Task, TaskJudgement, TaskResult, TokenUsage } from '../domain/task.js';
-import { OrqError } from '../errors.js';
+} from '../../shared/domain/plan.js';
+import type { Task, TaskJudgement, TaskResult, TokenUsage } from '../../shared/domain/task.js';
+import { OrqError } from '../../shared/errors.js';
 import {
   parseScenario,
   type Scenario,
   type ScenarioInput,
   type ScriptedFailure,
   type ScriptedRole,
-} from './scenario.js';
+} from '../../shared/config/scenario.js';
 import type {
   CallContext,
   ExecuteRequest,
-  FinalJudgementInput,
   ModelReply,
   PlanJudgeRequest,
   PlanRequest,
@@ -25,6 +24,7 @@ import type {
   RoleModels,
   TaskJudgeRequest,
 } from './types.js';
+import type { FinalJudgementInput } from '../../shared/rules/final-judgement.js';
 
 /**
  * The built-in provider: deterministic rules, not an LLM. It lets the whole system run offline
