@@ -1,6 +1,6 @@
 import type { PlanBreakdown } from '../../shared/domain/plan.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
-import type { HumanWait, PlanAnswer, PlanApprovalWait } from '../../shared/domain/human-wait.js';
+import type { PlanAnswer, PlanApprovalWait } from '../../shared/domain/human-wait.js';
 import { openWaits, type Session } from '../../shared/domain/session.js';
 import {
   jobIds,
@@ -12,9 +12,8 @@ import {
 import { checkPlanEdit } from '../../shared/rules/plan-edit.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore, ignoreQuietly, planJob } from './context.js';
-import { startRunning } from './plan-judged.js';
-import { onQuestionAnswer } from './questions.js';
-import { isExecutionWaitId, onStepAnswer } from './step-waits.js';
+import { startRunning } from './start-running.js';
+import { notifyJob } from './wait-notice.js';
 
 /** What the judge said of the plan that waits: shown to the person who decides. */
 export interface JudgedPlan {
@@ -25,30 +24,6 @@ export interface JudgedPlan {
 
 /** The wait id of a planning attempt's approval: one per attempt, so an old answer is stale. */
 export const planWaitId = (attempt: number): string => `plan-${attempt}`;
-
-/**
- * The notification of a wait opening or closing, for notifications.webhook (webhook.ts). It is
- * queued whatever the pods' config: the coordinator that takes it posts it, or drops it when
- * no webhook is configured, so the transition stays a function of the session alone.
- */
-export function notifyJob(
-  session: Session,
-  wait: HumanWait,
-  event: 'wait.opened' | 'wait.closed',
-  state: Session['state'],
-  outcome?: string,
-): OutboxJob {
-  return outboxJob('coordinator', 'notify', jobIds.notify(session.id, wait.id, event), {
-    sessionId: session.id,
-    event,
-    waitId: wait.id,
-    kind: wait.kind,
-    state,
-    at: new Date().toISOString(),
-    attempt: 1,
-    ...(outcome ? { outcome } : {}),
-  });
-}
 
 /**
  * approval.plan required: the accepted plan is not run but waits, with its score and the judge's
@@ -136,13 +111,11 @@ function withoutWait(session: Session): Session {
 }
 
 /** A person answered the plan approval: run the plan, run their edit of it, or replan. */
-export async function onAnswer(
+export async function onPlanAnswer(
   ctx: CoordinatorContext,
   event: AnswerEvent,
   eventId: string,
 ): Promise<Transition> {
-  if (event.waitId.startsWith('question-')) return onQuestionAnswer(ctx, event, eventId);
-  if (isExecutionWaitId(event.waitId)) return onStepAnswer(ctx, event, eventId);
   const { session, version } = await ctx.store.requireSession(event.sessionId);
   const wait = openWait(session, event.waitId);
   if (typeof wait === 'string') return ignore(eventId, wait);

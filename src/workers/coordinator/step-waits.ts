@@ -9,7 +9,7 @@ import type { AnswerEvent, StepWaitingEvent } from '../../shared/queues.js';
 import type { TaskSnapshot } from '../../shared/store/session-store.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
-import { notifyJob } from './plan-approval.js';
+import { notifyJob } from './wait-notice.js';
 import { isActive, taskChangeset, TaskEdits } from './task-edits.js';
 
 /**
