@@ -104,6 +104,7 @@ export class SessionStore {
     return this.sessions.writtenTasks(sessionId, taskIds);
   }
 
+  /** Whether the session's budget refused a call and has not been raised since. */
   budgetRefused(sessionId: string): Promise<boolean> {
     return this.sessions.budgetRefused(sessionId);
   }
