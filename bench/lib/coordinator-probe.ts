@@ -4,13 +4,13 @@ import type { OrqConfig } from '../../src/shared/config/schema.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { QueueSet } from '../../src/shared/queue-set.js';
 import { bullPrefix, defaultJobOptions, type OutboxJob } from '../../src/shared/queues.js';
-import {
-  SessionStore,
-  type ApplyResult,
-  type Changeset,
-  type SessionSnapshot,
-  type TaskSnapshot,
-} from '../../src/shared/store/session-store.js';
+import type {
+  ApplyResult,
+  Changeset,
+  SessionSnapshot,
+  TaskSnapshot,
+} from '../../src/shared/store/session-records.js';
+import { SessionStore } from '../../src/shared/store/session-store.js';
 import { applyEvent } from '../../src/workers/coordinator/coordinator.js';
 import { countCommands } from './command-counter.js';
 import { now } from './timing.js';

@@ -94,12 +94,9 @@ import { builtinUse } from '../shared/config/builtin-roles.js';
 import { UsageStore, type SessionUsage } from '../shared/store/usage-store.js';
 import { QuotaStore } from '../shared/store/quota-store.js';
 import type { QuotaView } from '../shared/domain/quota.js';
-import {
-  sessionNotFound,
-  SessionStore,
-  type Counters,
-  type StoredHistoryEntry,
-} from '../shared/store/session-store.js';
+import { sessionNotFound } from '../shared/store/session-reads.js';
+import type { Counters, StoredHistoryEntry } from '../shared/store/session-records.js';
+import { SessionStore } from '../shared/store/session-store.js';
 import { TaskViewCache } from '../shared/store/task-view-cache.js';
 import { readTenantLoad, type TenantLoad } from '../shared/store/tenant-load.js';
 import {

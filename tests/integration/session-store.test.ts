@@ -9,7 +9,9 @@ import type { HistoryEntryDraft } from '../../src/shared/domain/history.js';
 import { QueueSet } from '../../src/shared/queue-set.js';
 import { bullPrefix, outboxJob } from '../../src/shared/queues.js';
 import { CommandTally } from '../../bench/lib/command-counter.js';
-import { applyArgs, SessionStore, type Changeset } from '../../src/shared/store/session-store.js';
+import { applyArgs } from '../../src/shared/store/changeset-writer.js';
+import type { Changeset } from '../../src/shared/store/session-records.js';
+import { SessionStore } from '../../src/shared/store/session-store.js';
 import { deleteSession } from '../../src/shared/store/session-retention.js';
 
 const prefix = `ss${randomUUID().slice(0, 8)}`;

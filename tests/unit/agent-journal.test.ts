@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { PlanningConfig } from '../../src/shared/config/schema.js';
 import { HistoryEntry } from '../../src/shared/domain/history.js';
-import type { TaskStepRecord } from '../../src/shared/store/session-store.js';
+import type { TaskStepRecord } from '../../src/shared/store/session-records.js';
 import { restoreRun } from '../../src/workers/executors/agent/journal.js';
 import type { AgentPlan } from '../../src/workers/executors/agent/types.js';
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { OrqError } from '../../shared/errors.js';
-import { sessionNotFound } from '../../shared/store/session-store.js';
+import { sessionNotFound } from '../../shared/store/session-reads.js';
 import type { OrqClient } from '../client.js';
 import { callerOf } from './auth.js';
 import { matchedRoute, routeOf } from './route-of.js';

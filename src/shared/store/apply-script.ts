@@ -10,7 +10,7 @@ import { ADD_USAGE_LUA } from './usage-store.js';
  * are JSON already, and passing them as they are spares Node an escaping pass and Lua a decode.
  *
  * KEYS: meta, tasks, taskVersions, outbox, applied, history, usage, deleted, ready, fences.
- * ARGV (built by applyArgs in session-store.ts):
+ * ARGV (built by applyArgs in changeset-writer.ts):
  *   1 eventId              2 required states, comma-separated ('' = any)
  *   3 expected session version ('' = no session write)
  *   4 session record JSON   5 session state

@@ -1,4 +1,4 @@
-import type { TaskSnapshot } from './session-store.js';
+import type { TaskSnapshot } from './session-records.js';
 
 /**
  * The tasks a client last read of its most recent sessions, for SessionStore.loadTasksInOrder: a

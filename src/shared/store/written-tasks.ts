@@ -1,4 +1,4 @@
-import type { TaskSnapshot } from './session-store.js';
+import type { TaskSnapshot } from './session-records.js';
 
 /**
  * The open tasks one process last wrote, per session, each with the version its write gave

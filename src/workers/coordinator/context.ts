@@ -1,6 +1,7 @@
 import type { Logger } from '../../shared/logger.js';
 import type { RoleMetrics } from '../metrics.js';
-import type { Changeset, SessionStore } from '../../shared/store/session-store.js';
+import type { Changeset } from '../../shared/store/session-records.js';
+import type { SessionStore } from '../../shared/store/session-store.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { Session } from '../../shared/domain/session.js';
 import { inBand } from '../../shared/fair-release.js';

@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import type { ZodType } from 'zod';
 import { JobSchemas, type CoordinatorEventName, type UnsettledUsage } from '../../shared/queues.js';
 import { flushOutbox, type QueueSet } from '../../shared/queue-set.js';
-import type { ApplyResult } from '../../shared/store/session-store.js';
+import type { ApplyResult } from '../../shared/store/session-records.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { onPlanJudged } from './plan-judged.js';
 import { finalizeSession, onCancel, onJobFailed, onResume } from './session-events.js';

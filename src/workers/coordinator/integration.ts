@@ -17,7 +17,7 @@ import {
   type ResumeEvent,
 } from '../../shared/queues.js';
 import { branchesToMerge, resultBranchName } from '../../shared/rules/integration-plan.js';
-import type { Changeset } from '../../shared/store/session-store.js';
+import type { Changeset } from '../../shared/store/session-records.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore, recordOnly } from './context.js';
 import { fillSlots, TaskEdits } from './task-edits.js';

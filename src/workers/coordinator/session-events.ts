@@ -6,7 +6,7 @@ import {
   type ResumeEvent,
 } from '../../shared/queues.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
-import type { Counters } from '../../shared/store/session-store.js';
+import type { Counters } from '../../shared/store/session-records.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore, planJob, recordOnly } from './context.js';
 import { fillSlots, isActive, isOpen, TaskEdits } from './task-edits.js';

@@ -6,7 +6,7 @@ import type {
 } from '../../shared/domain/human-wait.js';
 import type { Session } from '../../shared/domain/session.js';
 import type { AnswerEvent, StepWaitingEvent } from '../../shared/queues.js';
-import type { TaskSnapshot } from '../../shared/store/session-store.js';
+import type { TaskSnapshot } from '../../shared/store/session-records.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
 import { notifyJob } from './wait-notice.js';

@@ -1,5 +1,5 @@
 import type { TaskCheckedEvent } from '../../shared/queues.js';
-import type { TaskSnapshot } from '../../shared/store/session-store.js';
+import type { TaskSnapshot } from '../../shared/store/session-records.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
 import { taskChangeset, TaskEdits } from './task-edits.js';

@@ -8,12 +8,8 @@ import {
 } from '../../shared/domain/task.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import { jobIds, outboxJob, type OutboxJob } from '../../shared/queues.js';
-import type {
-  Changeset,
-  Counters,
-  SessionStore,
-  TaskSnapshot,
-} from '../../shared/store/session-store.js';
+import type { Changeset, Counters, TaskSnapshot } from '../../shared/store/session-records.js';
+import type { SessionStore } from '../../shared/store/session-store.js';
 import type { Session } from '../../shared/domain/session.js';
 import type { JudgingConfig } from '../../shared/config/schema.js';
 import { pickForSlots } from '../../shared/rules/critical-path.js';

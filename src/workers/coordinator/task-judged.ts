@@ -3,7 +3,7 @@ import { inBand } from '../../shared/fair-release.js';
 import { jobIds, outboxJob, type TaskJudgedEvent } from '../../shared/queues.js';
 import { inlineResult, taskCard } from '../../shared/task-card.js';
 import { decideTaskOutcome } from '../../shared/rules/task-outcome.js';
-import type { TaskSnapshot } from '../../shared/store/session-store.js';
+import type { TaskSnapshot } from '../../shared/store/session-records.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore } from './context.js';
 import { isActive, taskChangeset, TaskEdits } from './task-edits.js';

@@ -7,7 +7,7 @@ import type { Task, TaskResult } from '../../shared/domain/task.js';
 import type { ChatProvider } from '../llm/chat.js';
 import type { DependencyResult, RoleModels } from '../llm/types.js';
 import type { Logger } from '../../shared/logger.js';
-import type { TaskStepRecord } from '../../shared/store/session-store.js';
+import type { TaskStepRecord } from '../../shared/store/session-records.js';
 import type { StepDecision } from '../../shared/domain/human-wait.js';
 import type { StepRequest } from '../../shared/queues.js';
 

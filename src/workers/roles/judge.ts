@@ -19,7 +19,7 @@ import {
   type RoleContext,
   usableCard,
 } from './context.js';
-import type { TaskSnapshot } from '../../shared/store/session-store.js';
+import type { TaskSnapshot } from '../../shared/store/session-records.js';
 import { taskFromCard } from '../../shared/task-card.js';
 import { confirmDelivery } from '../delivery.js';
 import { judgeResult } from './final-judge.js';

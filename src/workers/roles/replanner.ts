@@ -5,7 +5,7 @@ import { ReplanBreakdown } from '../../shared/domain/plan.js';
 import { checkReply, HANDED_ON, handedOnAlready, type RoleContext, usableCard } from './context.js';
 import type { TaskJudgement, TaskResult, Task } from '../../shared/domain/task.js';
 import type { TaskCard } from '../../shared/queues.js';
-import type { TaskSnapshot } from '../../shared/store/session-store.js';
+import type { TaskSnapshot } from '../../shared/store/session-records.js';
 import { taskFromCard } from '../../shared/task-card.js';
 
 /** The task as the judge's verdict left it, from the replan job's card, verdict and result. */

@@ -9,7 +9,7 @@ import {
   type TaskCard,
   withPriorityOf,
 } from '../../shared/queues.js';
-import type { TaskSnapshot } from '../../shared/store/session-store.js';
+import type { TaskSnapshot } from '../../shared/store/session-records.js';
 import { inlineResult, taskCard, taskFromCard } from '../../shared/task-card.js';
 import type { ProgressUpdate, TaskProgress } from '../../shared/domain/progress.js';
 import { TaskResult } from '../../shared/domain/task.js';

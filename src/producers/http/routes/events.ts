@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { FINISHED_SESSION_STATES } from '../../../shared/domain/session.js';
-import type { StoredHistoryEntry } from '../../../shared/store/session-store.js';
+import type { StoredHistoryEntry } from '../../../shared/store/session-records.js';
 import { toApiError, ApiError } from '../errors.js';
 import { EventsQuery, SessionParams, StreamId } from '../schemas.js';
 import { formatSseEvent, SSE_HEARTBEAT } from '../sse.js';

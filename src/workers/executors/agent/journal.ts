@@ -1,5 +1,5 @@
 import type { PlanningConfig } from '../../../shared/config/schema.js';
-import type { TaskStepRecord } from '../../../shared/store/session-store.js';
+import type { TaskStepRecord } from '../../../shared/store/session-records.js';
 import {
   afterAction,
   afterReflection,
