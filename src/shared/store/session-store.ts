@@ -5,7 +5,7 @@ import type { OutboxJob, UnsettledUsage } from '../queues.js';
 import type { RedisConnection } from '../redis.js';
 import { ChangesetWriter } from './changeset-writer.js';
 import { ExecutionRecords } from './execution-records.js';
-import { sessionKeyList, sessionKeys } from './keys.js';
+import { sessionKeys } from './keys.js';
 import { PendingRequests } from './pending-requests.js';
 import { SessionHistory } from './session-history.js';
 import { SessionIndex } from './session-index.js';
@@ -57,10 +57,6 @@ export class SessionStore {
 
   keys(sessionId: string) {
     return sessionKeys(this.prefix, sessionId);
-  }
-
-  sessionKeyList(sessionId: string): string[] {
-    return sessionKeyList(this.keys(sessionId));
   }
 
   // The session record (session-reads.ts).
@@ -150,13 +146,6 @@ export class SessionStore {
     cache?: Map<string, TaskSnapshot>,
   ): Promise<Task[]> {
     return this.tasks.loadTasksInOrder(sessionId, taskIds, cache);
-  }
-
-  /** All tasks in the session's creation order (for display, not for scheduling). */
-  async loadAllTasks(sessionId: string): Promise<Task[]> {
-    const snapshot = await this.loadSession(sessionId);
-    if (!snapshot) return [];
-    return this.loadTasksInOrder(sessionId, snapshot.session.taskIds);
   }
 
   /** The fence of the latest work delivery of a task attempt (0: none took one yet). */
