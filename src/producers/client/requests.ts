@@ -241,11 +241,12 @@ export class SessionRequests {
     session: Session,
     spanName: string,
     job: OutboxJob,
-    waitMs = APPLY_WAIT_MS,
+    waitFor: number | undefined,
     isReply: (entry: HistoryEntry) => boolean | Promise<boolean>,
   ): Promise<boolean> {
     const last = await this.context.store.lastHistoryId(session.id);
     await this.send(session, spanName, job);
+    const waitMs = waitFor ?? APPLY_WAIT_MS;
     if (!(waitMs > 0)) return false;
     const signal = AbortSignal.timeout(waitMs);
     for await (const { entry } of this.watcher.watch(session.id, {
