@@ -83,11 +83,12 @@ export class SessionRequests {
       }
       // Recorded as a resume is: a wait right after the cancel goes on through the BLOCKED
       // state from before it until the coordinator applies it.
-      const job = outboxJob('coordinator', 'cancel', jobIds.cancel(sessionId, randomUUID()), {
-        sessionId,
-        reason,
-      });
-      await this.send(session, 'cancel_session', job);
+      await this.send(session, 'cancel_session', () =>
+        outboxJob('coordinator', 'cancel', jobIds.cancel(sessionId, randomUUID()), {
+          sessionId,
+          reason,
+        }),
+      );
     });
   }
 
@@ -104,14 +105,15 @@ export class SessionRequests {
       await checkResumable(this.context, session, parsed);
       const requestId = randomUUID();
       const eventId = jobIds.resume(sessionId, requestId);
-      const job = outboxJob('coordinator', 'resume', eventId, {
-        sessionId,
-        mode: parsed.mode,
-        requestId,
-        ...(parsed.taskIds ? { taskIds: parsed.taskIds } : {}),
-        ...(parsed.note ? { note: parsed.note } : {}),
-        ...(parsed.budget ? { budget: parsed.budget } : {}),
-      });
+      const job = () =>
+        outboxJob('coordinator', 'resume', eventId, {
+          sessionId,
+          mode: parsed.mode,
+          requestId,
+          ...(parsed.taskIds ? { taskIds: parsed.taskIds } : {}),
+          ...(parsed.note ? { note: parsed.note } : {}),
+          ...(parsed.budget ? { budget: parsed.budget } : {}),
+        });
       // Without a running coordinator the request stays queued: that is not an error.
       await this.sendAndFollow(session, 'resume_session', job, options.waitMs, (entry) => {
         const inputs = entry.type === 'decision' ? entry.inputs : undefined;
@@ -135,13 +137,14 @@ export class SessionRequests {
       const wait = await openWaitFor(this.context.store, session, parsed, options);
       const requestId = randomUUID();
       const eventId = jobIds.answer(sessionId, requestId);
-      const job = outboxJob('coordinator', 'answer', eventId, {
-        sessionId,
-        waitId: wait.id,
-        requestId,
-        answer: parsed,
-        ...(options.by ? { by: options.by } : {}),
-      });
+      const job = () =>
+        outboxJob('coordinator', 'answer', eventId, {
+          sessionId,
+          waitId: wait.id,
+          requestId,
+          answer: parsed,
+          ...(options.by ? { by: options.by } : {}),
+        });
       const applied = await this.sendAndFollow(
         session,
         'answer_wait',
@@ -240,7 +243,7 @@ export class SessionRequests {
   private async sendAndFollow(
     session: Session,
     spanName: string,
-    job: OutboxJob,
+    job: () => OutboxJob,
     waitFor: number | undefined,
     isReply: (entry: HistoryEntry) => boolean | Promise<boolean>,
   ): Promise<boolean> {
@@ -260,18 +263,19 @@ export class SessionRequests {
   }
 
   /**
-   * Enqueues a request about the session (`job`, its id the event id) as a span in the
-   * session's trace, under its submit, and records it as pending: a watch started from here on
-   * goes on through the state from before it until the coordinator applies it. The add comes
-   * first, so a recorded request always has a job (a watch drops a record whose job it cannot
-   * find). If the record cannot be written, the job is taken back while no coordinator has
-   * taken it, so the caller's retry does not queue a second one. BullMQ removes no job a worker
-   * holds; one taken already, or a Redis that does not answer, leaves the job as it is. A retry
-   * then queues another request, which the coordinator applies to the session as it then is: a
-   * budget resume of a session no longer BUDGET_EXHAUSTED, or a retry with no task blocked any
-   * more, is ignored.
+   * Enqueues a request about the session (the job `makeJob` builds, its id the event id) in a
+   * span of the session's trace, under its submit: the job is built inside the span, so it
+   * carries the span's context and the coordinator's work on it joins the trace. The request is
+   * recorded as pending: a watch started from here on goes on through the state from before it
+   * until the coordinator applies it. The add comes first, so a recorded request always has a
+   * job (a watch drops a record whose job it cannot find). If the record cannot be written, the
+   * job is taken back while no coordinator has taken it, so the caller's retry does not queue a
+   * second one. BullMQ removes no job a worker holds; one taken already, or a Redis that does
+   * not answer, leaves the job as it is. A retry then queues another request, which the
+   * coordinator applies to the session as it then is: a budget resume of a session no longer
+   * BUDGET_EXHAUSTED, or a retry with no task blocked any more, is ignored.
    */
-  private send(session: Session, spanName: string, job: OutboxJob): Promise<void> {
+  private send(session: Session, spanName: string, makeJob: () => OutboxJob): Promise<void> {
     const { queues, store } = this.context;
     const trace = {
       kind: SpanKind.PRODUCER,
@@ -280,6 +284,7 @@ export class SessionRequests {
       attributes: { 'orq.session.id': session.id },
     };
     return inSpan(spanName, trace, async () => {
+      const job = makeJob();
       await queues.add(job);
       try {
         await markRequestPending(store, session.id, job.jobId);
