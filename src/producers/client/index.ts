@@ -39,7 +39,7 @@ export type { CreateClientOptions } from './context.js';
 export interface OrqClient {
   readonly store: SessionStore;
 
-  // Requests: what it asks of orq, checked and enqueued for the coordinator (requests.ts)
+  // Requests: what it asks of orq, checked, then enqueued through the outbox (requests.ts)
   submit(request: SubmitRequest, options?: SubmitOptions): Promise<Session>;
   /**
    * As submit, and says whether this call created the session: false when its idempotency key
