@@ -147,12 +147,26 @@ function serverArgs(options: TestRedisOptions, port: number, dir: string): strin
 // container stop is a SIGTERM to Redis itself.
 const SERVER = 'exec "$(command -v redis-server || command -v valkey-server)" "$@"';
 
+/** Tries at a free port before a server's start failure counts (see startTestRedis). */
+const PORT_TRIES = 3;
+
 export async function startTestRedis(options: TestRedisOptions): Promise<TestRedis> {
   const servers = await redisServers();
-  const port = options.port ?? (await freePort());
-  return servers.way === 'container'
-    ? startContainerRedis(servers, options, port)
-    : startBinaryRedis(options, port);
+  const start = (port: number) =>
+    servers.way === 'container'
+      ? startContainerRedis(servers, options, port)
+      : startBinaryRedis(options, port);
+  if (options.port !== undefined) return start(options.port);
+  // A port free when asked can be taken before the server binds it (another file's server, or
+  // an outgoing connection's local port): the server then exits at once, and a container's
+  // start fails with "Log stream ended". Seen once in a full run; so another port is tried.
+  for (let tries = 1; ; tries += 1) {
+    try {
+      return await start(await freePort());
+    } catch (error) {
+      if (tries >= PORT_TRIES) throw error;
+    }
+  }
 }
 
 async function startBinaryRedis(options: TestRedisOptions, port: number): Promise<TestRedis> {
