@@ -357,7 +357,9 @@ describe('a session whose tasks commit to git branches', () => {
     try {
       const ended = await eventually(async () => {
         const job = await work.getJob(jobIds.integrate(session.id, 1));
-        return job && (await job.isCompleted()) ? job : undefined;
+        // finishedOn, not a later isCompleted(): the job read before it finished has no
+        // returnvalue although it is completed by the time isCompleted() asks.
+        return job?.finishedOn && (await job.isCompleted()) ? job : undefined;
       }, 'the job ended');
       expect(ended.returnvalue).toBe('session ended');
     } finally {
