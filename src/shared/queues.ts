@@ -375,7 +375,10 @@ export const StepWaitingEvent = z.object({
 });
 export type StepWaitingEvent = z.infer<typeof StepWaitingEvent>;
 
-/** The delayed end of a wait with approval.timeoutSeconds: it acts as approval.onTimeout says. */
+/**
+ * The delayed end of a wait with approval.timeoutSeconds (a plan's: it acts as approval.onTimeout
+ * says) or approval.stepTimeoutSeconds (a running execution's: approval.onStepTimeout).
+ */
 export const WaitTimedOutEvent = z.object({
   sessionId: SessionId,
   traceparent,

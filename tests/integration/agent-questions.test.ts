@@ -3,10 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HistoryEntry } from '../../src/shared/domain/history.js';
-import type { ScenarioInput } from '../../src/shared/config/scenario.js';
-import { createScriptedAgentModel } from '../../src/workers/executors/agent/scripted-model.js';
+import { submitAgentSession, waitEntries } from '../support/agent-session.js';
 import { clusterPerTest } from '../support/cluster.js';
-import { decisions, eventually, historyOf, recordingModels } from '../support/scenarios.js';
+import { decisions, eventually, historyOf } from '../support/scenarios.js';
 
 /**
  * An agent's ask_human through the library (issue 48): the running task asks a person, its
@@ -23,39 +22,20 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-const ONE_TASK: ScenarioInput = {
-  plans: [{ tasks: [{ id: 'push', title: 'Push the image', acceptance: 'pushed', context: 'c' }] }],
-  planJudgements: [{ score: 90, isAcceptable: true }],
-  tasks: { push: { judgements: [{ success: true, reason: 'pushed' }] } },
-};
-
 async function asking() {
-  const agent = createScriptedAgentModel({
+  const { c, id, agent } = await submitAgentSession(startCluster, {
     actions: [
       { tool: 'ask_human', input: { question: QUESTION } },
       { done: true, summary: 'pushed where the person said' },
     ],
+    workspaces: tmp,
   });
-  const c = await startCluster({
-    models: recordingModels(ONE_TASK).models,
-    agentModel: () => agent,
-    config: {
-      execution: {
-        defaultExecutor: 'agent',
-        workspaceRoot: join(tmp, Math.random().toString(36).slice(2)),
-      },
-    },
-  });
-  const { id } = await c.client.submit({ instruction: 'Push the image' });
   const question = await eventually(
     async () => (await c.client.get(id)).session.questions?.[0],
     'the question',
   );
   return { c, id, question, agent };
 }
-
-const waitEntries = (all: HistoryEntry[]) =>
-  all.filter((e): e is Extract<HistoryEntry, { type: 'wait' }> => e.type === 'wait');
 
 describe('ask_human (an agent asks a person mid-run)', () => {
   it('opens a question of the running task, listed as waiting', async () => {

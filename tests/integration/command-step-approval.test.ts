@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,7 +8,7 @@ import { createCommandExecutor } from '../../src/workers/executors/command.js';
 import { taskBranchName } from '../../src/workers/executors/git-worktree.js';
 import { ExecutionPaused } from '../../src/workers/executors/types.js';
 import { executorContext, makeSession, openStore } from '../support/executors.js';
-import { git } from '../support/git.js';
+import { git, makeRepo } from '../support/git.js';
 
 /**
  * approval.steps with the command executor (issue 48): a command run matching a rule waits
@@ -28,14 +28,8 @@ afterAll(() => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-let repoCount = 0;
 function setup(rule = 'fake-coding-agent') {
-  const repo = join(tmp, `repo${++repoCount}`);
-  mkdirSync(repo);
-  git(['init', '-q'], repo);
-  writeFileSync(join(repo, 'README.md'), '# project\n');
-  git(['add', '-A'], repo);
-  git(['commit', '-q', '-m', 'initial'], repo);
+  const repo = makeRepo(tmp);
   const session = makeSession({
     execution: {
       defaultExecutor: 'command',

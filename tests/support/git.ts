@@ -1,4 +1,6 @@
 import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 /**
  * git as the tests' own hand: with an identity of its own on the command line (set for this
@@ -19,4 +21,16 @@ export function git(args: string[], cwd: string): string {
     ],
     { cwd, encoding: 'utf8' },
   ).trim();
+}
+
+let repoCount = 0;
+/** A fresh repository under `parent` on `main`, holding one commit of a README. */
+export function makeRepo(parent: string): string {
+  const repo = join(parent, `repo${++repoCount}`);
+  mkdirSync(repo);
+  git(['init', '-q'], repo);
+  writeFileSync(join(repo, 'README.md'), '# project\n');
+  git(['add', '-A'], repo);
+  git(['commit', '-q', '-m', 'initial'], repo);
+  return repo;
 }

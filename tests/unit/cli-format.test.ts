@@ -10,6 +10,8 @@ import {
   formatSessionTable,
   formatTaskCounts,
   missingRolesNotice,
+  questionLines,
+  stepLines,
 } from '../../src/producers/cli/format.js';
 import { followMode } from '../../src/producers/cli/follow.js';
 import { BUDGET_RESUME_HINT } from '../../src/shared/budget.js';
@@ -442,6 +444,42 @@ describe('missingRolesNotice', () => {
     const none = { coordinator: 0, planner: 0, judge: 0, worker: 0, replanner: 0 };
     expect(missingRolesNotice('s1', none, 'orq')).toMatch(
       /^no process runs the coordinator, planner, judge and worker roles on this Redis/,
+    );
+  });
+});
+
+describe('the waits of a running execution, with approval.stepTimeoutSeconds', () => {
+  const opened = { openedAt: now, timeoutAt: at(60), taskId: 't1', attempt: 1, step: 2 };
+
+  it('says when a step ends on its own, and how', () => {
+    const wait = {
+      ...opened,
+      id: 'step-t1-1-2',
+      kind: 'step-approval' as const,
+      tool: 'run_command',
+      input: { command: ['git', 'push'] },
+      command: 'git push',
+      rule: 'command matches /^git push/',
+      onTimeout: 'reject' as const,
+    };
+    expect(stepLines('s1', wait)[0]).toBe(
+      `waiting for a person: step approval step-t1-1-2 of task t1 (command matches /^git push/) (rejected at ${at(60)} if nobody answers)`,
+    );
+    expect(stepLines('s1', { ...wait, onTimeout: 'approve' })[0]).toContain(
+      `(approved at ${at(60)} if nobody answers)`,
+    );
+  });
+
+  it("says when an agent's question goes on without an answer", () => {
+    const question = {
+      ...opened,
+      id: 'ask-t1-1-2',
+      kind: 'question' as const,
+      question: 'Staging?',
+      reason: 'the agent asked a person at step 2',
+    };
+    expect(questionLines('s1', question)[0]).toBe(
+      `waiting for a person: question ask-t1-1-2 of task t1 (the agent goes on without an answer at ${at(60)} if nobody answers)`,
     );
   });
 });

@@ -10,6 +10,7 @@ import { Session } from '../../src/shared/domain/session.js';
 import { usageFromHash } from '../../src/shared/store/usage-store.js';
 import { graphEdges, taskGraphSvg } from '../../src/producers/http/ui/task-graph.js';
 import { taskJobs } from '../../src/producers/http/ui/task-page.js';
+import { questionsView, stepsView } from '../../src/producers/http/ui/wait-view.js';
 
 const task = (input: Omit<TaskInput, 'title' | 'acceptance'> & { title?: string }): Task =>
   Task.parse({ title: `title of ${input.id}`, acceptance: 'a', ...input });
@@ -257,6 +258,61 @@ describe('the session page of a session integrating', () => {
     }).text;
     expect(text).toContain(
       '<dd data-field="integration">final judgement (round 1): the judge reviews orq/s1/result at c0ffee012345</dd>',
+    );
+  });
+});
+
+describe('the session view of waits that end on their own (approval.stepTimeoutSeconds)', () => {
+  const at = '2026-11-28T00:01:00.000Z';
+  const session = Session.parse({
+    id: 's',
+    instruction: 'i',
+    state: 'RUNNING',
+    createdAt: at,
+    updatedAt: at,
+    requiredTerms: { terms: [], source: 'user-input' },
+    config: {},
+    planning: {},
+    stepWaits: [
+      {
+        id: 'step-t1-1-2',
+        kind: 'step-approval',
+        openedAt: at,
+        timeoutAt: at,
+        onTimeout: 'approve',
+        taskId: 't1',
+        attempt: 1,
+        step: 2,
+        tool: 'write_file',
+        input: { path: 'a' },
+        rule: 'tool write_file',
+      },
+    ],
+    questions: [
+      {
+        id: 'ask-t1-1-3',
+        kind: 'question',
+        openedAt: at,
+        timeoutAt: at,
+        taskId: 't1',
+        attempt: 1,
+        step: 3,
+        question: 'Staging?',
+        reason: 'the agent asked a person at step 3',
+      },
+    ],
+  });
+  const text = (view: unknown) => String(view).replace(/\s+/g, ' ');
+
+  it('shows when a step is approved or rejected on its own', () => {
+    expect(text(stepsView(session, false))).toContain(
+      `Nobody answering, it is <strong>approved</strong> at <time datetime="${at}">${at}</time>.`,
+    );
+  });
+
+  it("shows when an agent's question goes on without an answer", () => {
+    expect(text(questionsView(session, true))).toContain(
+      `Nobody answering, the agent goes on without an answer at <time datetime="${at}">${at}</time>.`,
     );
   });
 });

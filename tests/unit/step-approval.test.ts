@@ -160,3 +160,65 @@ describe('approval.steps over HTTP: a submit may add rules, never drop the serve
     expect(callerLimitIssues(parseConfig({}), chosen, [])).toEqual([]);
   });
 });
+
+describe('approval.stepTimeoutSeconds and onStepTimeout', () => {
+  it('waits for ever by default, and rejects on a timeout unless told to approve', () => {
+    expect(ApprovalConfig.parse({})).toMatchObject({ onStepTimeout: 'reject' });
+    expect(ApprovalConfig.parse({}).stepTimeoutSeconds).toBeUndefined();
+    expect(
+      ApprovalConfig.parse({ stepTimeoutSeconds: 60, onStepTimeout: 'approve' }),
+    ).toMatchObject({ stepTimeoutSeconds: 60, onStepTimeout: 'approve' });
+  });
+
+  it('takes the bounds of approval.timeoutSeconds: whole seconds from 1 to 30 days', () => {
+    for (const bad of [0, 1.5, 30 * 24 * 3600 + 1]) {
+      expect(() => parseConfig({ approval: { stepTimeoutSeconds: bad } })).toThrow(
+        'approval.stepTimeoutSeconds',
+      );
+    }
+    expect(() => parseConfig({ approval: { onStepTimeout: 'skip' } })).toThrow(
+      'approval.onStepTimeout',
+    );
+  });
+
+  it('leaves plan approvals to approval.timeoutSeconds and onTimeout', () => {
+    const config = parseConfig({ approval: { stepTimeoutSeconds: 5, onStepTimeout: 'approve' } });
+    expect(config.approval).toMatchObject({ onTimeout: 'reject' });
+    expect(config.approval.timeoutSeconds).toBeUndefined();
+  });
+});
+
+describe('a step timeout over HTTP: a submit may not approve on it where the server does not', () => {
+  const operator = parseConfig({ approval: { steps: [{ command: '^git push' }] } });
+  const steps = [{ command: '^git push' }];
+  const paths = (chosen: unknown, server = operator) =>
+    callerLimitIssues(server, parseConfig(chosen), []).map((i) => i.path);
+
+  it('refuses a timeout that approves a step the server has a person approve', () => {
+    expect(paths({ approval: { steps, stepTimeoutSeconds: 1, onStepTimeout: 'approve' } })).toEqual(
+      ['config.approval.onStepTimeout'],
+    );
+  });
+
+  it('refuses one sooner than the server’s own approving timeout', () => {
+    const server = parseConfig({
+      approval: { steps, stepTimeoutSeconds: 600, onStepTimeout: 'approve' },
+    });
+    expect(
+      paths({ approval: { steps, stepTimeoutSeconds: 60, onStepTimeout: 'approve' } }, server),
+    ).toEqual(['config.approval.onStepTimeout']);
+    expect(
+      paths({ approval: { steps, stepTimeoutSeconds: 900, onStepTimeout: 'approve' } }, server),
+    ).toEqual([]);
+  });
+
+  it('takes a timeout that rejects, and any timeout where the server has no step rules', () => {
+    expect(paths({ approval: { steps, stepTimeoutSeconds: 1 } })).toEqual([]);
+    expect(
+      paths(
+        { approval: { steps, stepTimeoutSeconds: 1, onStepTimeout: 'approve' } },
+        parseConfig({}),
+      ),
+    ).toEqual([]);
+  });
+});

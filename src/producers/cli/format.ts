@@ -263,7 +263,7 @@ export function questionLines(
       ? `raise the budget first (orq resume ${sessionId} --max-tokens N), then `
       : '';
   return [
-    `waiting for a person: question ${question.id} of task ${question.taskId}`,
+    `waiting for a person: question ${question.id} of task ${question.taskId}${question.timeoutAt ? ` (the agent goes on without an answer at ${question.timeoutAt} if nobody answers)` : ''}`,
     `question: ${clip(oneLine(question.question), 400)}`,
     `answer: ${raise}orq answer ${sessionId} --task ${question.taskId} "…"`,
   ];
@@ -272,7 +272,7 @@ export function questionLines(
 /** A step of a running task that waits for a person's approval, and the commands that answer. */
 export function stepLines(sessionId: string, wait: StepApprovalWait): string[] {
   return [
-    `waiting for a person: step approval ${wait.id} of task ${wait.taskId} (${wait.rule})`,
+    `waiting for a person: step approval ${wait.id} of task ${wait.taskId} (${wait.rule})${wait.timeoutAt ? ` (${wait.onTimeout === 'approve' ? 'approved' : 'rejected'} at ${wait.timeoutAt} if nobody answers)` : ''}`,
     wait.command !== undefined ? `command: ${wait.command}` : `tool: ${wait.tool}`,
     ...(wait.command === undefined || wait.tool !== 'command'
       ? [`input: ${clip(JSON.stringify(wait.input) ?? '', 2000)}`]

@@ -88,5 +88,19 @@ export function callerLimitIssues(
       message: `a plan may approve itself on a timeout only as this server's config says (${approvesAlone(operator) ? `after ${operator.approval.timeoutSeconds} s` : 'never'})`,
     });
   }
+  // Nor a step the operator's rules name, by approving it on a timeout of its own.
+  const stepApprovesAlone = (c: SessionConfig) =>
+    c.approval.onStepTimeout === 'approve' && c.approval.stepTimeoutSeconds !== undefined;
+  if (
+    operator.approval.steps.length > 0 &&
+    stepApprovesAlone(chosen) &&
+    (!stepApprovesAlone(operator) ||
+      (chosen.approval.stepTimeoutSeconds ?? 0) < (operator.approval.stepTimeoutSeconds ?? 0))
+  ) {
+    issues.push({
+      path: 'config.approval.onStepTimeout',
+      message: `a step may approve itself on a timeout only as this server's config says (${stepApprovesAlone(operator) ? `after ${operator.approval.stepTimeoutSeconds} s` : 'never'})`,
+    });
+  }
   return issues;
 }

@@ -52,6 +52,8 @@ export const SAFE_SESSION_OVERRIDES: readonly string[] = [
   'approval.steps',
   'approval.timeoutSeconds',
   'approval.onTimeout',
+  'approval.stepTimeoutSeconds',
+  'approval.onStepTimeout',
 ];
 
 /** A pattern as the config accepts it: dotted keys or `*`, e.g. `llm.*.model`. */

@@ -904,6 +904,21 @@ export const ApprovalConfig = z.strictObject({
     .describe(
       'What a timed-out plan approval does: approve runs the plan; reject fails the session (APPROVAL_TIMED_OUT).',
     ),
+  stepTimeoutSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(30 * 24 * 3600)
+    .optional()
+    .describe(
+      "End a running execution's wait nobody answered after this many seconds: a step approval of approval.steps, as onStepTimeout says; an agent's ask_human question, whose agent goes on without an answer. Unset: wait for ever.",
+    ),
+  onStepTimeout: z
+    .enum(['approve', 'reject'])
+    .default('reject')
+    .describe(
+      "What a timed-out step approval does: approve runs the step; reject gives the executor the rejection, as a person's (the agent hears it as the tool's result; the command executor's run fails).",
+    ),
 });
 export type ApprovalConfig = z.infer<typeof ApprovalConfig>;
 

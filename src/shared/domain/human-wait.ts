@@ -18,14 +18,21 @@ export const WaitId = z
   .regex(/^[A-Za-z0-9_.-]+$/, 'wait ids use letters, digits and _ . - only');
 export type WaitId = z.infer<typeof WaitId>;
 
-/** What happens to a plan approval nobody answered within approval.timeoutSeconds. */
+/**
+ * What happens to a wait nobody answered in time: a plan approval's after approval.timeoutSeconds
+ * (approval.onTimeout), a step approval's after approval.stepTimeoutSeconds (onStepTimeout).
+ */
 export const ApprovalTimeoutAction = z.enum(['approve', 'reject']);
 export type ApprovalTimeoutAction = z.infer<typeof ApprovalTimeoutAction>;
 
 const waitBase = {
   id: WaitId,
   openedAt: z.string(),
-  /** When approval.timeoutSeconds is set: the time the wait ends on its own, and how. */
+  /**
+   * With approval.timeoutSeconds (a plan's) or approval.stepTimeoutSeconds (a running
+   * execution's): the time the wait ends on its own, and how (none for an agent's question,
+   * whose agent goes on without an answer).
+   */
   timeoutAt: z.string().optional(),
   onTimeout: ApprovalTimeoutAction.optional(),
 };
@@ -143,6 +150,11 @@ export const StepDecision = z.object({
   /** A rejection's reason, or the answer to an ask_human. */
   text: z.string().optional(),
   by: z.string().optional(),
+  /**
+   * Nobody answered within approval.stepTimeoutSeconds: the decision is onStepTimeout's (an
+   * ask_human gets no answer), and `text` says so.
+   */
+  timedOut: z.literal(true).optional(),
 });
 export type StepDecision = z.infer<typeof StepDecision>;
 

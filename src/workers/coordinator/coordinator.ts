@@ -12,7 +12,7 @@ import { onTaskReplanned } from './task-replanned.js';
 import { onIntegrated } from './integration.js';
 import { onPublished, onResultJudged } from './final-judgement.js';
 import { onAnswer } from './answers.js';
-import { onWaitTimedOut } from './plan-approval.js';
+import { onWaitTimedOut } from './wait-timeouts.js';
 import { onStepWaiting } from './step-waits.js';
 import { ValidationError } from '../../shared/errors.js';
 import { SessionId } from '../../shared/domain/session.js';

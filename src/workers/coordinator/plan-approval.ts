@@ -2,18 +2,13 @@ import type { PlanBreakdown } from '../../shared/domain/plan.js';
 import type { HistoryEntryDraft } from '../../shared/domain/history.js';
 import type { PlanAnswer, PlanApprovalWait } from '../../shared/domain/human-wait.js';
 import { openWaits, type Session } from '../../shared/domain/session.js';
-import {
-  jobIds,
-  outboxJob,
-  type AnswerEvent,
-  type OutboxJob,
-  type WaitTimedOutEvent,
-} from '../../shared/queues.js';
+import type { AnswerEvent, OutboxJob, WaitTimedOutEvent } from '../../shared/queues.js';
 import { checkPlanEdit } from '../../shared/rules/plan-edit.js';
 import type { CoordinatorContext, Transition } from './context.js';
 import { ignore, ignoreQuietly, planJob } from './context.js';
 import { startRunning } from './start-running.js';
 import { notifyJob } from './wait-notice.js';
+import { waitTimerJob } from './wait-timer.js';
 
 /** What the judge said of the plan that waits: shown to the person who decides. */
 export interface JudgedPlan {
@@ -64,15 +59,7 @@ export function openPlanApproval(
     wait,
   };
   const outbox = [notifyJob(session, wait, 'wait.opened', 'AWAITING_APPROVAL')];
-  if (timeoutAt !== undefined) {
-    outbox.push({
-      ...outboxJob('coordinator', 'wait-timed-out', jobIds.waitTimedOut(session.id, wait.id), {
-        sessionId: session.id,
-        waitId: wait.id,
-      }),
-      notBefore: timeoutAt,
-    });
-  }
+  if (timeoutAt !== undefined) outbox.push(waitTimerJob(session.id, wait.id, timeoutAt));
   return {
     changeset: {
       eventId,
@@ -130,7 +117,7 @@ export async function onPlanAnswer(
 }
 
 /** approval.timeoutSeconds passed with the wait still open: approve or reject as configured. */
-export async function onWaitTimedOut(
+export async function onPlanWaitTimedOut(
   ctx: CoordinatorContext,
   event: WaitTimedOutEvent,
   eventId: string,

@@ -5,11 +5,12 @@ import type {
   StepDecision,
 } from '../../shared/domain/human-wait.js';
 import type { Session } from '../../shared/domain/session.js';
-import type { AnswerEvent, StepWaitingEvent } from '../../shared/queues.js';
+import type { AnswerEvent, StepWaitingEvent, WaitTimedOutEvent } from '../../shared/queues.js';
 import type { TaskSnapshot } from '../../shared/store/session-records.js';
 import type { CoordinatorContext, Transition } from './context.js';
-import { ignore } from './context.js';
+import { ignore, ignoreQuietly } from './context.js';
 import { notifyJob } from './wait-notice.js';
+import { waitTimerJob } from './wait-timer.js';
 import { isActive, taskChangeset, TaskEdits } from './task-edits.js';
 
 /**
@@ -19,7 +20,9 @@ import { isActive, taskChangeset, TaskEdits } from './task-edits.js';
  * on, and neither blocks nor finishes meanwhile), but nothing of it is queued or running: it
  * holds no worker, lock, tenant slot or quota place. A person's answer closes the wait and
  * queues a work job for the SAME execution carrying the decision (ExecuteJob.resume), through
- * the outbox of the same write, so a crash between the two loses nothing.
+ * the outbox of the same write, so a crash between the two loses nothing. With
+ * approval.stepTimeoutSeconds, a timer ends a wait nobody answered as onStepTimeout says, through
+ * the same path an answer takes.
  */
 
 /** One wait per step of an execution: an answer to an earlier step's is stale. */
@@ -85,13 +88,21 @@ export async function onStepWaiting(
     );
   }
   const { request } = event;
-  const openedAt = new Date().toISOString();
+  const { approval } = session.config;
+  const now = Date.now();
+  const openedAt = new Date(now).toISOString();
+  const timeoutAt =
+    approval.stepTimeoutSeconds !== undefined
+      ? now + approval.stepTimeoutSeconds * 1000
+      : undefined;
+  const timing = timeoutAt !== undefined ? { timeoutAt: new Date(timeoutAt).toISOString() } : {};
   const wait: ExecutionWait =
     request.kind === 'question'
       ? {
           id: askWaitId(event.taskId, event.attempt, request.step),
           kind: 'question',
           openedAt,
+          ...timing,
           taskId: event.taskId,
           attempt: event.attempt,
           step: request.step,
@@ -102,6 +113,7 @@ export async function onStepWaiting(
           id: stepWaitId(event.taskId, event.attempt, request.step),
           kind: 'step-approval',
           openedAt,
+          ...(timeoutAt !== undefined ? { ...timing, onTimeout: approval.onStepTimeout } : {}),
           taskId: event.taskId,
           attempt: event.attempt,
           step: request.step,
@@ -126,7 +138,10 @@ export async function onStepWaiting(
         expectedVersion: version,
       },
       readTasks: [task],
-      outbox: [notifyJob(session, wait, 'wait.opened', session.state)],
+      outbox: [
+        notifyJob(session, wait, 'wait.opened', session.state),
+        ...(timeoutAt !== undefined ? [waitTimerJob(session.id, wait.id, timeoutAt)] : []),
+      ],
       history: [
         {
           type: 'decision',
@@ -178,10 +193,6 @@ export async function onStepAnswer(
   if (wait.kind === 'step-approval' && answer.action !== 'approve' && answer.action !== 'reject') {
     return ignore(eventId, `the wait ${wait.id} is a step approval: approve or reject it`);
   }
-  const loaded = (await ctx.store.loadTasks(session.id, [wait.taskId])).get(wait.taskId);
-  if (!loaded || !stillWaits(loaded, wait.attempt)) {
-    return ignore(eventId, `the wait ${wait.id} is no longer open: task ${wait.taskId} moved on`);
-  }
   const text =
     answer.action === 'answer'
       ? answer.text
@@ -205,39 +216,113 @@ export async function onStepAnswer(
       : decision.action === 'approve'
         ? `step ${wait.step} of task ${wait.taskId} approved${by}: it runs`
         : `step ${wait.step} of task ${wait.taskId} rejected${by}: the executor hears why`;
+  return resumeExecution(ctx, eventId, session, version, wait, decision, {
+    outcome: `answered:${decision.action}`,
+    history: [
+      {
+        type: 'wait',
+        taskId: wait.taskId,
+        action: 'answered',
+        waitId: wait.id,
+        kind: wait.kind,
+        answer,
+        ...(event.by ? { by: event.by } : {}),
+      },
+      {
+        type: 'decision',
+        taskId: wait.taskId,
+        decision: `${wait.kind}:${decision.action}`,
+        reason,
+        inputs: {
+          waitId: wait.id,
+          requestId: event.requestId,
+          step: wait.step,
+          ...(text !== undefined ? { text } : {}),
+          ...(event.by ? { by: event.by } : {}),
+        },
+      },
+    ],
+  });
+}
+
+/**
+ * approval.stepTimeoutSeconds passed with the wait still open: a step approval is decided as
+ * approval.onStepTimeout says, an agent's question gets no answer; either way the execution
+ * resumes as after a person's answer. A timer whose wait ended first (answered, cancelled) does
+ * nothing: that end is in the history already.
+ */
+export async function onExecutionWaitTimedOut(
+  ctx: CoordinatorContext,
+  event: WaitTimedOutEvent,
+  eventId: string,
+): Promise<Transition> {
+  const { session, version } = await ctx.store.requireSession(event.sessionId);
+  const wait = openExecutionWait(session, event.waitId);
+  if (typeof wait === 'string') return ignoreQuietly(eventId, wait);
+  const seconds = session.config.approval.stepTimeoutSeconds;
+  const action = wait.kind === 'question' ? 'answer' : (wait.onTimeout ?? 'reject');
+  const text =
+    wait.kind === 'question'
+      ? `nobody answered within ${seconds} s (approval.stepTimeoutSeconds)`
+      : `nobody answered within ${seconds} s (approval.onStepTimeout: ${action})`;
+  const decision: StepDecision = { waitId: wait.id, step: wait.step, action, text, timedOut: true };
+  const reason =
+    action === 'answer'
+      ? `nobody answered the agent's question within ${seconds} s: task ${wait.taskId} goes on without an answer`
+      : action === 'approve'
+        ? `step ${wait.step} of task ${wait.taskId} approved on its timeout (approval.onStepTimeout: approve): it runs`
+        : `step ${wait.step} of task ${wait.taskId} rejected on its timeout: ${text}; the executor hears why`;
+  return resumeExecution(ctx, eventId, session, version, wait, decision, {
+    outcome: action === 'answer' ? 'timed-out' : `timed-out:${action}`,
+    history: [
+      {
+        type: 'wait',
+        taskId: wait.taskId,
+        action: 'timed-out',
+        waitId: wait.id,
+        kind: wait.kind,
+        // The action the config named, as a plan approval's timeout records it.
+        ...(action === 'approve'
+          ? { answer: { action: 'approve' as const } }
+          : action === 'reject'
+            ? { answer: { action: 'reject' as const, feedback: text } }
+            : {}),
+      },
+      {
+        type: 'decision',
+        taskId: wait.taskId,
+        decision: action === 'answer' ? 'question:timed-out' : `${wait.kind}:${action}`,
+        reason,
+        inputs: { waitId: wait.id, step: wait.step, timedOut: true, timeoutSeconds: seconds },
+      },
+    ],
+  });
+}
+
+/**
+ * The wait closes and the same execution resumes with `decision`: a work job for it, through the
+ * outbox of the write that closes the wait. `closing` is what the history and the webhook hear.
+ */
+async function resumeExecution(
+  ctx: CoordinatorContext,
+  eventId: string,
+  session: Session,
+  version: number,
+  wait: ExecutionWait,
+  decision: StepDecision,
+  closing: { outcome: string; history: HistoryEntryDraft[] },
+): Promise<Transition> {
+  const loaded = (await ctx.store.loadTasks(session.id, [wait.taskId])).get(wait.taskId);
+  if (!loaded || !stillWaits(loaded, wait.attempt)) {
+    return ignore(eventId, `the wait ${wait.id} is no longer open: task ${wait.taskId} moved on`);
+  }
   const edits = new TaskEdits(session, [loaded]);
   // Written (same state) so a change to the task meanwhile fences this write; it names the job
   // that carries the execution on, for status views.
   edits.put({ ...loaded.task, resumedAfter: { attempt: wait.attempt, waitId: wait.id } });
   edits.sendToWorker(wait.taskId, wait.attempt, decision);
-  const closed: HistoryEntryDraft[] = [
-    {
-      type: 'wait',
-      taskId: wait.taskId,
-      action: 'answered',
-      waitId: wait.id,
-      kind: wait.kind,
-      answer,
-      ...(event.by ? { by: event.by } : {}),
-    },
-    {
-      type: 'decision',
-      taskId: wait.taskId,
-      decision: `${wait.kind}:${decision.action}`,
-      reason,
-      inputs: {
-        waitId: wait.id,
-        requestId: event.requestId,
-        step: wait.step,
-        ...(text !== undefined ? { text } : {}),
-        ...(event.by ? { by: event.by } : {}),
-      },
-    },
-  ];
-  edits.history.push(...closed);
-  edits.outbox.push(
-    notifyJob(session, wait, 'wait.closed', session.state, `answered:${decision.action}`),
-  );
+  edits.history.push(...closing.history);
+  edits.outbox.push(notifyJob(session, wait, 'wait.closed', session.state, closing.outcome));
   const record = { ...withoutWait(session, wait.id), updatedAt: new Date().toISOString() };
   return {
     changeset: await taskChangeset(ctx.store, eventId, edits, session, {

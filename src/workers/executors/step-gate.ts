@@ -65,9 +65,13 @@ export async function gateCommand(
   }
   const decision = ctx.stepDecision;
   if (decision?.step !== asked.step) throw new ExecutionPaused(request(asked.step));
-  const by = decision.by ? ` by ${decision.by}` : '';
+  const by = decision.timedOut ? ' on its timeout' : decision.by ? ` by ${decision.by}` : '';
   const approved = decision.action === 'approve';
-  const reason = `a person rejected running \`${options.shown}\`${by}${decision.text ? `: ${decision.text}` : ''}`;
+  const said = decision.text ? `: ${decision.text}` : '';
+  // approval.stepTimeoutSeconds passed: nobody decided, and the text says so.
+  const reason = decision.timedOut
+    ? `running \`${options.shown}\` was rejected${said}`
+    : `a person rejected running \`${options.shown}\`${by}${said}`;
   await ctx.history.append(asked.step + 1, {
     type: 'action',
     taskId: ctx.task.id,

@@ -121,6 +121,14 @@ export function questionsView(session: Session, readOnly: boolean): Html {
           <p>Task <code>${q.taskId}</code> asks: <strong data-question>${q.question}</strong></p>
           <p class="muted">${q.reason}</p>
           ${
+            q.timeoutAt
+              ? html`<p class="muted">
+                  Nobody answering, the agent goes on without an answer at
+                  <time datetime="${q.timeoutAt}">${q.timeoutAt}</time>.
+                </p>`
+              : ''
+          }
+          ${
             readOnly
               ? html`<p class="muted">Read-only: no answers here.</p>`
               : html`<label
@@ -165,6 +173,15 @@ export function stepsView(session: Session, readOnly: boolean): Html {
           <span class="muted">(${w.rule}, step ${w.step} of execution ${w.attempt})</span>
         </p>
         <pre data-input>${JSON.stringify(w.input, null, 2)}</pre>
+        ${
+          w.timeoutAt
+            ? html`<p class="muted">
+                Nobody answering, it is
+                <strong>${w.onTimeout === 'approve' ? 'approved' : 'rejected'}</strong> at
+                <time datetime="${w.timeoutAt}">${w.timeoutAt}</time>.
+              </p>`
+            : ''
+        }
         ${
           readOnly
             ? html`<p class="muted">Read-only: no answers here.</p>`

@@ -60,13 +60,17 @@ async function decidedOutcome(
   run: () => Promise<ToolOutcome>,
 ): Promise<ToolOutcome> {
   const by = decision.by ? ` (${decision.by})` : '';
+  // approval.stepTimeoutSeconds passed: nobody decided, and the text says so.
+  const said = decision.text ? `: ${decision.text}` : '';
   if (awaiting.kind === 'question') {
-    return { ok: true, output: `A person answered${by}: ${decision.text ?? ''}` };
+    return decision.timedOut
+      ? { ok: true, output: `No answer${said}. Go on without one.` }
+      : { ok: true, output: `A person answered${by}: ${decision.text ?? ''}` };
   }
   if (decision.action === 'approve') return run();
   return {
     ok: false,
-    error: `A person rejected this step${by}${decision.text ? `: ${decision.text}` : ''}. Do not run it again; find another way or finish.`,
+    error: `${decision.timedOut ? 'This step was rejected' : `A person rejected this step${by}`}${said}. Do not run it again; find another way or finish.`,
   };
 }
 
