@@ -1,5 +1,5 @@
 import { MODEL_ROLES, roleConfig } from './roles.js';
-import type { SessionConfig } from './schema.js';
+import type { ApprovalConfig, SessionConfig } from './schema.js';
 
 /**
  * What a caller who is not the operator (the HTTP API) may choose among, beyond which settings
@@ -74,33 +74,43 @@ export function callerLimitIssues(
       message: `this server requires a person's approval of these steps, which approval.steps must keep: ${dropped.map((rule) => JSON.stringify(rule)).join(', ')}`,
     });
   }
-  // Nor end it sooner by approving on a timeout of its own.
-  const approvesAlone = (c: SessionConfig) =>
-    c.approval.onTimeout === 'approve' && c.approval.timeoutSeconds !== undefined;
-  if (
-    operator.approval.plan === 'required' &&
-    approvesAlone(chosen) &&
-    (!approvesAlone(operator) ||
-      (chosen.approval.timeoutSeconds ?? 0) < (operator.approval.timeoutSeconds ?? 0))
-  ) {
-    issues.push({
-      path: 'config.approval.onTimeout',
-      message: `a plan may approve itself on a timeout only as this server's config says (${approvesAlone(operator) ? `after ${operator.approval.timeoutSeconds} s` : 'never'})`,
-    });
+  // Nor end it sooner by approving on a timeout of its own; nor a step the operator's rules name.
+  const soonerPlan = approvesSooner(
+    'plan',
+    approvingAfter(chosen.approval.onTimeout, chosen.approval.timeoutSeconds),
+    approvingAfter(operator.approval.onTimeout, operator.approval.timeoutSeconds),
+  );
+  if (operator.approval.plan === 'required' && soonerPlan) {
+    issues.push({ path: 'config.approval.onTimeout', message: soonerPlan });
   }
-  // Nor a step the operator's rules name, by approving it on a timeout of its own.
-  const stepApprovesAlone = (c: SessionConfig) =>
-    c.approval.onStepTimeout === 'approve' && c.approval.stepTimeoutSeconds !== undefined;
-  if (
-    operator.approval.steps.length > 0 &&
-    stepApprovesAlone(chosen) &&
-    (!stepApprovesAlone(operator) ||
-      (chosen.approval.stepTimeoutSeconds ?? 0) < (operator.approval.stepTimeoutSeconds ?? 0))
-  ) {
-    issues.push({
-      path: 'config.approval.onStepTimeout',
-      message: `a step may approve itself on a timeout only as this server's config says (${stepApprovesAlone(operator) ? `after ${operator.approval.stepTimeoutSeconds} s` : 'never'})`,
-    });
+  const soonerStep = approvesSooner(
+    'step',
+    approvingAfter(chosen.approval.onStepTimeout, chosen.approval.stepTimeoutSeconds),
+    approvingAfter(operator.approval.onStepTimeout, operator.approval.stepTimeoutSeconds),
+  );
+  if (operator.approval.steps.length > 0 && soonerStep) {
+    issues.push({ path: 'config.approval.onStepTimeout', message: soonerStep });
   }
   return issues;
+}
+
+/** After how many seconds a wait approves on its own; undefined when it never does. */
+function approvingAfter(
+  onTimeout: ApprovalConfig['onTimeout'],
+  seconds: number | undefined,
+): number | undefined {
+  return onTimeout === 'approve' ? seconds : undefined;
+}
+
+/**
+ * Why a caller's wait would approve on its own sooner than the operator's config lets it (never
+ * when the operator's does not approve on a timeout); undefined when it keeps within it.
+ */
+function approvesSooner(
+  what: 'plan' | 'step',
+  chosen: number | undefined,
+  operator: number | undefined,
+): string | undefined {
+  if (chosen === undefined || (operator !== undefined && chosen >= operator)) return undefined;
+  return `a ${what} may approve itself on a timeout only as this server's config says (${operator !== undefined ? `after ${operator} s` : 'never'})`;
 }
