@@ -874,6 +874,16 @@ export const StepRule = z.union(
 );
 export type StepRule = z.infer<typeof StepRule>;
 
+/** How long a wait for a person may last before it ends on its own: a second to 30 days. */
+const WaitSeconds = z
+  .number()
+  .int()
+  .min(1)
+  .max(30 * 24 * 3600);
+
+/** What a timed-out approval does. */
+const WaitTimeoutAction = z.enum(['approve', 'reject']);
+
 /** Where a person decides before the session goes on (issue 48, docs/people-in-the-loop.md). */
 export const ApprovalConfig = z.strictObject({
   steps: z
@@ -889,36 +899,18 @@ export const ApprovalConfig = z.strictObject({
     .describe(
       'required: once the refinement loop accepts a plan, the session waits in AWAITING_APPROVAL until a person approves, edits or rejects it (orq approve / edit / reject, the HTTP API, the session view). Waiting holds no worker, lock or quota.',
     ),
-  timeoutSeconds: z
-    .number()
-    .int()
-    .min(1)
-    .max(30 * 24 * 3600)
-    .optional()
-    .describe(
-      'End a plan approval nobody answered after this many seconds, as onTimeout says. Unset: wait for ever.',
-    ),
-  onTimeout: z
-    .enum(['approve', 'reject'])
-    .default('reject')
-    .describe(
-      'What a timed-out plan approval does: approve runs the plan; reject fails the session (APPROVAL_TIMED_OUT).',
-    ),
-  stepTimeoutSeconds: z
-    .number()
-    .int()
-    .min(1)
-    .max(30 * 24 * 3600)
-    .optional()
-    .describe(
-      "End a running execution's wait nobody answered after this many seconds: a step approval of approval.steps, as onStepTimeout says; an agent's ask_human question, whose agent goes on without an answer. Unset: wait for ever.",
-    ),
-  onStepTimeout: z
-    .enum(['approve', 'reject'])
-    .default('reject')
-    .describe(
-      "What a timed-out step approval does: approve runs the step; reject gives the executor the rejection, as a person's (the agent hears it as the tool's result; the command executor's run fails).",
-    ),
+  timeoutSeconds: WaitSeconds.optional().describe(
+    'End a plan approval nobody answered after this many seconds, as onTimeout says. Unset: wait for ever.',
+  ),
+  onTimeout: WaitTimeoutAction.default('reject').describe(
+    'What a timed-out plan approval does: approve runs the plan; reject fails the session (APPROVAL_TIMED_OUT).',
+  ),
+  stepTimeoutSeconds: WaitSeconds.optional().describe(
+    "End a running execution's wait nobody answered after this many seconds: a step approval of approval.steps, as onStepTimeout says; an agent's ask_human question, whose agent goes on without an answer. Unset: wait for ever.",
+  ),
+  onStepTimeout: WaitTimeoutAction.default('reject').describe(
+    "What a timed-out step approval does: approve runs the step; reject gives the executor the rejection, as a person's (the agent hears it as the tool's result; the command executor's run fails).",
+  ),
 });
 export type ApprovalConfig = z.infer<typeof ApprovalConfig>;
 
