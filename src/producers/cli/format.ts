@@ -233,10 +233,16 @@ function sessionHeader(session: Session): string[] {
   return lines;
 }
 
+/** How an approval that times out ends, as its first line says it; empty when it waits for ever. */
+function endsOnItsOwn(wait: Pick<PlanApprovalWait, 'timeoutAt' | 'onTimeout'>): string {
+  if (!wait.timeoutAt) return '';
+  return ` (${wait.onTimeout === 'approve' ? 'approved' : 'rejected'} at ${wait.timeoutAt} if nobody answers)`;
+}
+
 /** A plan that waits for a person: what they are shown, and the commands that answer. */
 export function waitLines(sessionId: string, wait: PlanApprovalWait): string[] {
   const lines = [
-    `waiting for a person: plan approval ${wait.id}${wait.timeoutAt ? ` (${wait.onTimeout === 'approve' ? 'approved' : 'rejected'} at ${wait.timeoutAt} if nobody answers)` : ''}`,
+    `waiting for a person: plan approval ${wait.id}${endsOnItsOwn(wait)}`,
     `plan: score ${wait.score ?? 'n/a'}, ${wait.plan.tasks.length} task(s); accepted: ${clip(oneLine(wait.reason), 160)}`,
     ...wait.plan.tasks.map(
       (t) =>
@@ -272,7 +278,7 @@ export function questionLines(
 /** A step of a running task that waits for a person's approval, and the commands that answer. */
 export function stepLines(sessionId: string, wait: StepApprovalWait): string[] {
   return [
-    `waiting for a person: step approval ${wait.id} of task ${wait.taskId} (${wait.rule})${wait.timeoutAt ? ` (${wait.onTimeout === 'approve' ? 'approved' : 'rejected'} at ${wait.timeoutAt} if nobody answers)` : ''}`,
+    `waiting for a person: step approval ${wait.id} of task ${wait.taskId} (${wait.rule})${endsOnItsOwn(wait)}`,
     wait.command !== undefined ? `command: ${wait.command}` : `tool: ${wait.tool}`,
     ...(wait.command === undefined || wait.tool !== 'command'
       ? [`input: ${clip(JSON.stringify(wait.input) ?? '', 2000)}`]

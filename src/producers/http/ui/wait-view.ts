@@ -1,5 +1,14 @@
+import type { PlanApprovalWait } from '../../../shared/domain/human-wait.js';
 import type { Session } from '../../../shared/domain/session.js';
 import { html, UI_PATH, type Html } from './html.js';
+
+/** How an approval that times out ends; nothing when it waits for ever. */
+function endsOnItsOwn(wait: Pick<PlanApprovalWait, 'timeoutAt' | 'onTimeout'>): Html {
+  if (!wait.timeoutAt) return html``;
+  return html`Nobody answering, it is
+    <strong>${wait.onTimeout === 'approve' ? 'approved' : 'rejected'}</strong> at
+    <time datetime="${wait.timeoutAt}">${wait.timeoutAt}</time>.`;
+}
 
 /**
  * A session waiting for a person (issue 48): the plan with its score and the judge's issues
@@ -16,13 +25,7 @@ export function waitView(session: Session, readOnly: boolean): Html {
     <h2>Waiting for your approval: plan ${wait.attempt + 1}</h2>
     <p>
       Score <strong data-score>${wait.score ?? 'n/a'}</strong>. ${wait.reason}.
-      ${
-        wait.timeoutAt
-          ? html`Nobody answering, it is
-              <strong>${wait.onTimeout === 'approve' ? 'approved' : 'rejected'}</strong> at
-              <time datetime="${wait.timeoutAt}">${wait.timeoutAt}</time>.`
-          : ''
-      }
+      ${endsOnItsOwn(wait)}
     </p>
     <ol class="wait-plan">
       ${wait.plan.tasks.map(
@@ -173,15 +176,7 @@ export function stepsView(session: Session, readOnly: boolean): Html {
           <span class="muted">(${w.rule}, step ${w.step} of execution ${w.attempt})</span>
         </p>
         <pre data-input>${JSON.stringify(w.input, null, 2)}</pre>
-        ${
-          w.timeoutAt
-            ? html`<p class="muted">
-                Nobody answering, it is
-                <strong>${w.onTimeout === 'approve' ? 'approved' : 'rejected'}</strong> at
-                <time datetime="${w.timeoutAt}">${w.timeoutAt}</time>.
-              </p>`
-            : ''
-        }
+        ${w.timeoutAt ? html`<p class="muted">${endsOnItsOwn(w)}</p>` : ''}
         ${
           readOnly
             ? html`<p class="muted">Read-only: no answers here.</p>`
