@@ -28,7 +28,7 @@ import { bullQueue } from '../support/pods.js';
 import { formatSessionTable } from '../../src/producers/cli/format.js';
 import { jobIds } from '../../src/shared/queues.js';
 import { executorContext, makeSession, openStore } from '../support/executors.js';
-import { git } from '../support/git.js';
+import { git, makeRepo } from '../support/git.js';
 import { eventually } from '../support/scenarios.js';
 import { taskWorkspacePath } from '../../src/workers/executors/workspace-dir.js';
 
@@ -46,24 +46,13 @@ afterAll(() => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-let repoCount = 0;
-function makeRepo(): string {
-  const repo = join(tmp, `repo${++repoCount}`);
-  mkdirSync(repo);
-  git(['init', '-q'], repo);
-  writeFileSync(join(repo, 'README.md'), '# project\n');
-  git(['add', '-A'], repo);
-  git(['commit', '-q', '-m', 'initial'], repo);
-  return repo;
-}
-
 const task = { id: 't1', title: 'Write the parser', acceptance: 'the parser exists' };
 
 function setup(
   command: Partial<z.input<typeof CommandExecutorConfig>> = {},
   agentArgs: string[] = [],
 ) {
-  const repo = makeRepo();
+  const repo = makeRepo(tmp);
   const session = makeSession({
     execution: {
       defaultExecutor: 'command',
@@ -494,7 +483,7 @@ describe('the command executor', () => {
   });
 
   it('shows the head of a diff too large to read whole, and stops git past it', async () => {
-    const repo = makeRepo();
+    const repo = makeRepo(tmp);
     writeFileSync(join(repo, 'big.txt'), 'line\n'.repeat(200_000));
     const whole = await gitRun(['diff', '--no-index', '/dev/null', 'big.txt'], repo);
     expect(whole.truncated).toBeUndefined();
@@ -648,7 +637,7 @@ describe('a session whose tasks run through the command executor', () => {
   const startCluster = clusterPerTest();
 
   it('shows what each running agent is doing in the session view and `orq status`', async () => {
-    const repo = makeRepo();
+    const repo = makeRepo(tmp);
     cluster = await startCluster({
       config: {
         execution: {
@@ -695,7 +684,7 @@ describe('a session whose tasks run through the command executor', () => {
   });
 
   it('ends with one branch per task and the judge verdicts in the history', async () => {
-    const repo = makeRepo();
+    const repo = makeRepo(tmp);
     cluster = await startCluster({
       config: {
         execution: {
